@@ -1,0 +1,58 @@
+// Command-line parsing for the `gpupipe` CLI: the command, its options and the help texts.
+//
+// Pure: no I/O. Thread-safe.
+#ifndef GPUPIPE_CLIENT_CLI_ARGS_H_
+#define GPUPIPE_CLIENT_CLI_ARGS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "gpupipe/v1/gpupipe.pb.h"
+
+namespace gpupipe {
+namespace cli {
+
+inline constexpr char kDefaultTarget[] = "127.0.0.1:50051";
+
+enum class Command { kHelp, kVersion, kSubmit, kDescribe };
+
+struct SubmitArgs {
+  std::string input;     // --input, required
+  std::string ops_text;  // --ops, required, as typed
+  std::vector<v1::Op> ops;  // --ops, parsed
+  std::string output;    // --output, optional
+  v1::Priority priority = v1::PRIORITY_UNSPECIFIED;
+  v1::LaunchOptions options;  // --staging, --stages, --launch
+  std::string tag;            // --tag
+};
+
+struct Args {
+  Command command = Command::kHelp;
+  std::string help_topic;  // for kHelp: "", "submit" or "describe"
+  std::string target = kDefaultTarget;
+  double deadline_seconds = 300;
+  bool json = false;
+  SubmitArgs submit;
+};
+
+// Parses the arguments after the program name. Options take their value as the next
+// argument or after '='. Global options (--target, --deadline, --help) are accepted before
+// and after the command. Fails with INVALID_ARGUMENT naming the offending argument; errors in
+// --ops read "ops: <cause>".
+absl::StatusOr<Args> ParseArgs(const std::vector<std::string>& argv);
+
+// True when `argv` asks for JSON output, judged without parsing, so that even a usage error
+// can be reported as JSON.
+bool WantsJson(const std::vector<std::string>& argv);
+
+// Help texts, each ending in a newline.
+std::string MainHelp();
+std::string SubmitHelp();
+std::string DescribeHelp();
+
+}  // namespace cli
+}  // namespace gpupipe
+
+#endif  // GPUPIPE_CLIENT_CLI_ARGS_H_

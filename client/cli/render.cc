@@ -1,0 +1,301 @@
+#include "client/cli/render.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "client/dtype.h"
+#include "client/enum_names.h"
+#include "google/protobuf/util/json_util.h"
+
+namespace gpupipe {
+namespace cli {
+namespace {
+
+using client::DTypeName;
+using client::DTypeSize;
+
+template <typename T>
+T Load(const std::string& data, size_t index) {
+  T v;
+  std::memcpy(&v, data.data() + index * sizeof(T), sizeof(T));
+  return v;
+}
+
+// Shortest "%g" form with at most `max_digits` significant digits that `same` accepts.
+template <typename Same>
+std::string Shortest(double v, int max_digits, Same same) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v < 0 ? "-inf" : "inf";
+  std::string out;
+  for (int digits = 1; digits <= max_digits; ++digits) {
+    out = absl::StrFormat("%.*g", digits, v);
+    double back;
+    if (absl::SimpleAtod(out, &back) && same(back)) break;
+  }
+  return out;
+}
+
+std::string ElementText(const v1::Tensor& t, size_t i) {
+  switch (t.dtype()) {
+    case v1::DTYPE_FLOAT32: {
+      const float v = Load<float>(t.data(), i);
+      return Shortest(v, 9, [v](double back) { return static_cast<float>(back) == v; });
+    }
+    case v1::DTYPE_FLOAT64: {
+      const double v = Load<double>(t.data(), i);
+      return Shortest(v, 17, [v](double back) { return back == v; });
+    }
+    case v1::DTYPE_FLOAT16: {
+      // Five significant digits tell every pair of half values apart.
+      const double v = client::HalfToFloat(Load<uint16_t>(t.data(), i));
+      return Shortest(v, 5, [v](double back) { return std::fabs(back - v) <= std::fabs(v) * 1e-4; });
+    }
+    case v1::DTYPE_INT32: return absl::StrCat(Load<int32_t>(t.data(), i));
+    case v1::DTYPE_INT64: return absl::StrCat(Load<int64_t>(t.data(), i));
+    default: return "?";
+  }
+}
+
+// Appends the elements of dimension `dim` onward starting at element `*next`.
+void AppendNested(const v1::Tensor& t, int dim, size_t* next, std::string* out) {
+  if (dim == t.shape_size()) {
+    out->append(ElementText(t, (*next)++));
+    return;
+  }
+  out->push_back('[');
+  for (int64_t k = 0; k < t.shape(dim); ++k) {
+    if (k > 0) out->append(", ");
+    AppendNested(t, dim + 1, next, out);
+  }
+  out->push_back(']');
+}
+
+std::string TensorType(v1::DType dtype, const std::vector<int64_t>& shape) {
+  return absl::StrCat(DTypeName(dtype), "[", absl::StrJoin(shape, ", "), "]");
+}
+
+std::vector<int64_t> ShapeOf(const google::protobuf::RepeatedField<int64_t>& shape) {
+  return {shape.begin(), shape.end()};
+}
+
+int64_t Elements(const v1::Tensor& t) {
+  const size_t size = DTypeSize(t.dtype());
+  return size == 0 ? 0 : static_cast<int64_t>(t.data().size() / size);
+}
+
+// Left-aligned label column of the text renderings.
+std::string Line(absl::string_view label, absl::string_view text) {
+  return absl::StrFormat("%-10s%s\n", label, text);
+}
+
+}  // namespace
+
+std::string FormatMicros(double us) {
+  if (us < 1000) return absl::StrFormat("%.1f us", us);
+  if (us < 1e6) return absl::StrFormat("%.2f ms", us / 1e3);
+  return absl::StrFormat("%.2f s", us / 1e6);
+}
+
+std::string FormatBytes(int64_t bytes) {
+  if (bytes < 1024) return absl::StrCat(bytes, " B");
+  const char* units[] = {"KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes) / 1024;
+  int u = 0;
+  while (v >= 1024 && u < 3) {
+    v /= 1024;
+    ++u;
+  }
+  return absl::StrFormat("%.1f %s", v, units[u]);
+}
+
+double Throughput(const v1::Timing& timing) {
+  if (!(timing.total_us() > 0)) return 0;
+  // bytes per microsecond is MB/s; divide by 1e3 for GB/s.
+  return static_cast<double>(timing.bytes_in() + timing.bytes_out()) / timing.total_us() / 1e3;
+}
+
+std::string FormatValues(const v1::Tensor& tensor) {
+  std::string out;
+  size_t next = 0;
+  AppendNested(tensor, 0, &next, &out);
+  return out;
+}
+
+nlohmann::ordered_json ValuesJson(const v1::Tensor& tensor) {
+  nlohmann::ordered_json values = nlohmann::ordered_json::array();
+  const int64_t n = Elements(tensor);
+  for (int64_t i = 0; i < n; ++i) {
+    double v = 0;
+    switch (tensor.dtype()) {
+      case v1::DTYPE_INT32: values.push_back(Load<int32_t>(tensor.data(), i)); continue;
+      case v1::DTYPE_INT64: values.push_back(Load<int64_t>(tensor.data(), i)); continue;
+      case v1::DTYPE_FLOAT32: v = Load<float>(tensor.data(), i); break;
+      case v1::DTYPE_FLOAT64: v = Load<double>(tensor.data(), i); break;
+      case v1::DTYPE_FLOAT16: v = client::HalfToFloat(Load<uint16_t>(tensor.data(), i)); break;
+      default: break;
+    }
+    if (std::isfinite(v)) {
+      values.push_back(v);
+    } else {
+      values.push_back(nullptr);
+    }
+  }
+  return values;
+}
+
+std::string RenderSubmitText(const SubmitReport& r) {
+  const client::JobResult& res = r.result;
+  const v1::Tensor& out = res.output;
+  std::string text;
+  text += Line("job", absl::StrCat(res.accepted.job_id(), " (backend ", res.accepted.backend(), ")"));
+  text += Line("ops", r.ops);
+  text += Line("tensor", absl::StrCat(TensorType(r.input_dtype, r.input_shape), " -> ",
+                                      TensorType(out.dtype(), ShapeOf(out.shape()))));
+  if (res.has_timing) {
+    const v1::Timing& t = res.timing;
+    text += Line("timing", absl::StrCat("queue ", FormatMicros(t.queue_us()), ", h2d ",
+                                        FormatMicros(t.h2d_us()), ", compute ",
+                                        FormatMicros(t.compute_us()), ", d2h ",
+                                        FormatMicros(t.d2h_us()), ", total ",
+                                        FormatMicros(t.total_us())));
+    text += Line("stream", absl::StrCat(t.stream().empty() ? "-" : t.stream(), ", ", t.kernels(),
+                                        t.kernels() == 1 ? " kernel" : " kernels", ", staging ",
+                                        t.staging().empty() ? "-" : t.staging(), ", launch ",
+                                        t.launch().empty() ? "-" : t.launch()));
+    text += Line("bytes", absl::StrFormat("in %s, out %s, %.2f GB/s", FormatBytes(t.bytes_in()),
+                                          FormatBytes(t.bytes_out()), Throughput(t)));
+  } else {
+    text += Line("timing", "not reported by the server");
+  }
+  const int64_t n = Elements(out);
+  if (!r.output_path.empty()) {
+    text += Line("output", absl::StrCat("written to ", r.output_path));
+  } else if (n <= kMaxShownElements) {
+    text += Line("output", FormatValues(out));
+  } else {
+    text += Line("output", absl::StrCat("not saved (", n,
+                                        " elements; pass --output FILE.npy to save it)"));
+  }
+  return text;
+}
+
+nlohmann::ordered_json SubmitJson(const SubmitReport& r) {
+  const client::JobResult& res = r.result;
+  const v1::Tensor& out = res.output;
+  nlohmann::ordered_json j;
+  j["status"] = "ok";
+  j["job_id"] = res.accepted.job_id();
+  j["backend"] = res.accepted.backend();
+  j["ops"] = r.ops;
+  j["input"] = {{"path", r.input_path},
+                {"shape", r.input_shape},
+                {"dtype", DTypeName(r.input_dtype)}};
+  nlohmann::ordered_json output = {{"shape", ShapeOf(out.shape())},
+                           {"dtype", DTypeName(out.dtype())},
+                           {"path", r.output_path.empty() ? nlohmann::ordered_json(nullptr)
+                                                          : nlohmann::ordered_json(r.output_path)}};
+  if (Elements(out) <= kMaxShownElements) output["values"] = ValuesJson(out);
+  j["output"] = std::move(output);
+  if (res.has_timing) {
+    const v1::Timing& t = res.timing;
+    j["timing"] = {{"queue_us", t.queue_us()},     {"h2d_us", t.h2d_us()},
+                   {"compute_us", t.compute_us()}, {"d2h_us", t.d2h_us()},
+                   {"total_us", t.total_us()},     {"bytes_in", t.bytes_in()},
+                   {"bytes_out", t.bytes_out()},   {"kernels", t.kernels()},
+                   {"stream", t.stream()},         {"staging", t.staging()},
+                   {"launch", t.launch()},         {"gb_per_s", Throughput(t)}};
+  } else {
+    j["timing"] = nullptr;
+  }
+  return j;
+}
+
+std::string RenderDescribeText(const v1::DescribeResponse& d) {
+  std::string text;
+  text += Line("server", absl::StrCat(d.server_version().empty() ? "gpupiped" : d.server_version(),
+                                      " (backend ", d.backend(), ")"));
+  if (d.has_device()) {
+    const v1::Device& dev = d.device();
+    text += Line("device", absl::StrCat(dev.name(), " (ordinal ", dev.ordinal(), ", compute ",
+                                        dev.compute_capability(), ", ", dev.multiprocessors(),
+                                        " SMs, ", FormatBytes(dev.memory_bytes()), ")"));
+    text += Line("", absl::StrCat("driver ", dev.driver_version(), ", runtime ",
+                                  dev.runtime_version()));
+    text += Line("streams", absl::StrCat("device priorities ", dev.least_stream_priority(),
+                                         " (least) to ", dev.greatest_stream_priority(),
+                                         " (greatest)"));
+    for (const v1::PriorityMapping& p : dev.priorities()) {
+      text += Line("", absl::StrFormat(
+                           "%-8s-> device priority %d, %d %s",
+                           client::ShortEnumName(*v1::Priority_descriptor(), p.priority()),
+                           p.device_priority(), p.streams(),
+                           p.streams() == 1 ? "stream" : "streams"));
+    }
+  } else {
+    text += Line("device", "none (CPU backend)");
+  }
+  size_t width = 0;
+  for (const v1::OpInfo& op : d.ops()) width = std::max(width, op.name().size());
+  bool first = true;
+  for (const v1::OpInfo& op : d.ops()) {
+    const std::string pad(width + 2, ' ');
+    text += Line(first ? "ops" : "", absl::StrFormat("%-*s%-15s%s", static_cast<int>(width + 2),
+                                                     op.name(), op.kind(), op.description()));
+    first = false;
+    if (op.params_size() > 0) {
+      std::vector<std::string> params;
+      for (const v1::ParamInfo& p : op.params()) {
+        std::string desc = absl::StrCat(p.name(), " (", p.type().empty() ? "number" : p.type());
+        if (p.required()) {
+          absl::StrAppend(&desc, ", required");
+        } else if (!p.default_value().empty()) {
+          absl::StrAppend(&desc, ", default ", p.default_value());
+        }
+        absl::StrAppend(&desc, ")");
+        if (!p.description().empty()) absl::StrAppend(&desc, ": ", p.description());
+        params.push_back(std::move(desc));
+      }
+      text += Line("", absl::StrCat(pad, "params: ", absl::StrJoin(params, "; ")));
+    }
+    std::vector<std::string> dtypes;
+    for (int dt : op.dtypes()) dtypes.push_back(DTypeName(static_cast<v1::DType>(dt)));
+    if (!dtypes.empty()) text += Line("", absl::StrCat(pad, "dtypes: ", absl::StrJoin(dtypes, ", ")));
+  }
+  if (d.ops_size() == 0) text += Line("ops", "none");
+  auto enum_list = [](const auto& values, const google::protobuf::EnumDescriptor& type) {
+    std::vector<std::string> names;
+    for (int v : values) names.push_back(client::ShortEnumName(type, v));
+    return names.empty() ? std::string("-") : absl::StrJoin(names, ", ");
+  };
+  text += Line("staging", enum_list(d.stagings(), *v1::Staging_descriptor()));
+  text += Line("launch", enum_list(d.launch_modes(), *v1::LaunchMode_descriptor()));
+  if (d.has_limits()) {
+    const v1::Limits& l = d.limits();
+    text += Line("limits", absl::StrCat("input ", FormatBytes(l.max_input_bytes()), ", ",
+                                        l.max_ops(), " ops, rank ", l.max_rank(), ", chunks ",
+                                        FormatBytes(l.max_chunk_bytes())));
+  }
+  return text;
+}
+
+absl::StatusOr<std::string> DescribeJson(const v1::DescribeResponse& response) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  options.always_print_primitive_fields = true;
+  std::string json;
+  const auto status = google::protobuf::util::MessageToJsonString(response, &json, options);
+  if (!status.ok()) return absl::InternalError(absl::StrCat("to JSON: ", status.ToString()));
+  return json;
+}
+
+nlohmann::ordered_json ErrorJson(absl::StatusCode code, const std::string& message) {
+  return {{"status", "error"}, {"code", absl::StatusCodeToString(code)}, {"message", message}};
+}
+
+}  // namespace cli
+}  // namespace gpupipe

@@ -1,0 +1,85 @@
+#include "client/job_client.h"
+
+#include <chrono>
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+
+namespace gpupipe {
+namespace client {
+
+absl::Status FromGrpcStatus(const grpc::Status& status) {
+  if (status.ok()) return absl::OkStatus();
+  const int code = static_cast<int>(status.error_code());
+  return absl::Status(code > 0 && code <= 16 ? static_cast<absl::StatusCode>(code)
+                                             : absl::StatusCode::kUnknown,
+                      status.error_message());
+}
+
+absl::StatusOr<std::unique_ptr<JobClient>> JobClient::Create(const std::string& target,
+                                                             ClientOptions options) {
+  if (target.empty()) return absl::InvalidArgumentError("target is empty (expected HOST:PORT)");
+  if (!(options.deadline_seconds > 0) || !std::isfinite(options.deadline_seconds)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("deadline must be a positive number of seconds, got ",
+                     options.deadline_seconds));
+  }
+  std::shared_ptr<grpc::Channel> channel =
+      grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
+  return std::make_unique<JobClient>(std::move(channel), options);
+}
+
+JobClient::JobClient(std::shared_ptr<grpc::ChannelInterface> channel, ClientOptions options)
+    : options_(options), stub_(v1::JobService::NewStub(std::move(channel))) {}
+
+void JobClient::SetDeadline(grpc::ClientContext* context) const {
+  context->set_deadline(std::chrono::system_clock::now() +
+                        std::chrono::duration_cast<std::chrono::system_clock::duration>(
+                            std::chrono::duration<double>(options_.deadline_seconds)));
+}
+
+absl::StatusOr<v1::DescribeResponse> JobClient::Describe() {
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  v1::DescribeResponse response;
+  grpc::Status status = stub_->Describe(&context, v1::DescribeRequest(), &response);
+  if (!status.ok()) return FromGrpcStatus(status);
+  return response;
+}
+
+absl::StatusOr<JobResult> JobClient::Submit(const v1::SubmitRequest& request,
+                                            EventCallback on_event) {
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  std::unique_ptr<grpc::ClientReader<v1::JobEvent>> reader = stub_->Submit(&context, request);
+  ResultAssembler assembler;
+  absl::Status stream_error;
+  v1::JobEvent event;
+  while (reader->Read(&event)) {
+    absl::Status s = assembler.Add(event);
+    if (!s.ok()) {
+      stream_error = std::move(s);
+      break;
+    }
+    if (on_event) on_event(event);
+  }
+  if (!stream_error.ok()) {
+    // A broken stream: stop the job rather than wait for the rest of it (after a Done the
+    // server is finishing anyway). Finish needs the reader drained first.
+    if (!assembler.done()) context.TryCancel();
+    while (reader->Read(&event)) {
+    }
+  }
+  const grpc::Status rpc_status = reader->Finish();
+  // A failed Done is the job's own verdict and carries the server's message; report it even
+  // though the RPC then fails with the same status.
+  if (!stream_error.ok()) return stream_error;
+  if (!rpc_status.ok()) return FromGrpcStatus(rpc_status);
+  return assembler.Finish();
+}
+
+}  // namespace client
+}  // namespace gpupipe

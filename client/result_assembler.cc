@@ -1,0 +1,100 @@
+#include "client/result_assembler.h"
+
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "client/dtype.h"
+
+namespace gpupipe {
+namespace client {
+namespace {
+
+// Reserve the whole output up front only below this size: the size comes from the server and
+// a bogus shape should fail on the chunks, not on a giant allocation.
+constexpr int64_t kMaxReserve = int64_t{1} << 30;
+
+absl::Status Protocol(absl::string_view what) {
+  return absl::DataLossError(absl::StrCat("protocol error: ", what));
+}
+
+}  // namespace
+
+absl::Status ResultAssembler::Add(const v1::JobEvent& event) {
+  if (done_) return Protocol("event after Done");
+  switch (event.event_case()) {
+    case v1::JobEvent::kAccepted: {
+      if (accepted_) return Protocol("second Accepted event");
+      const v1::Accepted& a = event.accepted();
+      const std::vector<int64_t> shape(a.output_shape().begin(), a.output_shape().end());
+      absl::StatusOr<int64_t> bytes = TensorBytes(a.output_dtype(), shape);
+      if (!bytes.ok()) {
+        return absl::DataLossError(
+            absl::StrCat("protocol error: Accepted output: ", bytes.status().message()));
+      }
+      accepted_ = true;
+      expected_bytes_ = *bytes;
+      result_.accepted = a;
+      if (result_.accepted.job_id().empty()) result_.accepted.set_job_id(event.job_id());
+      result_.output.set_dtype(a.output_dtype());
+      *result_.output.mutable_shape() = a.output_shape();
+      if (expected_bytes_ <= kMaxReserve) {
+        result_.output.mutable_data()->reserve(static_cast<size_t>(expected_bytes_));
+      }
+      return absl::OkStatus();
+    }
+    case v1::JobEvent::kChunk: {
+      if (!accepted_) return Protocol("ResultChunk before Accepted");
+      const v1::ResultChunk& c = event.chunk();
+      const int64_t have = static_cast<int64_t>(result_.output.data().size());
+      if (c.offset() != have) {
+        return Protocol(absl::StrCat("ResultChunk at offset ", c.offset(), ", expected offset ",
+                                     have));
+      }
+      if (static_cast<int64_t>(c.data().size()) > expected_bytes_ - have) {
+        return Protocol(absl::StrCat("ResultChunk [", have, ", ", have + c.data().size(),
+                                     ") overruns the ", expected_bytes_, "-byte output"));
+      }
+      result_.output.mutable_data()->append(c.data());
+      return absl::OkStatus();
+    }
+    case v1::JobEvent::kTiming:
+      if (!accepted_) return Protocol("Timing before Accepted");
+      result_.timing = event.timing();
+      result_.has_timing = true;
+      return absl::OkStatus();
+    case v1::JobEvent::kDone: {
+      done_ = true;
+      const v1::Done& d = event.done();
+      if (d.code() != 0) {
+        // google.rpc.Code and absl::StatusCode share numbering; unknown values map to UNKNOWN.
+        const absl::StatusCode code = d.code() > 0 && d.code() <= 16
+                                          ? static_cast<absl::StatusCode>(d.code())
+                                          : absl::StatusCode::kUnknown;
+        return absl::Status(code, d.message());
+      }
+      if (!accepted_) return Protocol("Done without Accepted");
+      return absl::OkStatus();
+    }
+    case v1::JobEvent::EVENT_NOT_SET:
+      // A newer server's event kind: skipping it keeps this client compatible.
+      return absl::OkStatus();
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<JobResult> ResultAssembler::Finish() {
+  if (!done_) return Protocol("stream ended without a Done event");
+  const int64_t have = static_cast<int64_t>(result_.output.data().size());
+  if (have != expected_bytes_) {
+    return Protocol(absl::StrCat("output is ", have, " bytes but shape ",
+                                 ShapeString({result_.output.shape().begin(),
+                                              result_.output.shape().end()}),
+                                 " of ", DTypeName(result_.output.dtype()), " needs ",
+                                 expected_bytes_));
+  }
+  return std::move(result_);
+}
+
+}  // namespace client
+}  // namespace gpupipe

@@ -1,0 +1,101 @@
+// Thread-level access patterns shared by the row kernels, plus thin wrappers over the PDL
+// device intrinsics.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/common/elementwise_program.h"
+
+namespace gpupipe::kernels::cuda::detail {
+
+// ---- Programmatic Dependent Launch ---------------------------------------------------------
+// Both are no-ops when the grid was launched without the PDL attribute (or has no dependent),
+// so the same kernels serve config.pdl on and off.
+
+// Blocks until every grid this one depends on has completed and its writes are visible.
+__device__ __forceinline__ void WaitForPrimaryGrids() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  cudaGridDependencySynchronize();
+#endif
+}
+
+// Lets the dependent grid start launching once every block of this grid has called it (or
+// exited). Visibility of this grid's writes to the dependent is still guaranteed only by the
+// dependent's WaitForPrimaryGrids(), which waits for this grid's completion, so the trigger is
+// a scheduling hint and may come before the last write without breaking correctness.
+__device__ __forceinline__ void AllowDependentGrids() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  cudaTriggerProgrammaticLaunchCompletion();
+#endif
+}
+
+__device__ __forceinline__ void PrefetchL2(const void* p) {
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+}
+
+// ---- element access ------------------------------------------------------------------------
+
+__device__ __forceinline__ float4 ApplyEw4(const EwProgram& program, float4 v) {
+  return {ApplyEw(program, v.x), ApplyEw(program, v.y), ApplyEw(program, v.z),
+          ApplyEw(program, v.w)};
+}
+
+// Stores 4 consecutive floats at `dst`; `vec` says dst is 16-byte aligned.
+__device__ __forceinline__ void StoreFloat4(float* dst, float4 v, bool vec) {
+  if (vec) {
+    *reinterpret_cast<float4*>(dst) = v;
+  } else {
+    dst[0] = v.x;
+    dst[1] = v.y;
+    dst[2] = v.z;
+    dst[3] = v.w;
+  }
+}
+
+// Visits the elements of p[0, len) owned by thread `t` of `nthreads` cooperating threads: a
+// scalar head up to the first 16-byte boundary, a float4 body (Unroll independent 16-byte
+// loads in flight per thread), and a scalar tail. Row starts are only 4-byte aligned in
+// general (cols need not be a multiple of 4), hence the head. Calls on_scalar(i, x) and
+// on_vec(i, float4 of p[i..i+3]) with i relative to p; never reads outside p[0, len).
+template <int Unroll, typename OnScalar, typename OnVec>
+__device__ __forceinline__ void VisitSegment(const float* __restrict__ p, int64_t len, int t,
+                                             int nthreads, OnScalar&& on_scalar, OnVec&& on_vec) {
+  const int64_t misalign = static_cast<int64_t>((reinterpret_cast<uintptr_t>(p) >> 2) & 3);
+  const int64_t head = min(static_cast<int64_t>((4 - misalign) & 3), len);
+  if (t < head) on_scalar(t, __ldg(p + t));
+
+  const float4* __restrict__ body = reinterpret_cast<const float4*>(p + head);
+  const int64_t nvec = (len - head) / 4;
+  int64_t v = t;
+  for (; v + (Unroll - 1) * static_cast<int64_t>(nthreads) < nvec; v += Unroll * nthreads) {
+    float4 q[Unroll];
+#pragma unroll
+    for (int u = 0; u < Unroll; ++u) q[u] = __ldg(body + v + u * nthreads);
+#pragma unroll
+    for (int u = 0; u < Unroll; ++u) on_vec(head + 4 * (v + u * nthreads), q[u]);
+  }
+  for (; v < nvec; v += nthreads) on_vec(head + 4 * v, __ldg(body + v));
+
+  for (int64_t i = head + 4 * nvec + t; i < len; i += nthreads) on_scalar(i, __ldg(p + i));
+}
+
+// Visits p[0, len) for one lane `l` of a group of `lanes` lanes sharing a short row
+// (len <= a few thousand, so int indices): lane l owns elements l, l + lanes, ... Loads are
+// issued Unroll at a time so several are in flight per lane.
+template <int Unroll, typename OnScalar>
+__device__ __forceinline__ void VisitShortRow(const float* __restrict__ p, int len, int l,
+                                              int lanes, OnScalar&& on_scalar) {
+  int i = l;
+  for (; i + (Unroll - 1) * lanes < len; i += Unroll * lanes) {
+    float x[Unroll];
+#pragma unroll
+    for (int u = 0; u < Unroll; ++u) x[u] = __ldg(p + i + u * lanes);
+#pragma unroll
+    for (int u = 0; u < Unroll; ++u) on_scalar(i + u * lanes, x[u]);
+  }
+  for (; i < len; i += lanes) on_scalar(i, __ldg(p + i));
+}
+
+}  // namespace gpupipe::kernels::cuda::detail

@@ -1,0 +1,91 @@
+// Host-side decomposition of a rows x cols row op into kernels, shared by RowSum and
+// RowSoftmax so both ops split the same shapes the same way.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cuda/detail/launch.cuh"
+
+namespace gpupipe::kernels::cuda::detail {
+
+// Tuning values below are initial choices, not yet measured on the H200.
+
+// Threads per block of every row kernel.
+inline constexpr int kRowThreads = 256;
+// Rows up to this many columns are handled by a group of <= 32 lanes of one warp; longer rows
+// by whole blocks.
+inline constexpr int64_t kGroupMaxCols = 1024;
+// A group is sized so each lane owns about this many elements of its row.
+inline constexpr int kGroupElemsPerLane = 4;
+// Block-path rows are split when there are fewer rows than this many blocks per SM...
+inline constexpr int kRowTargetBlocksPerSm = 4;
+// ...but never into segments shorter than this (a segment's fixed cost must stay small).
+inline constexpr int64_t kMinSegmentCols = 8192;
+// Grids are capped at this many blocks per SM (the resident limit for 256-thread blocks at
+// full occupancy); kernels loop over any remaining work.
+inline constexpr int kRowMaxBlocksPerSm = 8;
+// Occupancy floor given to ptxas for the block-path kernels (__launch_bounds__): without it
+// ptxas squeezes them to 32 registers for full occupancy and spills.
+inline constexpr int kRowBlockMinBlocksPerSm = 4;
+// Independent 16-byte loads in flight per thread in the block path.
+inline constexpr int kRowUnroll = 4;
+
+// Fixed workspace: per-segment partials (RowSum: float; RowSoftmax: 8-byte {max, sum}). Any
+// shape fits: RowSoftmax processes rows in batches of at most kRowStatCapacity segments.
+inline constexpr size_t kRowOpsWorkspaceBytes = size_t{2} << 20;
+inline constexpr int64_t kRowStatCapacity = kRowOpsWorkspaceBytes / 8;
+
+struct RowPlan {
+  bool group = false;      // true: a group of `lanes` lanes per row; false: a block per segment
+  int lanes = 32;          // group path: lanes per row, a power of two in [1, 32]
+  int64_t splits = 1;      // block path: segments per row
+  int64_t seg_len = 0;     // block path: columns per segment (the last may be shorter)
+  int64_t batch_rows = 0;  // rows whose per-segment entries fit the workspace at once
+};
+
+inline RowPlan PlanRows(int64_t rows, int64_t cols, int multiprocessors) {
+  RowPlan plan;
+  if (cols <= kGroupMaxCols) {
+    plan.group = true;
+    const int64_t want = CeilDiv(cols, kGroupElemsPerLane);
+    plan.lanes = 1;
+    while (plan.lanes < 32 && plan.lanes < want) plan.lanes *= 2;
+    plan.seg_len = cols;
+  } else {
+    const int64_t target = static_cast<int64_t>(multiprocessors) * kRowTargetBlocksPerSm;
+    int64_t splits = 1;
+    if (rows < target) {
+      splits = std::min({CeilDiv(target, rows), CeilDiv(cols, kMinSegmentCols),
+                         kRowStatCapacity / rows});
+      splits = std::max<int64_t>(splits, 1);
+    }
+    // Segments a multiple of 4 columns long, and no empty segment after rounding.
+    plan.seg_len = CeilDiv(CeilDiv(cols, splits), 4) * 4;
+    plan.splits = CeilDiv(cols, plan.seg_len);
+  }
+  plan.batch_rows = kRowStatCapacity / plan.splits;
+  return plan;
+}
+
+inline int CapGrid(int64_t blocks_wanted, int multiprocessors) {
+  const int64_t cap = static_cast<int64_t>(multiprocessors) * kRowMaxBlocksPerSm;
+  return static_cast<int>(std::max<int64_t>(1, std::min(blocks_wanted, cap)));
+}
+
+// Argument checks shared by the row ops.
+inline cudaError_t ValidateRowArgs(const float* d_in, const float* d_out, int64_t rows,
+                                   int64_t cols, const EwProgram& pre, const void* d_workspace,
+                                   size_t workspace_bytes, const LaunchConfig& config) {
+  if (const cudaError_t err = ValidateConfig(config); err != cudaSuccess) return err;
+  if (rows < 1 || cols < 1) return cudaErrorInvalidValue;
+  if (cols > INT64_MAX / 4 / rows) return cudaErrorInvalidValue;  // byte size must fit int64
+  if (ValidateProgram(pre) != cudaSuccess) return cudaErrorInvalidValue;
+  if (d_in == nullptr || d_out == nullptr || !IsAligned(d_in, 16)) return cudaErrorInvalidValue;
+  if (d_workspace == nullptr || !IsAligned(d_workspace, 16)) return cudaErrorInvalidValue;
+  if (workspace_bytes < kRowOpsWorkspaceBytes) return cudaErrorInvalidValue;
+  return cudaSuccess;
+}
+
+}  // namespace gpupipe::kernels::cuda::detail

@@ -1,0 +1,151 @@
+// Elementwise op: entry points and dispatch. Two staging strategies over the same math:
+//  - kPipeline: a persistent grid; each block streams its tiles global -> shared through a
+//    block-scoped cuda::pipeline of `stages` buffers (cp.async), then applies the program from
+//    shared memory;
+//  - kDirect: a grid-stride loop of float4 register loads, several in flight per thread.
+// Both are memory-bound; the program is interpreted per element from the kernel parameters.
+#include <cooperative_groups.h>
+#include <cuda/pipeline>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "kernels/cuda/detail/launch.cuh"
+#include "kernels/cuda/detail/pipeline_staging.cuh"
+#include "kernels/cuda/detail/row_access.cuh"
+#include "kernels/cuda/ops.h"
+
+// pipeline_shared_state has a (trivial, defaulted) constructor; the pipeline initializes its
+// barriers itself in make_pipeline, so the missing dynamic initialization is intended.
+#pragma nv_diag_suppress static_var_with_dynamic_init
+
+namespace gpupipe::kernels::cuda {
+namespace {
+
+namespace cg = cooperative_groups;
+using detail::ApplyEw4;
+using detail::StoreFloat4;
+
+// Tuning values below are initial choices, not yet measured on the H200.
+constexpr int kEwThreads = 256;
+// One float4 per thread per tile: 4 KiB tiles, so 8 stages still fit in 32 KiB of static
+// shared memory and several blocks stay resident per SM.
+constexpr int kEwTileFloats = kEwThreads * 4;
+// Persistent-grid sizes: blocks per SM for each strategy.
+constexpr int kEwPipelineBlocksPerSm = 4;
+constexpr int kEwDirectBlocksPerSm = 8;
+// Independent float4 loads in flight per thread in the direct path.
+constexpr int kEwDirectUnroll = 4;
+
+// ---- entry points ----------------------------------------------------------------------------
+// d_in and d_out may alias (in place): every element is read before it is written, by the same
+// block, and no element is read twice. Hence no __restrict__ here.
+
+template <int Stages>
+__global__ void __launch_bounds__(kEwThreads)
+    EwPipelineKernel(const float* d_in, float* d_out, int64_t n, EwProgram program,
+                     bool out_vec) {
+  __shared__ ::cuda::pipeline_shared_state<::cuda::thread_scope_block, Stages> state;
+  __shared__ alignas(16) float tiles[Stages][kEwTileFloats];
+
+  const cg::thread_block block = cg::this_thread_block();
+  auto pipe = ::cuda::make_pipeline(block, &state);
+
+  // Tile t goes to block t % gridDim.x. Tiles start at multiples of 4 KiB from d_in, which is
+  // 16-byte aligned, as the 16-byte cp.async requires.
+  const int64_t full_tiles = n / kEwTileFloats;
+  const int64_t count =
+      blockIdx.x < full_tiles ? (full_tiles - 1 - blockIdx.x) / gridDim.x + 1 : 0;
+
+  detail::ForEachStagedTile<Stages, kEwTileFloats>(
+      block, pipe, tiles, d_in, blockIdx.x, gridDim.x, count,
+      [&](int64_t tile, const float* s_tile) {
+        const float4 v = reinterpret_cast<const float4*>(s_tile)[threadIdx.x];
+        StoreFloat4(d_out + tile * kEwTileFloats + 4 * threadIdx.x, ApplyEw4(program, v),
+                    out_vec);
+      });
+
+  // Ragged end (< one tile): plain bounds-checked loads, by the block next in the tile order.
+  if (blockIdx.x == full_tiles % gridDim.x) {
+    for (int64_t i = full_tiles * kEwTileFloats + threadIdx.x; i < n; i += blockDim.x) {
+      d_out[i] = ApplyEw(program, d_in[i]);
+    }
+  }
+}
+
+__global__ void __launch_bounds__(kEwThreads)
+    EwDirectKernel(const float* d_in, float* d_out, int64_t n, EwProgram program, bool out_vec) {
+  const float4* in4 = reinterpret_cast<const float4*>(d_in);
+  const int64_t nvec = n / 4;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const int64_t tid = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+
+  int64_t v = tid;
+  for (; v + (kEwDirectUnroll - 1) * stride < nvec; v += kEwDirectUnroll * stride) {
+    float4 q[kEwDirectUnroll];
+#pragma unroll
+    for (int u = 0; u < kEwDirectUnroll; ++u) q[u] = in4[v + u * stride];
+#pragma unroll
+    for (int u = 0; u < kEwDirectUnroll; ++u) {
+      StoreFloat4(d_out + 4 * (v + u * stride), ApplyEw4(program, q[u]), out_vec);
+    }
+  }
+  for (; v < nvec; v += stride) StoreFloat4(d_out + 4 * v, ApplyEw4(program, in4[v]), out_vec);
+
+  // n % 4 trailing elements; the grid always has at least 3 threads.
+  const int64_t i = 4 * nvec + tid;
+  if (i < n) d_out[i] = ApplyEw(program, d_in[i]);
+}
+
+// ---- dispatch --------------------------------------------------------------------------------
+
+template <int Stages>
+cudaError_t LaunchPipeline(const float* d_in, float* d_out, int64_t n, const EwProgram& program,
+                           bool out_vec, const LaunchConfig& config) {
+  const int64_t full_tiles = n / kEwTileFloats;
+  const int64_t cap = static_cast<int64_t>(config.multiprocessors) * kEwPipelineBlocksPerSm;
+  const int grid = static_cast<int>(std::max<int64_t>(1, std::min(full_tiles, cap)));
+  return detail::LaunchKernel(EwPipelineKernel<Stages>, dim3(grid), dim3(kEwThreads),
+                              config.stream, /*pdl=*/false, d_in, d_out, n, program, out_vec);
+}
+
+}  // namespace
+
+cudaError_t Elementwise(const float* d_in, float* d_out, int64_t n, const EwProgram& program,
+                        const LaunchConfig& config, int* kernels) {
+  detail::KernelCounter counter(kernels);
+  if (const cudaError_t err = detail::ValidateConfig(config); err != cudaSuccess) return err;
+  if (n < 0 || detail::ValidateProgram(program) != cudaSuccess) return cudaErrorInvalidValue;
+  if (n == 0) return cudaSuccess;
+  if (d_in == nullptr || d_out == nullptr || !detail::IsAligned(d_in, 16)) {
+    return cudaErrorInvalidValue;
+  }
+  // d_out carries no alignment promise; fall back to scalar stores when it is not 16-byte
+  // aligned.
+  const bool out_vec = detail::IsAligned(d_out, 16);
+
+  cudaError_t err = cudaSuccess;
+  if (config.staging == Staging::kDirect) {
+    const int64_t wanted = detail::CeilDiv(detail::CeilDiv(n, 4), kEwThreads * kEwDirectUnroll);
+    const int64_t cap = static_cast<int64_t>(config.multiprocessors) * kEwDirectBlocksPerSm;
+    const int grid = static_cast<int>(std::max<int64_t>(1, std::min(wanted, cap)));
+    err = detail::LaunchKernel(EwDirectKernel, dim3(grid), dim3(kEwThreads), config.stream,
+                               /*pdl=*/false, d_in, d_out, n, program, out_vec);
+  } else {
+    switch (config.stages) {
+      case 1: err = LaunchPipeline<1>(d_in, d_out, n, program, out_vec, config); break;
+      case 2: err = LaunchPipeline<2>(d_in, d_out, n, program, out_vec, config); break;
+      case 3: err = LaunchPipeline<3>(d_in, d_out, n, program, out_vec, config); break;
+      case 4: err = LaunchPipeline<4>(d_in, d_out, n, program, out_vec, config); break;
+      case 5: err = LaunchPipeline<5>(d_in, d_out, n, program, out_vec, config); break;
+      case 6: err = LaunchPipeline<6>(d_in, d_out, n, program, out_vec, config); break;
+      case 7: err = LaunchPipeline<7>(d_in, d_out, n, program, out_vec, config); break;
+      case 8: err = LaunchPipeline<8>(d_in, d_out, n, program, out_vec, config); break;
+      default: return cudaErrorInvalidValue;  // unreachable after ValidateConfig
+    }
+  }
+  if (err == cudaSuccess) counter.Add();
+  return err;
+}
+
+}  // namespace gpupipe::kernels::cuda

@@ -1,0 +1,231 @@
+// RowSoftmax: entry points and dispatch. Two kernels per batch of rows, chained with PDL:
+//  1. statistics: an online softmax {max, sum of exp(x - max)} per segment (a row, or a
+//     slice of a long row when there are few rows), written to the workspace;
+//  2. normalization: merges the row's segment statistics and writes exp(x - m) / s.
+// Rows are mapped as in RowSum (detail::PlanRows). The workspace holds kRowStatCapacity
+// statistics, so a shape with more segments than that runs as several batches of both kernels;
+// the plain (non-PDL) launch of the next batch's statistics kernel waits for the previous
+// normalization kernel to finish, so reusing the workspace is safe.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/cuda/detail/launch.cuh"
+#include "kernels/cuda/detail/row_access.cuh"
+#include "kernels/cuda/detail/row_plan.cuh"
+#include "kernels/cuda/detail/warp_reduce.cuh"
+#include "kernels/cuda/ops.h"
+
+namespace gpupipe::kernels::cuda {
+namespace {
+
+using detail::kRowBlockMinBlocksPerSm;
+using detail::kRowThreads;
+using detail::kRowUnroll;
+using detail::kWarpSize;
+using detail::SoftmaxStat;
+
+// Floats of its first segment each normalization block asks L2 for before waiting on the
+// statistics kernel (initial value, not yet measured on the H200).
+constexpr int64_t kNormPrefetchFloats = 8192;
+constexpr int kFloatsPerLine = 32;  // 128-byte lines
+
+// 1 / s for the normalization. A +inf in the row leaves m = +inf with a finite s; the
+// reference (exp(inf - inf) in the sum) gives NaN for the whole row, so match that.
+__device__ __forceinline__ float InverseSum(SoftmaxStat st) {
+  return st.m == INFINITY ? NAN : 1.0f / st.s;
+}
+
+// ---- group path (short rows) -----------------------------------------------------------------
+
+__global__ void __launch_bounds__(kRowThreads)
+    SoftmaxStatsGroupKernel(const float* __restrict__ d_in, SoftmaxStat* __restrict__ d_stats,
+                            int64_t rows, int cols, int lanes, EwProgram pre) {
+  const int lane = threadIdx.x % kWarpSize;
+  const int rows_per_warp = kWarpSize / lanes;
+  const int64_t warp = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kWarpSize;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * blockDim.x / kWarpSize;
+
+  for (int64_t base = warp * rows_per_warp; base < rows; base += warps * rows_per_warp) {
+    const int64_t row = base + lane / lanes;
+    SoftmaxStat st = detail::EmptySoftmaxStat();
+    if (row < rows) {
+      detail::VisitShortRow<kRowUnroll>(d_in + row * cols, cols, lane % lanes, lanes,
+                                        [&](int, float x) { PushSoftmax(st, ApplyEw(pre, x)); });
+    }
+    st = detail::WarpAllReduce(st, detail::SoftmaxMergeOp{}, lanes);
+    if (row < rows && lane % lanes == 0) d_stats[row] = st;
+  }
+  detail::AllowDependentGrids();
+}
+
+__global__ void __launch_bounds__(kRowThreads)
+    SoftmaxNormGroupKernel(const float* __restrict__ d_in, float* __restrict__ d_out,
+                           const SoftmaxStat* __restrict__ d_stats, int64_t rows, int cols,
+                           int lanes, EwProgram pre) {
+  const int lane = threadIdx.x % kWarpSize;
+  const int l = lane % lanes;
+  const int rows_per_warp = kWarpSize / lanes;
+  const int64_t warp = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kWarpSize;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * blockDim.x / kWarpSize;
+
+  // Prologue, independent of the statistics: pull this lane's first row slice towards L2.
+  {
+    const int64_t row = warp * rows_per_warp + lane / lanes;
+    if (row < rows) {
+      for (int i = l * kFloatsPerLine; i < cols; i += lanes * kFloatsPerLine) {
+        detail::PrefetchL2(d_in + row * cols + i);
+      }
+    }
+  }
+  detail::WaitForPrimaryGrids();
+
+  for (int64_t base = warp * rows_per_warp; base < rows; base += warps * rows_per_warp) {
+    const int64_t row = base + lane / lanes;
+    if (row >= rows) continue;  // no collectives below
+    const SoftmaxStat st = d_stats[row];
+    const float inv = InverseSum(st);
+    float* out = d_out + row * cols;
+    detail::VisitShortRow<kRowUnroll>(d_in + row * cols, cols, l, lanes, [&](int i, float x) {
+      out[i] = expf(ApplyEw(pre, x) - st.m) * inv;
+    });
+  }
+}
+
+// ---- block path (long rows, optionally split) --------------------------------------------------
+
+__global__ void __launch_bounds__(kRowThreads, kRowBlockMinBlocksPerSm)
+    SoftmaxStatsBlockKernel(const float* __restrict__ d_in, SoftmaxStat* __restrict__ d_stats,
+                            int64_t rows, int64_t cols, int64_t splits, int64_t seg_len,
+                            EwProgram pre) {
+  __shared__ SoftmaxStat scratch[kWarpSize];
+  const int64_t segments = rows * splits;
+  for (int64_t seg = blockIdx.x; seg < segments; seg += gridDim.x) {
+    const int64_t row = seg / splits;
+    const int64_t begin = (seg - row * splits) * seg_len;
+    const int64_t len = min(seg_len, cols - begin);
+    SoftmaxStat st = detail::EmptySoftmaxStat();
+    detail::VisitSegment<kRowUnroll>(
+        d_in + row * cols + begin, len, threadIdx.x, blockDim.x,
+        [&](int64_t, float x) { PushSoftmax(st, ApplyEw(pre, x)); },
+        [&](int64_t, float4 q) {
+          PushSoftmax(st, ApplyEw(pre, q.x));
+          PushSoftmax(st, ApplyEw(pre, q.y));
+          PushSoftmax(st, ApplyEw(pre, q.z));
+          PushSoftmax(st, ApplyEw(pre, q.w));
+        });
+    st = detail::BlockReduce(st, detail::SoftmaxMergeOp{}, detail::EmptySoftmaxStat(), scratch);
+    if (threadIdx.x == 0) d_stats[seg] = st;
+    __syncthreads();  // scratch is reused by the next segment
+  }
+  detail::AllowDependentGrids();
+}
+
+__global__ void __launch_bounds__(kRowThreads, kRowBlockMinBlocksPerSm)
+    SoftmaxNormBlockKernel(const float* __restrict__ d_in, float* __restrict__ d_out,
+                           const SoftmaxStat* __restrict__ d_stats, int64_t rows, int64_t cols,
+                           int64_t splits, int64_t seg_len, EwProgram pre, bool out_vec) {
+  __shared__ SoftmaxStat row_stat;
+  const int64_t segments = rows * splits;
+
+  // Prologue, independent of the statistics: pull the start of this block's first segment
+  // towards L2 while the statistics kernel drains.
+  if (blockIdx.x < segments) {
+    const int64_t row = blockIdx.x / splits;
+    const int64_t begin = (blockIdx.x - row * splits) * seg_len;
+    const int64_t len = min(min(seg_len, cols - begin), kNormPrefetchFloats);
+    const float* p = d_in + row * cols + begin;
+    for (int64_t i = static_cast<int64_t>(threadIdx.x) * kFloatsPerLine; i < len;
+         i += static_cast<int64_t>(blockDim.x) * kFloatsPerLine) {
+      detail::PrefetchL2(p + i);
+    }
+  }
+  detail::WaitForPrimaryGrids();
+
+  for (int64_t seg = blockIdx.x; seg < segments; seg += gridDim.x) {
+    const int64_t row = seg / splits;
+    const int64_t begin = (seg - row * splits) * seg_len;
+    const int64_t len = min(seg_len, cols - begin);
+
+    // One warp merges the row's segment statistics (splits is at most a few hundred).
+    if (threadIdx.x < kWarpSize) {
+      SoftmaxStat st = detail::EmptySoftmaxStat();
+      for (int64_t k = threadIdx.x; k < splits; k += kWarpSize) {
+        st = detail::MergeSoftmax(st, d_stats[row * splits + k]);
+      }
+      st = detail::WarpAllReduce(st, detail::SoftmaxMergeOp{});
+      if (threadIdx.x == 0) row_stat = st;
+    }
+    __syncthreads();
+    const SoftmaxStat st = row_stat;
+    const float inv = InverseSum(st);
+
+    // out and in rows differ by the constant d_out - d_in, so out + i is 16-byte aligned for
+    // every body vector exactly when out_vec says so.
+    float* out = d_out + row * cols + begin;
+    detail::VisitSegment<kRowUnroll>(
+        d_in + row * cols + begin, len, threadIdx.x, blockDim.x,
+        [&](int64_t i, float x) { out[i] = expf(ApplyEw(pre, x) - st.m) * inv; },
+        [&](int64_t i, float4 q) {
+          const float4 y = {expf(ApplyEw(pre, q.x) - st.m) * inv,
+                            expf(ApplyEw(pre, q.y) - st.m) * inv,
+                            expf(ApplyEw(pre, q.z) - st.m) * inv,
+                            expf(ApplyEw(pre, q.w) - st.m) * inv};
+          detail::StoreFloat4(out + i, y, out_vec);
+        });
+    __syncthreads();  // row_stat is rewritten for the next segment
+  }
+}
+
+}  // namespace
+
+cudaError_t RowSoftmax(const float* d_in, float* d_out, int64_t rows, int64_t cols,
+                       const EwProgram& pre, void* d_workspace, size_t workspace_bytes,
+                       const LaunchConfig& config, int* kernels) {
+  detail::KernelCounter counter(kernels);
+  if (const cudaError_t err = detail::ValidateRowArgs(d_in, d_out, rows, cols, pre, d_workspace,
+                                                      workspace_bytes, config);
+      err != cudaSuccess) {
+    return err;
+  }
+  const int mp = config.multiprocessors;
+  const detail::RowPlan plan = detail::PlanRows(rows, cols, mp);
+  auto* d_stats = static_cast<SoftmaxStat*>(d_workspace);
+  const bool out_vec =
+      ((reinterpret_cast<uintptr_t>(d_out) - reinterpret_cast<uintptr_t>(d_in)) & 15) == 0;
+
+  for (int64_t row0 = 0; row0 < rows; row0 += plan.batch_rows) {
+    const int64_t n_rows = std::min(plan.batch_rows, rows - row0);
+    const float* in = d_in + row0 * cols;
+    float* out = d_out + row0 * cols;
+    cudaError_t err;
+    if (plan.group) {
+      const int grid = detail::CapGrid(detail::CeilDiv(n_rows, kRowThreads / plan.lanes), mp);
+      err = detail::LaunchKernel(SoftmaxStatsGroupKernel, dim3(grid), dim3(kRowThreads),
+                                 config.stream, /*pdl=*/false, in, d_stats, n_rows,
+                                 static_cast<int>(cols), plan.lanes, pre);
+      if (err != cudaSuccess) return err;
+      counter.Add();
+      err = detail::LaunchKernel(SoftmaxNormGroupKernel, dim3(grid), dim3(kRowThreads),
+                                 config.stream, config.pdl, in, out,
+                                 static_cast<const SoftmaxStat*>(d_stats), n_rows,
+                                 static_cast<int>(cols), plan.lanes, pre);
+    } else {
+      const int grid = detail::CapGrid(n_rows * plan.splits, mp);
+      err = detail::LaunchKernel(SoftmaxStatsBlockKernel, dim3(grid), dim3(kRowThreads),
+                                 config.stream, /*pdl=*/false, in, d_stats, n_rows, cols,
+                                 plan.splits, plan.seg_len, pre);
+      if (err != cudaSuccess) return err;
+      counter.Add();
+      err = detail::LaunchKernel(SoftmaxNormBlockKernel, dim3(grid), dim3(kRowThreads),
+                                 config.stream, config.pdl, in, out,
+                                 static_cast<const SoftmaxStat*>(d_stats), n_rows, cols,
+                                 plan.splits, plan.seg_len, pre, out_vec);
+    }
+    if (err != cudaSuccess) return err;
+    counter.Add();
+  }
+  return cudaSuccess;
+}
+
+}  // namespace gpupipe::kernels::cuda

@@ -1,0 +1,63 @@
+// The backend seam: what runs a planned job on some hardware. The engine owns scheduling and
+// the job's lifecycle; a backend owns its lanes (streams and buffers) and runs one job per lane
+// at a time. Engine tests run against the CPU backend, so they need no GPU.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "server/engine/plan.h"
+#include "server/engine/job_sink.h"
+#include "server/engine/types.h"
+
+namespace gpupipe::engine {
+
+struct PriorityLevel {
+  Priority priority;
+  int device_priority;  // as given to cudaStreamCreateWithPriority; 0 on the CPU
+  int lanes;
+};
+
+struct DeviceDescription {
+  std::string name;
+  int ordinal = 0;
+  int multiprocessors = 0;
+  int64_t memory_bytes = 0;
+  std::string compute_capability;
+  int least_stream_priority = 0;
+  int greatest_stream_priority = 0;
+  std::string driver_version;
+  std::string runtime_version;
+};
+
+// Hands result bytes to the sink in chunks of at most `max_chunk_bytes`; returns false as soon
+// as the sink reports the reader gone.
+using ChunkEmitter = std::function<bool(int64_t offset, const char* data, int64_t size)>;
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual std::string name() const = 0;  // "cuda" or "cpu"
+  virtual std::optional<DeviceDescription> device() const = 0;
+  // Lanes per API priority level; lane indices are 0..lanes-1 within a level.
+  virtual std::vector<PriorityLevel> levels() const = 0;
+  // Human-readable name of a lane, e.g. "high/0 (device priority -5)".
+  virtual std::string LaneName(Priority priority, int lane) const = 0;
+  virtual std::vector<Staging> stagings() const = 0;
+  virtual std::vector<LaunchMode> launch_modes() const = 0;
+
+  // Runs `plan` on `input` (validated bytes) on the given lane and emits the output through
+  // `emit`. Fills the device phases of `timing` and the fields it knows. Only one call per lane
+  // at a time; calls on different lanes may run concurrently. Returns CANCELLED if `emit`
+  // returned false.
+  virtual absl::Status Run(const JobSpec& spec, const Plan& plan, const std::string& input,
+                           Priority priority, int lane, const ChunkEmitter& emit,
+                           JobTiming* timing) = 0;
+};
+
+}  // namespace gpupipe::engine

@@ -1,0 +1,267 @@
+#include "server/engine/cuda/cuda_backend.h"
+
+#include <cuda_runtime_api.h>
+
+#include <array>
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/cuda/ops.h"
+#include "server/engine/chunking.h"
+
+namespace gpupipe::engine {
+namespace {
+
+absl::Status CudaError(cudaError_t err, const std::string& what) {
+  return absl::InternalError(
+      absl::StrCat(what, ": ", cudaGetErrorName(err), " (", cudaGetErrorString(err), ")"));
+}
+
+#define GPUPIPE_CUDA_RETURN(expr, what)                       \
+  do {                                                        \
+    if (cudaError_t err_ = (expr); err_ != cudaSuccess) {     \
+      return CudaError(err_, what);                           \
+    }                                                         \
+  } while (0)
+
+std::string VersionString(int v) { return absl::StrCat(v / 1000, ".", (v % 1000) / 10); }
+
+// One stream plus everything a job needs on it, allocated once.
+struct Lane {
+  cudaStream_t stream = nullptr;
+  int device_priority = 0;
+  std::array<void*, 2> d_buffers{};
+  void* d_workspace = nullptr;
+  size_t workspace_bytes = 0;
+  void* h_input = nullptr;   // pinned
+  void* h_output = nullptr;  // pinned
+  // Timing events: before H2D, after H2D, after the kernels, after D2H.
+  std::array<cudaEvent_t, 4> events{};
+};
+
+class CudaBackend final : public Backend {
+ public:
+  ~CudaBackend() override {
+    cudaSetDevice(options_.device);
+    for (auto& level : lanes_) {
+      for (Lane& lane : level) {
+        if (lane.stream) cudaStreamSynchronize(lane.stream);
+        for (cudaEvent_t e : lane.events) if (e) cudaEventDestroy(e);
+        for (void* p : lane.d_buffers) if (p) cudaFree(p);
+        if (lane.d_workspace) cudaFree(lane.d_workspace);
+        if (lane.h_input) cudaFreeHost(lane.h_input);
+        if (lane.h_output) cudaFreeHost(lane.h_output);
+        if (lane.stream) cudaStreamDestroy(lane.stream);
+      }
+    }
+    for (cudaStream_t s : idle_streams_) cudaStreamDestroy(s);
+  }
+
+  static absl::StatusOr<std::unique_ptr<Backend>> Create(const CudaBackendOptions& options) {
+    int count = 0;
+    if (cudaError_t err = cudaGetDeviceCount(&count); err != cudaSuccess) {
+      cudaGetLastError();
+      return absl::UnavailableError(absl::StrCat("no usable CUDA device: ", cudaGetErrorName(err),
+                                                 " (", cudaGetErrorString(err), ")"));
+    }
+    if (options.device < 0 || options.device >= count) {
+      return absl::UnavailableError(absl::StrCat("CUDA device ", options.device,
+                                                 " does not exist (", count, " visible)"));
+    }
+    auto backend = std::unique_ptr<CudaBackend>(new CudaBackend(options));
+    if (absl::Status s = backend->Init(); !s.ok()) return s;
+    return std::unique_ptr<Backend>(std::move(backend));
+  }
+
+  std::string name() const override { return "cuda"; }
+  std::optional<DeviceDescription> device() const override { return device_; }
+
+  std::vector<PriorityLevel> levels() const override {
+    std::vector<PriorityLevel> out;
+    for (int p = 0; p < kPriorityLevels; ++p) {
+      out.push_back({static_cast<Priority>(p), device_priority_[p], options_.lanes_per_level});
+    }
+    return out;
+  }
+
+  std::string LaneName(Priority priority, int lane) const override {
+    return absl::StrCat(PriorityName(priority), "/", lane, " (device priority ",
+                        device_priority_[static_cast<int>(priority)], ")");
+  }
+
+  std::vector<Staging> stagings() const override {
+    return {Staging::kAuto, Staging::kDirect, Staging::kPipeline};
+  }
+  std::vector<LaunchMode> launch_modes() const override {
+    return {LaunchMode::kAuto, LaunchMode::kStream, LaunchMode::kPdl};
+  }
+
+  absl::Status Run(const JobSpec& spec, const Plan& plan, const std::string& input,
+                   Priority priority, int lane_index, const ChunkEmitter& emit,
+                   JobTiming* timing) override {
+    Lane& lane = lanes_[static_cast<int>(priority)][lane_index];
+    const int64_t itemsize = DTypeSize(spec.dtype);
+    if (plan.max_elements * itemsize > options_.max_input_bytes) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("the job needs ", plan.max_elements * itemsize,
+                       " bytes per buffer, over this server's ", options_.max_input_bytes));
+    }
+    GPUPIPE_CUDA_RETURN(cudaSetDevice(options_.device), "cudaSetDevice");
+
+    kernels::cuda::LaunchConfig config;
+    config.stream = lane.stream;
+    config.staging = spec.staging == Staging::kDirect ? kernels::cuda::Staging::kDirect
+                                                      : kernels::cuda::Staging::kPipeline;
+    config.stages = spec.stages > 0 ? spec.stages : options_.default_stages;
+    config.pdl = spec.launch != LaunchMode::kStream;
+    config.multiprocessors = device_.multiprocessors;
+    timing->stream = LaneName(priority, lane_index);
+    timing->staging = config.staging == kernels::cuda::Staging::kDirect
+                          ? "direct"
+                          : absl::StrCat("pipeline(stages=", config.stages, ")");
+    timing->launch = config.pdl ? "pdl" : "stream";
+
+    // Pageable request bytes go through the lane's pinned buffer: one host copy buys a DMA at
+    // full PCIe speed instead of the driver's slower staged pageable path.
+    std::memcpy(lane.h_input, input.data(), input.size());
+    GPUPIPE_CUDA_RETURN(cudaEventRecord(lane.events[0], lane.stream), "cudaEventRecord");
+    GPUPIPE_CUDA_RETURN(cudaMemcpyAsync(lane.d_buffers[0], lane.h_input, input.size(),
+                                        cudaMemcpyHostToDevice, lane.stream),
+                        "copying the input to the device");
+    GPUPIPE_CUDA_RETURN(cudaEventRecord(lane.events[1], lane.stream), "cudaEventRecord");
+
+    int src = 0;
+    int kernel_count = 0;
+    for (const PlanStep& step : plan.steps) {
+      const auto* d_in = static_cast<const float*>(lane.d_buffers[src]);
+      auto* d_out = static_cast<float*>(lane.d_buffers[1 - src]);
+      int launched = 0;
+      cudaError_t err = cudaSuccess;
+      switch (step.kind) {
+        case StepKind::kElementwise:
+          err = kernels::cuda::Elementwise(d_in, d_out, step.input_elements(), step.program,
+                                           config, &launched);
+          break;
+        case StepKind::kRowSum:
+          err = kernels::cuda::RowSum(d_in, d_out, step.rows, step.cols, step.program,
+                                      lane.d_workspace, lane.workspace_bytes, config, &launched);
+          break;
+        case StepKind::kRowSoftmax:
+          err = kernels::cuda::RowSoftmax(d_in, d_out, step.rows, step.cols, step.program,
+                                          lane.d_workspace, lane.workspace_bytes, config,
+                                          &launched);
+          break;
+      }
+      if (err != cudaSuccess) {
+        cudaStreamSynchronize(lane.stream);
+        return CudaError(err, absl::StrCat("launching ", StepKindName(step.kind), " (", step.ops, ")"));
+      }
+      kernel_count += launched;
+      src = 1 - src;
+    }
+    GPUPIPE_CUDA_RETURN(cudaEventRecord(lane.events[2], lane.stream), "cudaEventRecord");
+    const int64_t output_bytes = plan.output_elements * itemsize;
+    GPUPIPE_CUDA_RETURN(cudaMemcpyAsync(lane.h_output, lane.d_buffers[src], output_bytes,
+                                        cudaMemcpyDeviceToHost, lane.stream),
+                        "copying the output to the host");
+    GPUPIPE_CUDA_RETURN(cudaEventRecord(lane.events[3], lane.stream), "cudaEventRecord");
+    // Blocks this lane's worker thread only; gRPC threads never wait on the GPU.
+    GPUPIPE_CUDA_RETURN(cudaEventSynchronize(lane.events[3]), "running the job");
+
+    float ms = 0;
+    GPUPIPE_CUDA_RETURN(cudaEventElapsedTime(&ms, lane.events[0], lane.events[1]), "timing");
+    timing->h2d_us = ms * 1000.0;
+    GPUPIPE_CUDA_RETURN(cudaEventElapsedTime(&ms, lane.events[1], lane.events[2]), "timing");
+    timing->compute_us = ms * 1000.0;
+    GPUPIPE_CUDA_RETURN(cudaEventElapsedTime(&ms, lane.events[2], lane.events[3]), "timing");
+    timing->d2h_us = ms * 1000.0;
+    timing->kernels = kernel_count;
+
+    if (!EmitInChunks(static_cast<const char*>(lane.h_output), output_bytes,
+                      options_.max_chunk_bytes, emit)) {
+      return absl::CancelledError("the client went away while the result was streamed");
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  explicit CudaBackend(const CudaBackendOptions& options) : options_(options) {}
+
+  absl::Status Init() {
+    GPUPIPE_CUDA_RETURN(cudaSetDevice(options_.device), "cudaSetDevice");
+    cudaDeviceProp prop{};
+    GPUPIPE_CUDA_RETURN(cudaGetDeviceProperties(&prop, options_.device), "cudaGetDeviceProperties");
+    int least = 0, greatest = 0;
+    GPUPIPE_CUDA_RETURN(cudaDeviceGetStreamPriorityRange(&least, &greatest),
+                        "cudaDeviceGetStreamPriorityRange");
+    int driver = 0, runtime = 0;
+    cudaDriverGetVersion(&driver);
+    cudaRuntimeGetVersion(&runtime);
+    device_.name = prop.name;
+    device_.ordinal = options_.device;
+    device_.multiprocessors = prop.multiProcessorCount;
+    device_.memory_bytes = static_cast<int64_t>(prop.totalGlobalMem);
+    device_.compute_capability = absl::StrCat(prop.major, ".", prop.minor);
+    device_.least_stream_priority = least;
+    device_.greatest_stream_priority = greatest;
+    device_.driver_version = VersionString(driver);
+    device_.runtime_version = VersionString(runtime);
+
+    // Numerically lower is higher priority; greatest <= least.
+    device_priority_[static_cast<int>(Priority::kLow)] = least;
+    device_priority_[static_cast<int>(Priority::kNormal)] = least + (greatest - least) / 2;
+    device_priority_[static_cast<int>(Priority::kHigh)] = greatest;
+
+    const size_t buffer_bytes = static_cast<size_t>(options_.max_input_bytes);
+    const size_t workspace_bytes = kernels::cuda::RowOpsWorkspaceBytes();
+    for (int p = 0; p < kPriorityLevels; ++p) {
+      lanes_[p].resize(options_.lanes_per_level);
+      for (Lane& lane : lanes_[p]) {
+        lane.device_priority = device_priority_[p];
+        GPUPIPE_CUDA_RETURN(cudaStreamCreateWithPriority(&lane.stream, cudaStreamNonBlocking,
+                                                         lane.device_priority),
+                            "cudaStreamCreateWithPriority");
+        for (void*& p_buf : lane.d_buffers) {
+          GPUPIPE_CUDA_RETURN(cudaMalloc(&p_buf, buffer_bytes), "allocating lane buffers");
+        }
+        GPUPIPE_CUDA_RETURN(cudaMalloc(&lane.d_workspace, workspace_bytes), "allocating workspace");
+        lane.workspace_bytes = workspace_bytes;
+        GPUPIPE_CUDA_RETURN(cudaHostAlloc(&lane.h_input, buffer_bytes, cudaHostAllocDefault),
+                            "allocating pinned staging");
+        GPUPIPE_CUDA_RETURN(cudaHostAlloc(&lane.h_output, buffer_bytes, cudaHostAllocDefault),
+                            "allocating pinned staging");
+        for (cudaEvent_t& e : lane.events) {
+          GPUPIPE_CUDA_RETURN(cudaEventCreateWithFlags(&e, cudaEventDefault), "cudaEventCreate");
+        }
+      }
+    }
+    // The pool covers every device level, also those no API level maps to yet.
+    for (int level = greatest; level <= least; ++level) {
+      bool mapped = false;
+      for (int p : device_priority_) mapped |= (p == level);
+      if (mapped) continue;
+      for (int i = 0; i < options_.idle_streams_per_level; ++i) {
+        cudaStream_t s = nullptr;
+        GPUPIPE_CUDA_RETURN(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, level),
+                            "cudaStreamCreateWithPriority");
+        idle_streams_.push_back(s);
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  CudaBackendOptions options_;
+  DeviceDescription device_;
+  std::array<int, kPriorityLevels> device_priority_{};
+  std::array<std::vector<Lane>, kPriorityLevels> lanes_;
+  std::vector<cudaStream_t> idle_streams_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(const CudaBackendOptions& options) {
+  return CudaBackend::Create(options);
+}
+
+}  // namespace gpupipe::engine

@@ -1,0 +1,53 @@
+// How the engine hands a job's events to whoever submitted it (the RPC layer, a test).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "server/engine/types.h"
+
+namespace gpupipe::engine {
+
+struct AcceptedInfo {
+  std::string job_id;
+  DType output_dtype = DType::kFloat32;
+  std::vector<int64_t> output_shape;
+  std::string backend;
+};
+
+// Where the time of one job went. Device phases come from CUDA events on the job's stream.
+struct JobTiming {
+  double queue_us = 0;
+  double h2d_us = 0;
+  double compute_us = 0;
+  double d2h_us = 0;
+  double total_us = 0;
+  int64_t bytes_in = 0;
+  int64_t bytes_out = 0;
+  int kernels = 0;
+  std::string stream;
+  std::string staging;
+  std::string launch;
+};
+
+// Receives the events of one accepted job, in this order: OnAccepted, OnChunk (zero or more,
+// in increasing offset, covering the output once), OnTiming (on success), OnDone (exactly once,
+// always last). Calls come from engine threads, never concurrently for one job.
+//
+// OnChunk may block to apply backpressure (the job's lane waits for the reader instead of
+// buffering); it must copy `data` before returning, and returns false when the reader has gone
+// away, after which the engine stops the job and reports CANCELLED through OnDone.
+class JobSink {
+ public:
+  virtual ~JobSink() = default;
+  virtual void OnAccepted(const AcceptedInfo& info) = 0;
+  virtual bool OnChunk(int64_t offset, const char* data, int64_t size) = 0;
+  virtual void OnTiming(const JobTiming& timing) = 0;
+  virtual void OnDone(const absl::Status& status) = 0;
+  // True once the reader has gone away; lets the engine skip a queued job's work.
+  virtual bool Cancelled() const = 0;
+};
+
+}  // namespace gpupipe::engine

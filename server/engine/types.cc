@@ -1,0 +1,60 @@
+#include "server/engine/types.h"
+
+#include "absl/strings/str_join.h"
+
+namespace gpupipe::engine {
+
+const char* DTypeName(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32: return "float32";
+    case DType::kFloat64: return "float64";
+    case DType::kFloat16: return "float16";
+    case DType::kInt32: return "int32";
+    case DType::kInt64: return "int64";
+  }
+  return "unknown";
+}
+
+int64_t DTypeSize(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32: return 4;
+    case DType::kFloat64: return 8;
+    case DType::kFloat16: return 2;
+    case DType::kInt32: return 4;
+    case DType::kInt64: return 8;
+  }
+  return 0;
+}
+
+const char* PriorityName(Priority priority) {
+  switch (priority) {
+    case Priority::kLow: return "low";
+    case Priority::kNormal: return "normal";
+    case Priority::kHigh: return "high";
+  }
+  return "unknown";
+}
+
+const char* StagingName(Staging staging) {
+  switch (staging) {
+    case Staging::kAuto: return "auto";
+    case Staging::kDirect: return "direct";
+    case Staging::kPipeline: return "pipeline";
+  }
+  return "unknown";
+}
+
+const char* LaunchModeName(LaunchMode mode) {
+  switch (mode) {
+    case LaunchMode::kAuto: return "auto";
+    case LaunchMode::kStream: return "stream";
+    case LaunchMode::kPdl: return "pdl";
+  }
+  return "unknown";
+}
+
+std::string ShapeString(const std::vector<int64_t>& shape) {
+  return "[" + absl::StrJoin(shape, ", ") + "]";
+}
+
+}  // namespace gpupipe::engine

@@ -1,0 +1,46 @@
+// The engine's job model: plain data, independent of gRPC and of any backend.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace gpupipe::engine {
+
+enum class DType { kFloat32, kFloat64, kFloat16, kInt32, kInt64 };
+
+enum class Priority { kLow = 0, kNormal = 1, kHigh = 2 };
+inline constexpr int kPriorityLevels = 3;
+
+enum class Staging { kAuto, kDirect, kPipeline };
+enum class LaunchMode { kAuto, kStream, kPdl };
+
+enum class OpKind { kAffine, kRelu, kSum, kSoftmax };
+
+// One op with its parameters, defaults already applied.
+struct OpSpec {
+  OpKind kind = OpKind::kRelu;
+  double alpha = 1.0;  // affine
+  double beta = 0.0;   // affine
+};
+
+struct JobSpec {
+  DType dtype = DType::kFloat32;
+  std::vector<int64_t> shape;  // empty = scalar
+  std::vector<OpSpec> ops;
+  Priority priority = Priority::kNormal;
+  Staging staging = Staging::kAuto;
+  int stages = 0;  // 0 = backend default
+  LaunchMode launch = LaunchMode::kAuto;
+  std::string client_tag;
+};
+
+const char* DTypeName(DType dtype);  // "float32", ...
+int64_t DTypeSize(DType dtype);
+const char* PriorityName(Priority priority);  // "low", "normal", "high"
+const char* StagingName(Staging staging);     // "auto", "direct", "pipeline"
+const char* LaunchModeName(LaunchMode mode);  // "auto", "stream", "pdl"
+std::string ShapeString(const std::vector<int64_t>& shape);  // "[2, 3]"
+
+}  // namespace gpupipe::engine

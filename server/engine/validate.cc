@@ -1,0 +1,121 @@
+#include "server/engine/validate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "server/engine/op_catalog.h"
+
+namespace gpupipe::engine {
+namespace {
+
+std::string OpField(size_t index, const OpInfo& info) {
+  return absl::StrCat("ops[", index, "] (", info.name, ")");
+}
+
+std::string DTypeList(const std::vector<DType>& dtypes) {
+  std::vector<std::string> names;
+  for (DType d : dtypes) names.push_back(DTypeName(d));
+  return absl::StrJoin(names, ", ");
+}
+
+absl::Status ValidateOp(size_t index, const OpSpec& op, DType dtype, size_t rank_before) {
+  const OpInfo& info = GetOpInfo(op.kind);
+  if (std::find(info.dtypes.begin(), info.dtypes.end(), dtype) == info.dtypes.end()) {
+    return absl::InvalidArgumentError(absl::StrCat(OpField(index, info), ": dtype ",
+                                                   DTypeName(dtype), " is not supported (supported: ",
+                                                   DTypeList(info.dtypes), ")"));
+  }
+  if (op.kind == OpKind::kAffine) {
+    // Parameters become float32 on the device: a finite double can still overflow there.
+    for (auto [name, value] : {std::pair<const char*, double>{"alpha", op.alpha}, {"beta", op.beta}}) {
+      if (!std::isfinite(value) || std::fabs(value) > std::numeric_limits<float>::max()) {
+        return absl::InvalidArgumentError(absl::StrCat(OpField(index, info), ".", name,
+                                                       ": must be a finite float32 value, got ", value));
+      }
+    }
+  }
+  if (info.op_class != OpClass::kElementwise && rank_before == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(OpField(index, info),
+                     ": works along the last axis, but its input is a scalar (shape [])"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int64_t ElementCount(const std::vector<int64_t>& shape) {
+  int64_t count = 1;
+  for (int64_t d : shape) {
+    if (d < 0) return -1;
+    if (d != 0 && count > std::numeric_limits<int64_t>::max() / d) return -1;
+    count *= d;
+  }
+  return count;
+}
+
+absl::Status ValidateJob(const JobSpec& spec, int64_t input_bytes, const Limits& limits) {
+  if (static_cast<int>(spec.shape.size()) > limits.max_rank) {
+    return absl::InvalidArgumentError(absl::StrCat("input.shape: rank ", spec.shape.size(),
+                                                   " exceeds the limit of ", limits.max_rank));
+  }
+  for (size_t i = 0; i < spec.shape.size(); ++i) {
+    if (spec.shape[i] < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("input.shape[", i, "]: dimension ", spec.shape[i], " is negative"));
+    }
+  }
+  const int64_t elements = ElementCount(spec.shape);
+  if (elements < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("input.shape: ", ShapeString(spec.shape), " has too many elements"));
+  }
+  if (elements == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "input.shape: the tensor is empty (shape ", ShapeString(spec.shape),
+        "); at least one element is required"));
+  }
+  const int64_t itemsize = DTypeSize(spec.dtype);
+  if (elements > std::numeric_limits<int64_t>::max() / itemsize ||
+      elements * itemsize > limits.max_input_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "input: shape ", ShapeString(spec.shape), " of ", DTypeName(spec.dtype), " needs ",
+        elements > std::numeric_limits<int64_t>::max() / itemsize ? std::string("too many")
+                                                                  : absl::StrCat(elements * itemsize),
+        " bytes, over this server's limit of ", limits.max_input_bytes, " bytes"));
+  }
+  if (input_bytes != elements * itemsize) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "input.data: ", input_bytes, " bytes do not match shape ", ShapeString(spec.shape), " of ",
+        DTypeName(spec.dtype), " (", elements * itemsize, " bytes expected)"));
+  }
+  if (spec.ops.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ops: the pipeline is empty; give at least one op (known: ", KnownOpNames(),
+                     ")"));
+  }
+  if (static_cast<int>(spec.ops.size()) > limits.max_ops) {
+    return absl::InvalidArgumentError(absl::StrCat("ops: ", spec.ops.size(),
+                                                   " ops exceed the limit of ", limits.max_ops));
+  }
+  size_t rank = spec.shape.size();
+  for (size_t i = 0; i < spec.ops.size(); ++i) {
+    if (absl::Status s = ValidateOp(i, spec.ops[i], spec.dtype, rank); !s.ok()) return s;
+    if (GetOpInfo(spec.ops[i].kind).op_class == OpClass::kRowReduction) --rank;
+  }
+  if (spec.stages < 0 || spec.stages > 8) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("options.stages: ", spec.stages, " is out of range 1..8 (0 = default)"));
+  }
+  if (static_cast<int>(spec.client_tag.size()) > limits.max_client_tag_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("client_tag: ", spec.client_tag.size(),
+                                                   " bytes exceed the limit of ",
+                                                   limits.max_client_tag_bytes));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace gpupipe::engine

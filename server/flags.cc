@@ -1,0 +1,114 @@
+#include "server/flags.h"
+
+#include <functional>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace gpupipe::daemon {
+namespace {
+
+absl::Status ParseInt(const std::string& flag, const std::string& value, int64_t lo, int64_t hi,
+                      int64_t* out) {
+  int64_t v = 0;
+  if (!absl::SimpleAtoi(value, &v) || v < lo || v > hi) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, ": expected an integer in ", lo, "..", hi, ", got '", value, "'"));
+  }
+  *out = v;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string Usage() {
+  return R"(usage: gpupiped [flags]
+
+Runs the gpupipe job service: a gRPC daemon that owns one GPU.
+
+  --listen ADDR              address to serve on (default 127.0.0.1:50051; port 0 picks a
+                             free port, printed at start)
+  --backend auto|cuda|cpu    auto uses the GPU when one is usable, else the CPU (default auto)
+  --device N                 CUDA device ordinal (default 0)
+  --streams-per-priority N   lanes (CUDA streams with their own buffers) per priority (default 2)
+  --max-input-mib N          largest input tensor accepted, in MiB (default 64)
+  --max-queued-jobs N        accepted jobs waiting for a lane before new ones are refused
+                             with RESOURCE_EXHAUSTED (default 1024)
+  --max-queued-mib N         input bytes waiting for a lane, likewise (default 2048)
+  --shutdown-grace-seconds N on SIGINT/SIGTERM, how long running and queued jobs may take
+                             to finish (default 10)
+  --quiet                    no log line per job
+  --version, --help
+)";
+}
+
+absl::StatusOr<DaemonOptions> ParseFlags(const std::vector<std::string>& args) {
+  DaemonOptions o;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string flag = args[i];
+    std::string value;
+    bool has_value = false;
+    if (size_t eq = flag.find('='); flag.rfind("--", 0) == 0 && eq != std::string::npos) {
+      value = flag.substr(eq + 1);
+      flag = flag.substr(0, eq);
+      has_value = true;
+    }
+    auto take_value = [&]() -> absl::StatusOr<std::string> {
+      if (has_value) return value;
+      if (i + 1 >= args.size()) return absl::InvalidArgumentError(flag + ": needs a value");
+      return args[++i];
+    };
+    int64_t n = 0;
+    if (flag == "--help" || flag == "-h") {
+      o.help = true;
+    } else if (flag == "--version") {
+      o.version = true;
+    } else if (flag == "--quiet") {
+      o.log_jobs = false;
+    } else if (flag == "--listen") {
+      auto v = take_value();
+      if (!v.ok()) return v.status();
+      if (v->empty()) return absl::InvalidArgumentError("--listen: empty address");
+      o.listen = *v;
+    } else if (flag == "--backend") {
+      auto v = take_value();
+      if (!v.ok()) return v.status();
+      if (*v == "auto") o.backend = engine::BackendChoice::kAuto;
+      else if (*v == "cuda") o.backend = engine::BackendChoice::kCuda;
+      else if (*v == "cpu") o.backend = engine::BackendChoice::kCpu;
+      else return absl::InvalidArgumentError("--backend: expected auto, cuda or cpu, got '" + *v + "'");
+    } else {
+      // Integer flags: name, range, and where the value goes.
+      struct IntFlag {
+        const char* name;
+        int64_t lo, hi;
+        std::function<void(int64_t)> set;
+      };
+      const IntFlag int_flags[] = {
+          {"--device", 0, 1023, [&](int64_t v) { o.device = static_cast<int>(v); }},
+          {"--streams-per-priority", 1, 16,
+           [&](int64_t v) { o.streams_per_priority = static_cast<int>(v); }},
+          {"--max-input-mib", 1, 1024, [&](int64_t v) { o.max_input_bytes = v << 20; }},
+          {"--max-queued-jobs", 1, 1 << 20,
+           [&](int64_t v) { o.max_queued_jobs = static_cast<int>(v); }},
+          {"--max-queued-mib", 1, 1 << 20, [&](int64_t v) { o.max_queued_bytes = v << 20; }},
+          {"--shutdown-grace-seconds", 0, 3600,
+           [&](int64_t v) { o.shutdown_grace_seconds = static_cast<int>(v); }},
+      };
+      const IntFlag* match = nullptr;
+      for (const IntFlag& f : int_flags) {
+        if (flag == f.name) match = &f;
+      }
+      if (match == nullptr) {
+        return absl::InvalidArgumentError("unknown flag '" + args[i] + "' (see --help)");
+      }
+      auto v = take_value();
+      if (!v.ok()) return v.status();
+      if (absl::Status s = ParseInt(flag, *v, match->lo, match->hi, &n); !s.ok()) return s;
+      match->set(n);
+    }
+  }
+  return o;
+}
+
+}  // namespace gpupipe::daemon

@@ -1,0 +1,32 @@
+// Command-line flags of gpupiped, parsed into a plain options struct.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "server/engine/backend_factory.h"
+
+namespace gpupipe::daemon {
+
+struct DaemonOptions {
+  std::string listen = "127.0.0.1:50051";
+  engine::BackendChoice backend = engine::BackendChoice::kAuto;
+  int device = 0;
+  int streams_per_priority = 2;
+  int64_t max_input_bytes = int64_t{64} << 20;
+  int max_queued_jobs = 1024;
+  int64_t max_queued_bytes = int64_t{2} << 30;
+  int shutdown_grace_seconds = 10;
+  bool log_jobs = true;
+  bool help = false;
+  bool version = false;
+};
+
+// Parses argv (without argv[0]). INVALID_ARGUMENT names the flag and the problem.
+absl::StatusOr<DaemonOptions> ParseFlags(const std::vector<std::string>& args);
+
+std::string Usage();
+
+}  // namespace gpupipe::daemon

@@ -1,0 +1,170 @@
+// gpupiped: the gpupipe job service. The only place that reads flags or the environment;
+// everything below takes plain option structs.
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <signal.h>
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <iostream>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "server/engine/backend_factory.h"
+#include "server/engine/engine.h"
+#include "server/engine/op_catalog.h"
+#include "server/flags.h"
+#include "server/rpc/job_service.h"
+
+namespace gpupipe::daemon {
+namespace {
+
+constexpr char kVersion[] = "0.1.0";
+
+// One line to stderr, prefixed with a UTC timestamp. Lines from several threads never mix.
+void Log(const std::string& line) {
+  static std::mutex mu;
+  const auto now = std::chrono::system_clock::now();
+  const std::time_t t = std::chrono::system_clock::to_time_t(now);
+  const int ms = static_cast<int>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char stamp[32];
+  std::strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%S", &tm);
+  std::lock_guard<std::mutex> lock(mu);
+  std::fprintf(stderr, "%s.%03dZ gpupiped: %s\n", stamp, ms, line.c_str());
+  std::fflush(stderr);
+}
+
+std::string FormatMicros(double us) {
+  if (us >= 1e6) return absl::StrFormat("%.2fs", us / 1e6);
+  if (us >= 1e3) return absl::StrFormat("%.2fms", us / 1e3);
+  return absl::StrFormat("%.0fus", us);
+}
+
+std::string JobLine(const engine::JobRecord& r) {
+  std::vector<std::string> ops;
+  for (const engine::OpSpec& op : r.spec.ops) ops.push_back(engine::GetOpInfo(op.kind).name);
+  std::string line = absl::StrFormat(
+      "job %s %s priority=%s input=%s%s ops=%s backend=%s", r.job_id,
+      r.status.ok() ? "OK" : absl::StatusCodeToString(r.status.code()),
+      engine::PriorityName(r.spec.priority), engine::DTypeName(r.spec.dtype),
+      engine::ShapeString(r.spec.shape), absl::StrJoin(ops, "|"), r.backend);
+  if (!r.timing.stream.empty()) line += absl::StrFormat(" stream=\"%s\"", r.timing.stream);
+  line += absl::StrFormat(" queue=%s h2d=%s compute=%s d2h=%s total=%s kernels=%d",
+                          FormatMicros(r.timing.queue_us), FormatMicros(r.timing.h2d_us),
+                          FormatMicros(r.timing.compute_us), FormatMicros(r.timing.d2h_us),
+                          FormatMicros(r.timing.total_us), r.timing.kernels);
+  if (!r.spec.client_tag.empty()) line += absl::StrFormat(" tag=\"%s\"", r.spec.client_tag);
+  if (!r.status.ok()) line += absl::StrFormat(" error=\"%s\"", r.status.message());
+  return line;
+}
+
+int Run(const DaemonOptions& options) {
+  // Block the shutdown signals before any thread starts, so every thread inherits the mask and
+  // the main thread alone receives them through sigwait.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  engine::CudaBackendOptions cuda_options;
+  cuda_options.device = options.device;
+  cuda_options.lanes_per_level = options.streams_per_priority;
+  cuda_options.max_input_bytes = options.max_input_bytes;
+  engine::CpuBackendOptions cpu_options;
+  cpu_options.lanes_per_level = options.streams_per_priority;
+
+  absl::StatusOr<engine::BackendSelection> selection =
+      engine::CreateBackend(options.backend, cuda_options, cpu_options);
+  if (!selection.ok()) {
+    Log(absl::StrFormat("cannot start the %s backend: %s",
+                        options.backend == engine::BackendChoice::kCuda ? "cuda" : "requested",
+                        selection.status().message()));
+    return 1;
+  }
+  engine::Backend& backend = *selection->backend;
+  std::string where = backend.name();
+  if (auto device = backend.device()) {
+    where = absl::StrFormat("cuda device %d (%s, %d SMs, %.1f GiB, compute %s, stream priorities "
+                            "%d..%d)",
+                            device->ordinal, device->name, device->multiprocessors,
+                            device->memory_bytes / double(1 << 30), device->compute_capability,
+                            device->greatest_stream_priority, device->least_stream_priority);
+  }
+  Log(absl::StrFormat("backend %s: %s", where, selection->reason));
+
+  engine::EngineOptions engine_options;
+  engine_options.limits.max_input_bytes = options.max_input_bytes;
+  engine_options.max_queued_jobs = options.max_queued_jobs;
+  engine_options.max_queued_bytes = options.max_queued_bytes;
+  if (options.log_jobs) {
+    engine_options.on_job_done = [](const engine::JobRecord& r) { Log(JobLine(r)); };
+  }
+  std::unique_ptr<engine::Engine> engine =
+      engine::Engine::Create(std::move(selection->backend), engine_options);
+
+  rpc::JobServiceOptions service_options;
+  service_options.server_version = kVersion;
+  rpc::JobServiceImpl service(engine.get(), service_options);
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service);
+  // Room for the largest input plus the rest of the request; larger requests are refused by
+  // gRPC with RESOURCE_EXHAUSTED before they reach the service.
+  builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_input_bytes + (1 << 20)));
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server || port == 0) {
+    Log("cannot listen on " + options.listen);
+    return 1;
+  }
+  const std::string host = options.listen.substr(0, options.listen.rfind(':'));
+  Log(absl::StrFormat("listening on %s:%d (version %s)", host, port, kVersion));
+
+  int sig = 0;
+  sigwait(&signals, &sig);
+  Log(absl::StrFormat("%s: shutting down (grace %ds, %d jobs in flight)",
+                      sig == SIGINT ? "SIGINT" : "SIGTERM", options.shutdown_grace_seconds,
+                      static_cast<int>(engine->jobs_in_flight())));
+  const auto grace = std::chrono::seconds(options.shutdown_grace_seconds);
+  const bool drained = engine->Drain(grace);
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  engine->Shutdown();
+  Log(drained ? "stopped" : "stopped (jobs still running at the deadline ended with UNAVAILABLE)");
+  return 0;
+}
+
+}  // namespace
+}  // namespace gpupipe::daemon
+
+int main(int argc, char** argv) {
+  using namespace gpupipe::daemon;
+  absl::StatusOr<DaemonOptions> options =
+      ParseFlags(std::vector<std::string>(argv + 1, argv + argc));
+  if (!options.ok()) {
+    std::cerr << "gpupiped: " << options.status().message() << "\n";
+    return 2;
+  }
+  if (options->help) {
+    std::cout << Usage();
+    return 0;
+  }
+  if (options->version) {
+    std::cout << "gpupiped " << kVersion
+              << (gpupipe::engine::BuiltWithCuda() ? " (cuda, cpu)" : " (cpu)") << "\n";
+    return 0;
+  }
+  return Run(*options);
+}

@@ -1,0 +1,246 @@
+#include "server/rpc/convert.h"
+
+#include <google/protobuf/unknown_field_set.h>
+
+#include "absl/strings/str_cat.h"
+#include "server/engine/op_catalog.h"
+
+namespace gpupipe::rpc {
+namespace {
+
+using engine::OpKind;
+
+absl::Status RejectUnknownFields(const google::protobuf::Message& message,
+                                 const std::string& field) {
+  const auto& unknown = message.GetReflection()->GetUnknownFields(message);
+  if (unknown.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      field, ": unknown field number ", unknown.field(0).number(),
+      " (from a newer client? Describe lists what this server accepts)"));
+}
+
+absl::StatusOr<engine::DType> DecodeDType(v1::DType dtype) {
+  switch (dtype) {
+    case v1::DTYPE_FLOAT32: return engine::DType::kFloat32;
+    case v1::DTYPE_FLOAT64: return engine::DType::kFloat64;
+    case v1::DTYPE_FLOAT16: return engine::DType::kFloat16;
+    case v1::DTYPE_INT32: return engine::DType::kInt32;
+    case v1::DTYPE_INT64: return engine::DType::kInt64;
+    case v1::DTYPE_UNSPECIFIED:
+      return absl::InvalidArgumentError("input.dtype: must be set (for example DTYPE_FLOAT32)");
+    default:
+      return absl::InvalidArgumentError(absl::StrCat("input.dtype: unknown value ", dtype));
+  }
+}
+
+absl::StatusOr<engine::OpSpec> DecodeOp(const v1::Op& op, int index) {
+  const std::string field = absl::StrCat("ops[", index, "]");
+  if (op.kind_case() == v1::Op::KIND_NOT_SET) {
+    const auto& unknown = op.GetReflection()->GetUnknownFields(op);
+    if (!unknown.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": unknown op kind (field number ", unknown.field(0).number(),
+                       "); this server knows: ", engine::KnownOpNames()));
+    }
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ": no op kind is set; this server knows: ", engine::KnownOpNames()));
+  }
+  engine::OpSpec spec;
+  switch (op.kind_case()) {
+    case v1::Op::kAffine: {
+      if (auto s = RejectUnknownFields(op.affine(), field + " (affine)"); !s.ok()) return s;
+      spec.kind = OpKind::kAffine;
+      if (op.affine().has_alpha()) spec.alpha = op.affine().alpha();
+      if (op.affine().has_beta()) spec.beta = op.affine().beta();
+      return spec;
+    }
+    case v1::Op::kRelu:
+      if (auto s = RejectUnknownFields(op.relu(), field + " (relu)"); !s.ok()) return s;
+      spec.kind = OpKind::kRelu;
+      return spec;
+    case v1::Op::kSum:
+      if (auto s = RejectUnknownFields(op.sum(), field + " (sum)"); !s.ok()) return s;
+      spec.kind = OpKind::kSum;
+      return spec;
+    case v1::Op::kSoftmax:
+      if (auto s = RejectUnknownFields(op.softmax(), field + " (softmax)"); !s.ok()) return s;
+      spec.kind = OpKind::kSoftmax;
+      return spec;
+    case v1::Op::KIND_NOT_SET:
+      break;
+  }
+  return absl::InternalError(absl::StrCat(field, ": op kind ", op.kind_case(), " not decoded"));
+}
+
+}  // namespace
+
+absl::StatusOr<engine::JobSpec> DecodeJobSpec(const v1::SubmitRequest& request) {
+  engine::JobSpec spec;
+  if (!request.has_input()) {
+    return absl::InvalidArgumentError("input: must be set (dtype, shape and data)");
+  }
+  absl::StatusOr<engine::DType> dtype = DecodeDType(request.input().dtype());
+  if (!dtype.ok()) return dtype.status();
+  spec.dtype = *dtype;
+  spec.shape.assign(request.input().shape().begin(), request.input().shape().end());
+  spec.ops.reserve(request.ops_size());
+  for (int i = 0; i < request.ops_size(); ++i) {
+    absl::StatusOr<engine::OpSpec> op = DecodeOp(request.ops(i), i);
+    if (!op.ok()) return op.status();
+    spec.ops.push_back(*op);
+  }
+  switch (request.priority()) {
+    case v1::PRIORITY_UNSPECIFIED:
+    case v1::PRIORITY_NORMAL: spec.priority = engine::Priority::kNormal; break;
+    case v1::PRIORITY_LOW: spec.priority = engine::Priority::kLow; break;
+    case v1::PRIORITY_HIGH: spec.priority = engine::Priority::kHigh; break;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("priority: unknown value ", request.priority(), " (low, normal or high)"));
+  }
+  const v1::LaunchOptions& options = request.options();
+  switch (options.staging()) {
+    case v1::STAGING_AUTO: spec.staging = engine::Staging::kAuto; break;
+    case v1::STAGING_DIRECT: spec.staging = engine::Staging::kDirect; break;
+    case v1::STAGING_PIPELINE: spec.staging = engine::Staging::kPipeline; break;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat("options.staging: unknown value ",
+                                                     options.staging(), " (auto, direct or pipeline)"));
+  }
+  switch (options.launch()) {
+    case v1::LAUNCH_AUTO: spec.launch = engine::LaunchMode::kAuto; break;
+    case v1::LAUNCH_STREAM: spec.launch = engine::LaunchMode::kStream; break;
+    case v1::LAUNCH_PDL: spec.launch = engine::LaunchMode::kPdl; break;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat("options.launch: unknown value ",
+                                                     options.launch(), " (auto, stream or pdl)"));
+  }
+  spec.stages = options.stages() > 8 ? 9 : static_cast<int>(options.stages());
+  spec.client_tag = request.client_tag();
+  return spec;
+}
+
+v1::DType EncodeDType(engine::DType dtype) {
+  switch (dtype) {
+    case engine::DType::kFloat32: return v1::DTYPE_FLOAT32;
+    case engine::DType::kFloat64: return v1::DTYPE_FLOAT64;
+    case engine::DType::kFloat16: return v1::DTYPE_FLOAT16;
+    case engine::DType::kInt32: return v1::DTYPE_INT32;
+    case engine::DType::kInt64: return v1::DTYPE_INT64;
+  }
+  return v1::DTYPE_UNSPECIFIED;
+}
+
+v1::Priority EncodePriority(engine::Priority priority) {
+  switch (priority) {
+    case engine::Priority::kLow: return v1::PRIORITY_LOW;
+    case engine::Priority::kNormal: return v1::PRIORITY_NORMAL;
+    case engine::Priority::kHigh: return v1::PRIORITY_HIGH;
+  }
+  return v1::PRIORITY_UNSPECIFIED;
+}
+
+v1::Staging EncodeStaging(engine::Staging staging) {
+  switch (staging) {
+    case engine::Staging::kAuto: return v1::STAGING_AUTO;
+    case engine::Staging::kDirect: return v1::STAGING_DIRECT;
+    case engine::Staging::kPipeline: return v1::STAGING_PIPELINE;
+  }
+  return v1::STAGING_AUTO;
+}
+
+v1::LaunchMode EncodeLaunchMode(engine::LaunchMode mode) {
+  switch (mode) {
+    case engine::LaunchMode::kAuto: return v1::LAUNCH_AUTO;
+    case engine::LaunchMode::kStream: return v1::LAUNCH_STREAM;
+    case engine::LaunchMode::kPdl: return v1::LAUNCH_PDL;
+  }
+  return v1::LAUNCH_AUTO;
+}
+
+v1::JobEvent EncodeAccepted(const engine::AcceptedInfo& info) {
+  v1::JobEvent event;
+  event.set_job_id(info.job_id);
+  v1::Accepted* accepted = event.mutable_accepted();
+  accepted->set_job_id(info.job_id);
+  accepted->set_output_dtype(EncodeDType(info.output_dtype));
+  for (int64_t d : info.output_shape) accepted->add_output_shape(d);
+  accepted->set_backend(info.backend);
+  return event;
+}
+
+v1::JobEvent EncodeTiming(const std::string& job_id, const engine::JobTiming& t) {
+  v1::JobEvent event;
+  event.set_job_id(job_id);
+  v1::Timing* timing = event.mutable_timing();
+  timing->set_queue_us(t.queue_us);
+  timing->set_h2d_us(t.h2d_us);
+  timing->set_compute_us(t.compute_us);
+  timing->set_d2h_us(t.d2h_us);
+  timing->set_total_us(t.total_us);
+  timing->set_bytes_in(t.bytes_in);
+  timing->set_bytes_out(t.bytes_out);
+  timing->set_kernels(t.kernels);
+  timing->set_stream(t.stream);
+  timing->set_staging(t.staging);
+  timing->set_launch(t.launch);
+  return event;
+}
+
+v1::JobEvent EncodeDone(const std::string& job_id, const absl::Status& status) {
+  v1::JobEvent event;
+  event.set_job_id(job_id);
+  event.mutable_done()->set_code(static_cast<int>(status.code()));
+  event.mutable_done()->set_message(std::string(status.message()));
+  return event;
+}
+
+v1::DescribeResponse EncodeDescription(const engine::EngineDescription& d,
+                                       const std::string& server_version) {
+  v1::DescribeResponse response;
+  response.set_backend(d.backend);
+  response.set_server_version(server_version);
+  if (d.device) {
+    v1::Device* device = response.mutable_device();
+    device->set_name(d.device->name);
+    device->set_ordinal(d.device->ordinal);
+    device->set_multiprocessors(d.device->multiprocessors);
+    device->set_memory_bytes(d.device->memory_bytes);
+    device->set_compute_capability(d.device->compute_capability);
+    device->set_least_stream_priority(d.device->least_stream_priority);
+    device->set_greatest_stream_priority(d.device->greatest_stream_priority);
+    device->set_driver_version(d.device->driver_version);
+    device->set_runtime_version(d.device->runtime_version);
+    for (const engine::PriorityLevel& level : d.levels) {
+      v1::PriorityMapping* m = device->add_priorities();
+      m->set_priority(EncodePriority(level.priority));
+      m->set_device_priority(level.device_priority);
+      m->set_streams(level.lanes);
+    }
+  }
+  for (const engine::OpInfo& info : engine::OpCatalog()) {
+    v1::OpInfo* op = response.add_ops();
+    op->set_name(std::string(info.name));
+    op->set_kind(std::string(engine::OpClassName(info.op_class)));
+    op->set_description(std::string(info.description));
+    for (const engine::ParamInfo& p : info.params) {
+      v1::ParamInfo* param = op->add_params();
+      param->set_name(std::string(p.name));
+      param->set_type("number");
+      param->set_required(false);
+      param->set_default_value(absl::StrCat(p.default_value));
+      param->set_description(std::string(p.description));
+    }
+    for (engine::DType dtype : info.dtypes) op->add_dtypes(EncodeDType(dtype));
+  }
+  v1::Limits* limits = response.mutable_limits();
+  limits->set_max_input_bytes(d.limits.max_input_bytes);
+  limits->set_max_ops(d.limits.max_ops);
+  limits->set_max_chunk_bytes(d.limits.max_chunk_bytes);
+  limits->set_max_rank(d.limits.max_rank);
+  for (engine::Staging s : d.stagings) response.add_stagings(EncodeStaging(s));
+  for (engine::LaunchMode m : d.launch_modes) response.add_launch_modes(EncodeLaunchMode(m));
+  return response;
+}
+
+}  // namespace gpupipe::rpc

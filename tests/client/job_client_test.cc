@@ -1,0 +1,180 @@
+// JobClient against an in-process fake JobService that replays scripted events.
+#include "client/job_client.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "grpcpp/server.h"
+#include "grpcpp/server_builder.h"
+#include "gtest/gtest.h"
+
+namespace gpupipe {
+namespace client {
+namespace {
+
+using ::testing::HasSubstr;
+
+class FakeJobService final : public v1::JobService::Service {
+ public:
+  std::vector<v1::JobEvent> events;
+  grpc::Status final_status = grpc::Status::OK;
+  v1::SubmitRequest last_request;
+
+  grpc::Status Submit(grpc::ServerContext*, const v1::SubmitRequest* request,
+                      grpc::ServerWriter<v1::JobEvent>* writer) override {
+    last_request = *request;
+    for (const v1::JobEvent& e : events) writer->Write(e);
+    return final_status;
+  }
+
+  grpc::Status Describe(grpc::ServerContext*, const v1::DescribeRequest*,
+                        v1::DescribeResponse* response) override {
+    response->set_backend("cpu");
+    response->set_server_version("fake");
+    return grpc::Status::OK;
+  }
+};
+
+class JobClientTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    builder.RegisterService(&service_);
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(server_, nullptr);
+    ASSERT_GT(port, 0);
+    ClientOptions options;
+    options.deadline_seconds = 10;
+    absl::StatusOr<std::unique_ptr<JobClient>> client =
+        JobClient::Create("127.0.0.1:" + std::to_string(port), options);
+    ASSERT_TRUE(client.ok()) << client.status();
+    client_ = *std::move(client);
+  }
+
+  void TearDown() override {
+    if (server_) server_->Shutdown();
+  }
+
+  void Script(std::vector<v1::JobEvent> events, grpc::Status status = grpc::Status::OK) {
+    service_.events = std::move(events);
+    service_.final_status = status;
+  }
+
+  static v1::JobEvent Accepted(std::vector<int64_t> shape) {
+    v1::JobEvent e;
+    e.set_job_id("j9");
+    e.mutable_accepted()->set_job_id("j9");
+    e.mutable_accepted()->set_backend("cpu");
+    e.mutable_accepted()->set_output_dtype(v1::DTYPE_FLOAT32);
+    for (int64_t d : shape) e.mutable_accepted()->add_output_shape(d);
+    return e;
+  }
+  static v1::JobEvent Chunk(int64_t offset, std::string data) {
+    v1::JobEvent e;
+    e.mutable_chunk()->set_offset(offset);
+    e.mutable_chunk()->set_data(std::move(data));
+    return e;
+  }
+  static v1::JobEvent Done(int code = 0, std::string message = "") {
+    v1::JobEvent e;
+    e.mutable_done()->set_code(code);
+    e.mutable_done()->set_message(std::move(message));
+    return e;
+  }
+
+  FakeJobService service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<JobClient> client_;
+};
+
+TEST_F(JobClientTest, Describe) {
+  absl::StatusOr<v1::DescribeResponse> d = client_->Describe();
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->server_version(), "fake");
+}
+
+TEST_F(JobClientTest, SubmitAssemblesChunksAndReportsEvents) {
+  // Chunks of 1 MiB, the largest the server sends, must pass default client limits.
+  const std::string mib(1 << 20, 'z');
+  v1::JobEvent timing;
+  timing.mutable_timing()->set_total_us(42);
+  Script({Accepted({2, 1 << 18}), Chunk(0, mib), Chunk(1 << 20, mib), timing, Done()});
+  v1::SubmitRequest request;
+  request.set_client_tag("t");
+  int events = 0;
+  absl::StatusOr<JobResult> r =
+      client_->Submit(request, [&](const v1::JobEvent&) { ++events; });
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(events, 5);
+  EXPECT_EQ(r->accepted.job_id(), "j9");
+  EXPECT_EQ(r->output.data().size(), 2u << 20);
+  EXPECT_EQ(r->timing.total_us(), 42);
+  EXPECT_EQ(service_.last_request.client_tag(), "t");
+}
+
+TEST_F(JobClientTest, RpcErrorKeepsCodeAndMessage) {
+  Script({}, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "input.shape: rank 9 > 8"));
+  absl::StatusOr<JobResult> r = client_->Submit(v1::SubmitRequest());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.status().message(), "input.shape: rank 9 > 8");
+}
+
+TEST_F(JobClientTest, DoneErrorKeepsCodeAndMessage) {
+  Script({Accepted({1}), Done(13, "kernel failed")},
+         grpc::Status(grpc::StatusCode::INTERNAL, "kernel failed"));
+  absl::StatusOr<JobResult> r = client_->Submit(v1::SubmitRequest());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(r.status().message(), "kernel failed");
+}
+
+TEST_F(JobClientTest, StreamWithoutDone) {
+  Script({Accepted({1}), Chunk(0, "abcd")});
+  absl::StatusOr<JobResult> r = client_->Submit(v1::SubmitRequest());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(r.status().message(), HasSubstr("stream ended without a Done event"));
+}
+
+TEST_F(JobClientTest, BrokenStreamIsReported) {
+  Script({Accepted({2}), Chunk(4, "abcd"), Done()});
+  absl::StatusOr<JobResult> r = client_->Submit(v1::SubmitRequest());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(r.status().message(), HasSubstr("ResultChunk at offset 4, expected offset 0"));
+}
+
+TEST(JobClientCreateTest, RejectsBadArguments) {
+  EXPECT_FALSE(JobClient::Create("").ok());
+  ClientOptions options;
+  options.deadline_seconds = 0;
+  EXPECT_FALSE(JobClient::Create("127.0.0.1:1", options).ok());
+}
+
+TEST(JobClientCreateTest, UnreachableServerIsUnavailable) {
+  ClientOptions options;
+  options.deadline_seconds = 5;
+  absl::StatusOr<std::unique_ptr<JobClient>> client = JobClient::Create("127.0.0.1:1", options);
+  ASSERT_TRUE(client.ok());
+  absl::StatusOr<v1::DescribeResponse> d = (*client)->Describe();
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.status().code(), absl::StatusCode::kUnavailable);
+}
+
+TEST(FromGrpcStatusTest, MapsCodesOneToOne) {
+  for (int code = 1; code <= 16; ++code) {
+    absl::Status s = FromGrpcStatus(grpc::Status(static_cast<grpc::StatusCode>(code), "m"));
+    EXPECT_EQ(static_cast<int>(s.code()), code);
+    EXPECT_EQ(s.message(), "m");
+  }
+  EXPECT_TRUE(FromGrpcStatus(grpc::Status::OK).ok());
+}
+
+}  // namespace
+}  // namespace client
+}  // namespace gpupipe

@@ -1,0 +1,336 @@
+#include "client/npy.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace gpupipe {
+namespace client {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::ElementsAreArray;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+std::string Fixture(const std::string& name) {
+  return std::string(GPUPIPE_CLIENT_TEST_DATA) + "/" + name;
+}
+
+template <typename T>
+std::vector<T> Values(const NpyArray& a) {
+  std::vector<T> v(a.data.size() / sizeof(T));
+  std::memcpy(v.data(), a.data.data(), v.size() * sizeof(T));
+  return v;
+}
+
+NpyArray Read(const std::string& name) {
+  absl::StatusOr<NpyArray> a = ReadNpy(Fixture(name));
+  EXPECT_TRUE(a.ok()) << a.status();
+  return a.ok() ? *a : NpyArray{};
+}
+
+std::string ReadError(const std::string& name) {
+  absl::StatusOr<NpyArray> a = ReadNpy(Fixture(name));
+  EXPECT_FALSE(a.ok()) << name;
+  return a.ok() ? "" : std::string(a.status().message());
+}
+
+// ---- files written by NumPy (make_fixtures.py) --------------------------------------------
+
+TEST(NpyReadTest, Float32OneDim) {
+  NpyArray a = Read("f4_1d.npy");
+  EXPECT_EQ(a.dtype, v1::DTYPE_FLOAT32);
+  EXPECT_THAT(a.shape, ElementsAre(6));
+  EXPECT_THAT(Values<float>(a), ElementsAre(0, 0.5, 1, 1.5, 2, 2.5));
+}
+
+TEST(NpyReadTest, Float32TwoDim) {
+  NpyArray a = Read("f4_2d.npy");
+  EXPECT_EQ(a.dtype, v1::DTYPE_FLOAT32);
+  EXPECT_THAT(a.shape, ElementsAre(3, 4));
+  std::vector<float> want;
+  for (int i = 0; i < 12; ++i) want.push_back(i * 0.5f);
+  EXPECT_THAT(Values<float>(a), ElementsAreArray(want));
+}
+
+TEST(NpyReadTest, Float32Scalar) {
+  NpyArray a = Read("f4_scalar.npy");
+  EXPECT_EQ(a.dtype, v1::DTYPE_FLOAT32);
+  EXPECT_THAT(a.shape, IsEmpty());
+  EXPECT_THAT(Values<float>(a), ElementsAre(2.5f));
+}
+
+TEST(NpyReadTest, Float64) {
+  NpyArray a = Read("f8.npy");
+  EXPECT_EQ(a.dtype, v1::DTYPE_FLOAT64);
+  EXPECT_THAT(a.shape, ElementsAre(5));
+  EXPECT_THAT(Values<double>(a), ElementsAre(-1, -0.5, 0, 0.5, 1));
+}
+
+TEST(NpyReadTest, Float16) {
+  NpyArray a = Read("f2.npy");
+  EXPECT_EQ(a.dtype, v1::DTYPE_FLOAT16);
+  EXPECT_THAT(a.shape, ElementsAre(4));
+  // binary16 bits of 0, 0.5, 1, 1.5.
+  EXPECT_THAT(Values<uint16_t>(a), ElementsAre(0x0000, 0x3800, 0x3c00, 0x3e00));
+}
+
+TEST(NpyReadTest, Int32) {
+  NpyArray a = Read("i4.npy");
+  EXPECT_EQ(a.dtype, v1::DTYPE_INT32);
+  EXPECT_THAT(a.shape, ElementsAre(2, 3));
+  EXPECT_THAT(Values<int32_t>(a), ElementsAre(-3, -2, -1, 0, 1, 2));
+}
+
+TEST(NpyReadTest, Int64) {
+  NpyArray a = Read("i8.npy");
+  EXPECT_EQ(a.dtype, v1::DTYPE_INT64);
+  EXPECT_THAT(Values<int64_t>(a),
+              ElementsAre(0, 1000000000000, 2000000000000, 3000000000000));
+}
+
+TEST(NpyReadTest, ZeroLength) {
+  NpyArray a = Read("empty.npy");
+  EXPECT_EQ(a.dtype, v1::DTYPE_FLOAT32);
+  EXPECT_THAT(a.shape, ElementsAre(0));
+  EXPECT_THAT(a.data, IsEmpty());
+  NpyArray b = Read("empty_2d.npy");
+  EXPECT_THAT(b.shape, ElementsAre(2, 0));
+  EXPECT_THAT(b.data, IsEmpty());
+}
+
+TEST(NpyReadTest, Version2And3Headers) {
+  for (const char* name : {"f4_v2.npy", "f4_v3.npy"}) {
+    NpyArray a = Read(name);
+    EXPECT_EQ(a.dtype, v1::DTYPE_FLOAT32) << name;
+    EXPECT_THAT(Values<float>(a), ElementsAre(0, 0.5, 1, 1.5)) << name;
+  }
+}
+
+TEST(NpyReadTest, FortranOrderIsRejected) {
+  EXPECT_THAT(ReadError("fortran.npy"), HasSubstr("fortran_order=True is not supported"));
+}
+
+TEST(NpyReadTest, BigEndianIsRejected) {
+  const std::string e = ReadError("big_endian.npy");
+  EXPECT_THAT(e, HasSubstr("big_endian.npy: dtype '>f4' is big-endian"));
+  EXPECT_THAT(e, HasSubstr("astype('<f4')"));
+}
+
+TEST(NpyReadTest, UnsupportedDtypesAreRejected) {
+  EXPECT_THAT(ReadError("u2.npy"),
+              HasSubstr("u2.npy: dtype '<u2' is not supported (supported: <f4, <f8, <f2, <i4, "
+                        "<i8)"));
+  EXPECT_THAT(ReadError("bool.npy"), HasSubstr("dtype '|b1' is not supported"));
+  EXPECT_THAT(ReadError("unicode.npy"), HasSubstr("dtype '<U2' is not supported"));
+  EXPECT_THAT(ReadError("object.npy"), HasSubstr("dtype '|O' is not supported"));
+  EXPECT_THAT(ReadError("structured.npy"), HasSubstr("structured dtype is not supported"));
+}
+
+TEST(NpyReadTest, MissingFile) {
+  absl::StatusOr<NpyArray> a = ReadNpy(Fixture("no_such.npy"));
+  ASSERT_FALSE(a.ok());
+  EXPECT_EQ(a.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(a.status().message(), HasSubstr("no_such.npy: cannot open"));
+}
+
+TEST(NpyReadTest, DirectoryIsRejected) {
+  absl::StatusOr<NpyArray> a = ReadNpy(GPUPIPE_CLIENT_TEST_DATA);
+  ASSERT_FALSE(a.ok());
+  EXPECT_THAT(a.status().message(), HasSubstr("not a regular file"));
+}
+
+// ---- malformed bytes ---------------------------------------------------------------------
+
+std::string ValidBytes() {
+  NpyArray a{v1::DTYPE_FLOAT32, {3}, std::string(12, '\0')};
+  return *SerializeNpy(a);
+}
+
+std::string ParseError(std::string bytes) {
+  absl::StatusOr<NpyArray> a = ParseNpy(std::move(bytes), "x.npy");
+  EXPECT_FALSE(a.ok());
+  if (!a.ok()) EXPECT_EQ(a.status().code(), absl::StatusCode::kInvalidArgument);
+  return a.ok() ? "" : std::string(a.status().message());
+}
+
+// Replaces the header dict of a version 1.0 file, keeping its length.
+std::string WithHeader(const std::string& dict) {
+  std::string bytes = ValidBytes();
+  const size_t len = static_cast<unsigned char>(bytes[8]) | static_cast<unsigned char>(bytes[9]) << 8;
+  std::string header = dict;
+  header.resize(len - 1, ' ');
+  header.push_back('\n');
+  return bytes.substr(0, 10) + header + bytes.substr(10 + len);
+}
+
+TEST(NpyParseTest, BadMagic) {
+  EXPECT_THAT(ParseError("PK\x03\x04 zip file"), HasSubstr("x.npy: not a .npy file (bad magic"));
+  EXPECT_THAT(ParseError(""), HasSubstr("not a .npy file"));
+}
+
+TEST(NpyParseTest, Truncated) {
+  const std::string bytes = ValidBytes();
+  EXPECT_THAT(ParseError(bytes.substr(0, 7)), HasSubstr("truncated file"));
+  EXPECT_THAT(ParseError(bytes.substr(0, 9)), HasSubstr("truncated file"));
+  EXPECT_THAT(ParseError(bytes.substr(0, 40)), HasSubstr("truncated header"));
+  EXPECT_THAT(ParseError(bytes.substr(0, bytes.size() - 1)),
+              HasSubstr("data is 11 bytes but shape (3,) of <f4 needs 12 (truncated file)"));
+}
+
+TEST(NpyParseTest, TrailingBytes) {
+  EXPECT_THAT(ParseError(ValidBytes() + "xyz"),
+              HasSubstr("data is 15 bytes but shape (3,) of <f4 needs 12 (trailing bytes)"));
+}
+
+TEST(NpyParseTest, UnsupportedVersion) {
+  std::string bytes = ValidBytes();
+  bytes[6] = 4;
+  EXPECT_THAT(ParseError(bytes), HasSubstr("format version 4.0 is not supported"));
+}
+
+TEST(NpyParseTest, MalformedHeaders) {
+  EXPECT_THAT(ParseError(WithHeader("{'descr': '<f4', 'shape': (3,)}")),
+              HasSubstr("needs the keys 'descr', 'fortran_order' and 'shape'"));
+  EXPECT_THAT(ParseError(WithHeader("{'descr': '<f4', 'fortran_order': False, 'shape': (3,")),
+              HasSubstr("malformed header"));
+  EXPECT_THAT(ParseError(WithHeader("{'descr': '<f4', 'fortran_order': False, 'shape': (-3,)}")),
+              HasSubstr("non-negative"));
+  EXPECT_THAT(ParseError(WithHeader("{'descr': '<f4', 'fortran_order': 0, 'shape': (3,)}")),
+              HasSubstr("'fortran_order' is not True or False"));
+  EXPECT_THAT(ParseError(WithHeader("[1, 2]")), HasSubstr("not a dict"));
+}
+
+TEST(NpyParseTest, ByteOrderSpellings) {
+  for (const char* descr : {"|f4", "=f4", "<f4"}) {
+    absl::StatusOr<NpyArray> a = ParseNpy(WithHeader(absl::StrCat(
+        "{'descr': '", descr, "', 'fortran_order': False, 'shape': (3,), }")));
+    ASSERT_TRUE(a.ok()) << descr << ": " << a.status();
+    EXPECT_EQ(a->dtype, v1::DTYPE_FLOAT32);
+  }
+}
+
+TEST(NpyParseTest, Python2LongsInShape) {
+  absl::StatusOr<NpyArray> a =
+      ParseNpy(WithHeader("{'descr': '<f4', 'fortran_order': False, 'shape': (3L,), }"));
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_THAT(a->shape, ElementsAre(3));
+}
+
+// ---- writing -----------------------------------------------------------------------------
+
+TEST(NpyWriteTest, RoundTripsEveryDtypeAndShape) {
+  const std::vector<std::pair<v1::DType, size_t>> dtypes = {
+      {v1::DTYPE_FLOAT32, 4}, {v1::DTYPE_FLOAT64, 8}, {v1::DTYPE_FLOAT16, 2},
+      {v1::DTYPE_INT32, 4},   {v1::DTYPE_INT64, 8}};
+  const std::vector<std::vector<int64_t>> shapes = {{}, {0}, {5}, {2, 3}, {2, 1, 3, 1}};
+  for (const auto& [dtype, size] : dtypes) {
+    for (const auto& shape : shapes) {
+      int64_t n = 1;
+      for (int64_t d : shape) n *= d;
+      NpyArray a{dtype, shape, std::string(n * size, '\0')};
+      for (size_t i = 0; i < a.data.size(); ++i) a.data[i] = static_cast<char>(i * 7 + 1);
+      absl::StatusOr<std::string> bytes = SerializeNpy(a);
+      ASSERT_TRUE(bytes.ok()) << bytes.status();
+      EXPECT_EQ((bytes->size() - a.data.size()) % 64, 0u) << "data must start 64-aligned";
+      absl::StatusOr<NpyArray> b = ParseNpy(*bytes);
+      ASSERT_TRUE(b.ok()) << b.status();
+      EXPECT_EQ(b->dtype, dtype);
+      EXPECT_EQ(b->shape, shape);
+      EXPECT_EQ(b->data, a.data);
+    }
+  }
+}
+
+TEST(NpyWriteTest, ScalarAndOneDimHeaders) {
+  NpyArray scalar{v1::DTYPE_FLOAT64, {}, std::string(8, '\0')};
+  EXPECT_THAT(*SerializeNpy(scalar), HasSubstr("'shape': (), }"));
+  NpyArray vec{v1::DTYPE_FLOAT64, {1}, std::string(8, '\0')};
+  EXPECT_THAT(*SerializeNpy(vec), HasSubstr("'shape': (1,), }"));
+  NpyArray mat{v1::DTYPE_INT32, {2, 1}, std::string(8, '\0')};
+  EXPECT_THAT(*SerializeNpy(mat), HasSubstr("{'descr': '<i4', 'fortran_order': False, 'shape': (2, 1), }"));
+}
+
+TEST(NpyWriteTest, LargeHeaderUsesVersion2) {
+  // A rank that makes the header longer than 65535 bytes.
+  NpyArray a{v1::DTYPE_FLOAT32, std::vector<int64_t>(20000, 1), std::string(4, '\0')};
+  absl::StatusOr<std::string> bytes = SerializeNpy(a);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  EXPECT_EQ((*bytes)[6], 2);
+  absl::StatusOr<NpyArray> b = ParseNpy(*bytes);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->shape.size(), 20000u);
+}
+
+TEST(NpyWriteTest, RejectsInconsistentArrays) {
+  NpyArray wrong_size{v1::DTYPE_FLOAT32, {3}, std::string(8, '\0')};
+  EXPECT_THAT(SerializeNpy(wrong_size).status().message(),
+              HasSubstr("data is 8 bytes but shape (3,) of <f4 needs 12"));
+  NpyArray no_dtype{v1::DTYPE_UNSPECIFIED, {}, ""};
+  EXPECT_FALSE(SerializeNpy(no_dtype).ok());
+  NpyArray negative{v1::DTYPE_FLOAT32, {-1}, ""};
+  EXPECT_FALSE(SerializeNpy(negative).ok());
+}
+
+class TempFile {
+ public:
+  TempFile() {
+    const char* dir = std::getenv("TEST_TMPDIR");
+    path_ = std::string(dir != nullptr ? dir : "/tmp") + "/npy_test_XXXXXX";
+    const int fd = mkstemp(path_.data());
+    if (fd >= 0) close(fd);
+  }
+  ~TempFile() { std::remove(path_.c_str()); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+TEST(NpyWriteTest, FileRoundTrip) {
+  TempFile tmp;
+  NpyArray a{v1::DTYPE_INT64, {2}, std::string(16, '\0')};
+  const int64_t values[2] = {-7, 1LL << 40};
+  std::memcpy(a.data.data(), values, sizeof values);
+  ASSERT_TRUE(WriteNpy(tmp.path(), a).ok());
+  absl::StatusOr<NpyArray> b = ReadNpy(tmp.path());
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->data, a.data);
+}
+
+TEST(NpyWriteTest, UnwritablePath) {
+  absl::Status s = WriteNpy("/nonexistent-dir/y.npy", NpyArray{v1::DTYPE_FLOAT32, {}, std::string(4, '\0')});
+  EXPECT_FALSE(s.ok());
+  EXPECT_THAT(s.message(), HasSubstr("/nonexistent-dir/y.npy: cannot open for writing"));
+}
+
+// NumPy reads what WriteNpy writes. Skipped where /usr/bin/python3 with numpy is missing.
+TEST(NpyWriteTest, NumpyReadsOurFiles) {
+  if (std::system("/usr/bin/python3 -c 'import numpy' >/dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "/usr/bin/python3 with numpy not available";
+  }
+  TempFile tmp;
+  NpyArray a{v1::DTYPE_FLOAT32, {2, 3}, std::string(24, '\0')};
+  const float values[6] = {0, 0.5f, 1, 1.5f, 2, 2.5f};
+  std::memcpy(a.data.data(), values, sizeof values);
+  ASSERT_TRUE(WriteNpy(tmp.path(), a).ok());
+  const std::string cmd =
+      "/usr/bin/python3 -c \"import numpy as np, sys; a = np.load(sys.argv[1]); "
+      "sys.exit(0 if a.dtype == np.dtype('<f4') and a.shape == (2, 3) and "
+      "(a.ravel() == np.arange(6) * 0.5).all() and a.flags.c_contiguous else 1)\" " +
+      tmp.path();
+  EXPECT_EQ(std::system(cmd.c_str()), 0);
+}
+
+}  // namespace
+}  // namespace client
+}  // namespace gpupipe

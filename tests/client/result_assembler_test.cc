@@ -1,0 +1,183 @@
+#include "client/result_assembler.h"
+
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace gpupipe {
+namespace client {
+namespace {
+
+using ::testing::HasSubstr;
+
+v1::JobEvent Accepted(v1::DType dtype, std::vector<int64_t> shape) {
+  v1::JobEvent e;
+  e.set_job_id("j1");
+  e.mutable_accepted()->set_job_id("j1");
+  e.mutable_accepted()->set_backend("cpu");
+  e.mutable_accepted()->set_output_dtype(dtype);
+  for (int64_t d : shape) e.mutable_accepted()->add_output_shape(d);
+  return e;
+}
+
+v1::JobEvent Chunk(int64_t offset, std::string data) {
+  v1::JobEvent e;
+  e.mutable_chunk()->set_offset(offset);
+  e.mutable_chunk()->set_data(std::move(data));
+  return e;
+}
+
+v1::JobEvent Timing(double total_us) {
+  v1::JobEvent e;
+  e.mutable_timing()->set_total_us(total_us);
+  e.mutable_timing()->set_kernels(2);
+  return e;
+}
+
+v1::JobEvent Done(int code = 0, std::string message = "") {
+  v1::JobEvent e;
+  e.mutable_done()->set_code(code);
+  e.mutable_done()->set_message(std::move(message));
+  return e;
+}
+
+TEST(ResultAssemblerTest, AssemblesChunksInOrder) {
+  ResultAssembler a;
+  ASSERT_TRUE(a.Add(Accepted(v1::DTYPE_FLOAT32, {2, 2})).ok());
+  ASSERT_TRUE(a.Add(Chunk(0, std::string(6, 'a'))).ok());
+  ASSERT_TRUE(a.Add(Chunk(6, std::string(10, 'b'))).ok());
+  ASSERT_TRUE(a.Add(Timing(12.5)).ok());
+  ASSERT_TRUE(a.Add(Done()).ok());
+  EXPECT_TRUE(a.done());
+  absl::StatusOr<JobResult> r = a.Finish();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->accepted.job_id(), "j1");
+  EXPECT_EQ(r->output.dtype(), v1::DTYPE_FLOAT32);
+  EXPECT_THAT(r->output.shape(), ::testing::ElementsAre(2, 2));
+  EXPECT_EQ(r->output.data(), std::string(6, 'a') + std::string(10, 'b'));
+  EXPECT_TRUE(r->has_timing);
+  EXPECT_EQ(r->timing.total_us(), 12.5);
+}
+
+TEST(ResultAssemblerTest, EmptyAndScalarOutputs) {
+  ResultAssembler empty;
+  ASSERT_TRUE(empty.Add(Accepted(v1::DTYPE_FLOAT32, {0})).ok());
+  ASSERT_TRUE(empty.Add(Done()).ok());
+  absl::StatusOr<JobResult> r = empty.Finish();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->has_timing);
+
+  ResultAssembler scalar;
+  ASSERT_TRUE(scalar.Add(Accepted(v1::DTYPE_FLOAT64, {})).ok());
+  ASSERT_TRUE(scalar.Add(Chunk(0, std::string(8, 'x'))).ok());
+  ASSERT_TRUE(scalar.Add(Done()).ok());
+  EXPECT_TRUE(scalar.Finish().ok());
+}
+
+TEST(ResultAssemblerTest, AcceptedJobIdFallsBackToEventJobId) {
+  ResultAssembler a;
+  v1::JobEvent e = Accepted(v1::DTYPE_INT32, {});
+  e.mutable_accepted()->clear_job_id();
+  ASSERT_TRUE(a.Add(e).ok());
+  ASSERT_TRUE(a.Add(Chunk(0, "1234")).ok());
+  ASSERT_TRUE(a.Add(Done()).ok());
+  EXPECT_EQ(a.Finish()->accepted.job_id(), "j1");
+}
+
+TEST(ResultAssemblerTest, DoneErrorKeepsCodeAndMessage) {
+  ResultAssembler a;
+  ASSERT_TRUE(a.Add(Accepted(v1::DTYPE_FLOAT32, {4})).ok());
+  absl::Status s = a.Add(Done(8, "device memory exhausted"));
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(s.message(), "device memory exhausted");
+  ResultAssembler b;
+  EXPECT_EQ(b.Add(Done(99, "odd")).code(), absl::StatusCode::kUnknown);
+}
+
+TEST(ResultAssemblerTest, NonContiguousChunks) {
+  ResultAssembler a;
+  ASSERT_TRUE(a.Add(Accepted(v1::DTYPE_FLOAT32, {4})).ok());
+  ASSERT_TRUE(a.Add(Chunk(0, "abcd")).ok());
+  absl::Status s = a.Add(Chunk(8, "efgh"));
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(s.message(), HasSubstr("ResultChunk at offset 8, expected offset 4"));
+  ResultAssembler b;
+  ASSERT_TRUE(b.Add(Accepted(v1::DTYPE_FLOAT32, {4})).ok());
+  ASSERT_TRUE(b.Add(Chunk(0, "abcd")).ok());
+  EXPECT_THAT(b.Add(Chunk(0, "abcd")).message(), HasSubstr("at offset 0, expected offset 4"));
+}
+
+TEST(ResultAssemblerTest, ChunkOverrun) {
+  ResultAssembler a;
+  ASSERT_TRUE(a.Add(Accepted(v1::DTYPE_FLOAT32, {2})).ok());
+  ASSERT_TRUE(a.Add(Chunk(0, "abcd")).ok());
+  EXPECT_THAT(a.Add(Chunk(4, "efghi")).message(),
+              HasSubstr("ResultChunk [4, 9) overruns the 8-byte output"));
+}
+
+TEST(ResultAssemblerTest, ShortOutput) {
+  ResultAssembler a;
+  ASSERT_TRUE(a.Add(Accepted(v1::DTYPE_FLOAT32, {2, 3})).ok());
+  ASSERT_TRUE(a.Add(Chunk(0, "abcd")).ok());
+  ASSERT_TRUE(a.Add(Done()).ok());
+  absl::StatusOr<JobResult> r = a.Finish();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(r.status().message(),
+              HasSubstr("output is 4 bytes but shape [2, 3] of float32 needs 24"));
+}
+
+TEST(ResultAssemblerTest, StreamWithoutDone) {
+  ResultAssembler a;
+  ASSERT_TRUE(a.Add(Accepted(v1::DTYPE_FLOAT32, {1})).ok());
+  ASSERT_TRUE(a.Add(Chunk(0, "abcd")).ok());
+  EXPECT_FALSE(a.done());
+  EXPECT_THAT(a.Finish().status().message(), HasSubstr("stream ended without a Done event"));
+}
+
+TEST(ResultAssemblerTest, OrderViolations) {
+  {
+    ResultAssembler a;
+    EXPECT_THAT(a.Add(Chunk(0, "x")).message(), HasSubstr("ResultChunk before Accepted"));
+  }
+  {
+    ResultAssembler a;
+    EXPECT_THAT(a.Add(Timing(1)).message(), HasSubstr("Timing before Accepted"));
+  }
+  {
+    ResultAssembler a;
+    EXPECT_THAT(a.Add(Done()).message(), HasSubstr("Done without Accepted"));
+  }
+  {
+    ResultAssembler a;
+    ASSERT_TRUE(a.Add(Accepted(v1::DTYPE_FLOAT32, {0})).ok());
+    EXPECT_THAT(a.Add(Accepted(v1::DTYPE_FLOAT32, {0})).message(),
+                HasSubstr("second Accepted event"));
+  }
+  {
+    ResultAssembler a;
+    ASSERT_TRUE(a.Add(Accepted(v1::DTYPE_FLOAT32, {0})).ok());
+    ASSERT_TRUE(a.Add(Done()).ok());
+    EXPECT_THAT(a.Add(Timing(1)).message(), HasSubstr("event after Done"));
+  }
+}
+
+TEST(ResultAssemblerTest, UnknownOutputDtype) {
+  ResultAssembler a;
+  absl::Status s = a.Add(Accepted(static_cast<v1::DType>(77), {2}));
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(s.message(), HasSubstr("dtype dtype(77) is not supported"));
+}
+
+TEST(ResultAssemblerTest, UnknownEventKindsAreSkipped) {
+  ResultAssembler a;
+  ASSERT_TRUE(a.Add(Accepted(v1::DTYPE_FLOAT32, {0})).ok());
+  EXPECT_TRUE(a.Add(v1::JobEvent()).ok());
+  ASSERT_TRUE(a.Add(Done()).ok());
+  EXPECT_TRUE(a.Finish().ok());
+}
+
+}  // namespace
+}  // namespace client
+}  // namespace gpupipe

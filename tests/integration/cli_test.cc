@@ -1,0 +1,156 @@
+// The gpupipe CLI against a real daemon: .npy in, .npy out, summaries, JSON and errors.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "client/npy.h"
+#include "kernels/cpu/reference_ops.h"
+#include "tests/integration/binaries.h"
+#include "tests/integration/process.h"
+#include "tests/testing/random_tensor.h"
+
+namespace gpupipe::testing {
+namespace {
+
+class Cli : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { daemon_ = new DaemonProcess(DaemonBinary(), {"--backend", "cpu"}); }
+  static void TearDownTestSuite() {
+    delete daemon_;
+    daemon_ = nullptr;
+  }
+  void SetUp() override {
+    ASSERT_NE(daemon_->port(), 0) << daemon_->error();
+    char tmpl[] = "/tmp/gpupipe-cli-test-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override { std::system(("rm -rf " + dir_).c_str()); }
+
+  CommandResult Gpupipe(std::vector<std::string> args) {
+    args.insert(args.begin(), {CliBinary(), "--target", daemon_->target()});
+    return RunCommand(args);
+  }
+
+  std::string WriteInput(const std::vector<float>& x, std::vector<int64_t> shape) {
+    client::NpyArray array;
+    array.dtype = v1::DTYPE_FLOAT32;
+    array.shape = std::move(shape);
+    array.data = AsBytes(x);
+    const std::string path = dir_ + "/x.npy";
+    EXPECT_TRUE(client::WriteNpy(path, array).ok());
+    return path;
+  }
+
+  static DaemonProcess* daemon_;
+  std::string dir_;
+};
+
+DaemonProcess* Cli::daemon_ = nullptr;
+
+TEST_F(Cli, SubmitWritesTheResultAndPrintsASummary) {
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::vector<float> x = RandomFloats(64 * 100, seed);
+  const std::string input = WriteInput(x, {64, 100});
+  const std::string output = dir_ + "/y.npy";
+  CommandResult r = Gpupipe({"submit", "--input", input, "--ops",
+                             "affine(alpha=2,beta=1) | relu | softmax", "--output", output,
+                             "--priority", "high"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("softmax"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(output), std::string::npos) << r.out;
+
+  absl::StatusOr<client::NpyArray> y = client::ReadNpy(output);
+  ASSERT_TRUE(y.ok()) << y.status();
+  EXPECT_EQ(y->shape, (std::vector<int64_t>{64, 100}));
+  // The reference: the same ops, one by one.
+  kernels::EwProgram program;
+  program.Append({kernels::EwOpcode::kAffine, 2.0f, 1.0f});
+  program.Append({kernels::EwOpcode::kRelu});
+  std::vector<float> tmp(x.size()), want(x.size());
+  kernels::cpu::Elementwise(x.data(), tmp.data(), static_cast<int64_t>(x.size()), program);
+  kernels::cpu::RowSoftmax(tmp.data(), want.data(), 64, 100);
+  std::vector<float> got = AsFloats(y->data);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) ASSERT_FLOAT_EQ(got[i], want[i]) << i;
+}
+
+TEST_F(Cli, SubmitJsonIsOneObjectWithTiming) {
+  const std::string input = WriteInput({1, 2, 3, 4, 5, 6}, {2, 3});
+  CommandResult r = Gpupipe({"submit", "--input", input, "--ops", "sum", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["status"], "ok");
+  EXPECT_FALSE(j["job_id"].get<std::string>().empty());
+  EXPECT_EQ(j["backend"], "cpu");
+  EXPECT_EQ(j["output"]["shape"], nlohmann::json::array({2}));
+  EXPECT_TRUE(j["timing"].contains("total_us")) << r.out;
+  EXPECT_EQ(j["timing"]["bytes_in"], 24);
+}
+
+TEST_F(Cli, SmallResultsArePrinted) {
+  const std::string input = WriteInput({1, 2, 3, 4, 5, 6}, {2, 3});
+  CommandResult r = Gpupipe({"submit", "--input", input, "--ops", "sum"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("[6, 15]"), std::string::npos) << r.out;
+}
+
+TEST_F(Cli, DescribeJsonListsTheCatalog) {
+  CommandResult r = Gpupipe({"describe", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["backend"], "cpu");
+  ASSERT_EQ(j["ops"].size(), 4u);
+  EXPECT_EQ(j["ops"][3]["name"], "softmax");
+}
+
+TEST_F(Cli, DescribeTextNamesTheOps) {
+  CommandResult r = Gpupipe({"describe"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* op : {"affine", "relu", "sum", "softmax"}) {
+    EXPECT_NE(r.out.find(op), std::string::npos) << r.out;
+  }
+}
+
+int LineCount(const std::string& s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
+
+TEST_F(Cli, ServerErrorsExitNonZeroWithOneLine) {
+  const std::string input = WriteInput({1, 2, 3}, {3});
+  CommandResult r = Gpupipe({"submit", "--input", input, "--ops", "sum | sum"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(LineCount(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("INVALID_ARGUMENT"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("ops[1] (sum)"), std::string::npos) << r.err;
+}
+
+TEST_F(Cli, GrammarErrorsNameTheCause) {
+  const std::string input = WriteInput({1, 2, 3}, {3});
+  CommandResult r = Gpupipe({"submit", "--input", input, "--ops", "relu | sofmax"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(LineCount(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("sofmax"), std::string::npos) << r.err;
+}
+
+TEST_F(Cli, UnsupportedNpyIsAClearError) {
+  const char* data_dir = std::getenv("GPUPIPE_TEST_DATA");
+  const std::string path =
+      std::string(data_dir ? data_dir : GPUPIPE_CLIENT_TEST_DATA) + "/u2.npy";
+  CommandResult r = Gpupipe({"submit", "--input", path, "--ops", "relu"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(LineCount(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("<u2"), std::string::npos) << r.err;
+}
+
+TEST_F(Cli, UnreachableServerIsAClearError) {
+  CommandResult r = RunCommand({CliBinary(), "--target", "127.0.0.1:1", "describe"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(LineCount(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("127.0.0.1:1"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace gpupipe::testing

@@ -1,0 +1,98 @@
+// The daemon as a process: start-up, Describe, one log line per job, clean shutdown.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <atomic>
+#include <thread>
+
+#include "client/job_client.h"
+#include "tests/integration/binaries.h"
+#include "tests/integration/process.h"
+#include "tests/testing/random_tensor.h"
+
+namespace gpupipe::testing {
+namespace {
+
+v1::SubmitRequest ReluRequest(const std::vector<float>& x) {
+  v1::SubmitRequest request;
+  request.mutable_input()->set_dtype(v1::DTYPE_FLOAT32);
+  request.mutable_input()->add_shape(static_cast<int64_t>(x.size()));
+  request.mutable_input()->set_data(AsBytes(x));
+  request.add_ops()->mutable_relu();
+  request.set_client_tag("daemon-test");
+  return request;
+}
+
+TEST(Daemon, ServesDescribeAndJobsAndLogsEachJob) {
+  DaemonProcess daemon(DaemonBinary(), {"--backend", "cpu"});
+  ASSERT_NE(daemon.port(), 0) << daemon.error();
+  EXPECT_NE(daemon.log().find("backend cpu: requested with --backend cpu"), std::string::npos)
+      << daemon.log();
+  auto client = client::JobClient::Create(daemon.target());
+  ASSERT_TRUE(client.ok());
+  absl::StatusOr<v1::DescribeResponse> d = (*client)->Describe();
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->backend(), "cpu");
+
+  absl::StatusOr<client::JobResult> result = (*client)->Submit(ReluRequest({-1, 2}));
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(AsFloats(result->output.data()), (std::vector<float>{0, 2}));
+  // The log line is written when the job ends, just before the stream's last event.
+  const std::string id = result->accepted.job_id();
+  for (int i = 0; i < 100 && daemon.log().find("job " + id + " OK") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_NE(daemon.log().find("job " + id + " OK"), std::string::npos) << daemon.log();
+  EXPECT_NE(daemon.log().find("tag=\"daemon-test\""), std::string::npos) << daemon.log();
+  EXPECT_EQ(daemon.Terminate(), 0) << daemon.log();
+  EXPECT_NE(daemon.log().find("SIGTERM: shutting down"), std::string::npos) << daemon.log();
+}
+
+TEST(Daemon, AutoFallsBackToTheCpuAndSaysWhyWhereNoGpuIsUsable) {
+  DaemonProcess daemon(DaemonBinary(), {"--backend", "auto"});
+  ASSERT_NE(daemon.port(), 0) << daemon.error();
+  const std::string log = daemon.log();
+  const bool cuda = log.find("backend cuda device") != std::string::npos;
+  const bool cpu = log.find("backend cpu: no usable GPU") != std::string::npos;
+  EXPECT_TRUE(cuda || cpu) << log;
+  EXPECT_EQ(daemon.Terminate(), 0);
+}
+
+TEST(Daemon, RejectsBadFlagsWithOneLine) {
+  CommandResult r = RunCommand({DaemonBinary(), "--backend", "tpu"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "gpupiped: --backend: expected auto, cuda or cpu, got 'tpu'\n");
+}
+
+TEST(Daemon, SigtermLetsARunningJobFinish) {
+  DaemonProcess daemon(DaemonBinary(), {"--backend", "cpu"});
+  ASSERT_NE(daemon.port(), 0) << daemon.error();
+  auto client = client::JobClient::Create(daemon.target());
+  ASSERT_TRUE(client.ok());
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::vector<float> x = RandomFloats(8 << 20, seed);  // 32 MiB: a job that takes a while here
+  absl::StatusOr<client::JobResult> result;
+  std::atomic<bool> accepted{false};
+  std::thread submitter([&] {
+    result = (*client)->Submit(ReluRequest(x), [&](const v1::JobEvent& e) {
+      if (e.has_accepted()) accepted = true;
+    });
+  });
+  // Signal once the daemon has accepted the job: from then on it must not be lost.
+  for (int i = 0; i < 3000 && !accepted; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_TRUE(accepted) << daemon.log();
+  const int code = daemon.Terminate();
+  submitter.join();
+  EXPECT_EQ(code, 0) << daemon.log();
+  // The job either finished before the signal or was drained; it was not lost.
+  ASSERT_TRUE(result.ok()) << result.status() << "\n" << daemon.log();
+  std::vector<float> y = AsFloats(result->output.data());
+  ASSERT_EQ(y.size(), x.size());
+  for (size_t i = 0; i < x.size(); i += 4097) ASSERT_EQ(y[i], x[i] < 0 ? 0.0f : x[i]);
+}
+
+}  // namespace
+}  // namespace gpupipe::testing

@@ -1,0 +1,168 @@
+#include "tests/integration/process.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <regex>
+
+extern char** environ;
+
+namespace gpupipe::testing {
+namespace {
+
+std::vector<char*> Argv(const std::vector<std::string>& args) {
+  std::vector<char*> out;
+  for (const std::string& a : args) out.push_back(const_cast<char*>(a.c_str()));
+  out.push_back(nullptr);
+  return out;
+}
+
+void ReadAll(int fd, std::string* out) {
+  char buf[4096];
+  for (;;) {
+    ssize_t n = read(fd, buf, sizeof(buf));
+    if (n > 0) out->append(buf, static_cast<size_t>(n));
+    else if (n < 0 && errno == EINTR) continue;
+    else break;
+  }
+}
+
+int DecodeWaitStatus(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return -1;
+}
+
+}  // namespace
+
+CommandResult RunCommand(const std::vector<std::string>& argv) {
+  CommandResult result;
+  int out_pipe[2], err_pipe[2];
+  if (pipe(out_pipe) != 0 || pipe(err_pipe) != 0) return result;
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, out_pipe[1], 1);
+  posix_spawn_file_actions_adddup2(&actions, err_pipe[1], 2);
+  posix_spawn_file_actions_addclose(&actions, out_pipe[0]);
+  posix_spawn_file_actions_addclose(&actions, err_pipe[0]);
+  pid_t pid = -1;
+  std::vector<char*> args = Argv(argv);
+  const int rc = posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  close(out_pipe[1]);
+  close(err_pipe[1]);
+  if (rc != 0) {
+    close(out_pipe[0]);
+    close(err_pipe[0]);
+    result.err = std::string("spawn failed: ") + std::strerror(rc);
+    return result;
+  }
+  std::thread err_reader([&] { ReadAll(err_pipe[0], &result.err); });
+  ReadAll(out_pipe[0], &result.out);
+  err_reader.join();
+  close(out_pipe[0]);
+  close(err_pipe[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  result.exit_code = DecodeWaitStatus(status);
+  return result;
+}
+
+DaemonProcess::DaemonProcess(const std::string& binary, std::vector<std::string> args) {
+  int err_pipe[2];
+  if (pipe(err_pipe) != 0) {
+    error_ = "pipe failed";
+    return;
+  }
+  std::vector<std::string> argv = {binary, "--listen", "127.0.0.1:0"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, err_pipe[1], 2);
+  posix_spawn_file_actions_addclose(&actions, err_pipe[0]);
+  std::vector<char*> cargs = Argv(argv);
+  const int rc = posix_spawn(&pid_, cargs[0], &actions, nullptr, cargs.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  close(err_pipe[1]);
+  if (rc != 0) {
+    close(err_pipe[0]);
+    error_ = std::string("spawn failed: ") + std::strerror(rc);
+    pid_ = -1;
+    return;
+  }
+  reader_ = std::thread([this, fd = err_pipe[0]] {
+    char buf[4096];
+    for (;;) {
+      ssize_t n = read(fd, buf, sizeof(buf));
+      if (n > 0) {
+        std::lock_guard<std::mutex> lock(mu_);
+        log_.append(buf, static_cast<size_t>(n));
+      } else if (n < 0 && errno == EINTR) {
+        continue;
+      } else {
+        break;
+      }
+    }
+    close(fd);
+  });
+  const std::regex listening("listening on [^ ]*:([0-9]+)");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::smatch m;
+    const std::string current = log();
+    if (std::regex_search(current, m, listening)) {
+      port_ = std::stoi(m[1]);
+      return;
+    }
+    if (!alive()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  error_ = "gpupiped did not start; its log:\n" + log();
+}
+
+DaemonProcess::~DaemonProcess() {
+  if (pid_ > 0 && alive()) {
+    kill(pid_, SIGKILL);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+  }
+  if (reader_.joinable()) reader_.join();
+}
+
+std::string DaemonProcess::log() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return log_;
+}
+
+bool DaemonProcess::alive() {
+  if (pid_ <= 0 || exit_code_ >= 0) return false;
+  int status = 0;
+  pid_t r = waitpid(pid_, &status, WNOHANG);
+  if (r == pid_) {
+    exit_code_ = DecodeWaitStatus(status);
+    return false;
+  }
+  return r == 0;
+}
+
+int DaemonProcess::Terminate(std::chrono::seconds timeout) {
+  if (!alive()) return exit_code_;
+  kill(pid_, SIGTERM);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (!alive()) {
+      if (reader_.joinable()) reader_.join();
+      return exit_code_;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return -1;
+}
+
+}  // namespace gpupipe::testing

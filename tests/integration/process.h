@@ -1,0 +1,49 @@
+// Child processes for integration tests: the daemon, kept running, and one-shot commands.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace gpupipe::testing {
+
+struct CommandResult {
+  int exit_code = -1;  // 128 + signal when killed by one
+  std::string out;
+  std::string err;
+};
+
+// Runs argv[0] with arguments and waits; stdin is /dev/null.
+CommandResult RunCommand(const std::vector<std::string>& argv);
+
+// gpupiped on a free loopback port (`--listen 127.0.0.1:0`), its stderr collected.
+class DaemonProcess {
+ public:
+  // Starts the daemon and waits for its "listening on" line. On failure, `error()` says why
+  // (the daemon's own log included) and `port()` is 0.
+  DaemonProcess(const std::string& binary, std::vector<std::string> args);
+  ~DaemonProcess();  // SIGKILL if still running
+
+  int port() const { return port_; }
+  std::string target() const { return "127.0.0.1:" + std::to_string(port_); }
+  const std::string& error() const { return error_; }
+  std::string log() const;
+  bool alive();
+  // SIGTERM and wait; the exit code, or -1 on timeout.
+  int Terminate(std::chrono::seconds timeout = std::chrono::seconds(20));
+
+ private:
+  pid_t pid_ = -1;
+  int port_ = 0;
+  int exit_code_ = -1;
+  std::string error_;
+  mutable std::mutex mu_;
+  std::string log_;
+  std::thread reader_;
+};
+
+}  // namespace gpupipe::testing

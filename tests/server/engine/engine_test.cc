@@ -1,0 +1,237 @@
+// The engine with the CPU backend: lifecycle, ordering, chunking, concurrency, cancellation,
+// admission and shutdown. The same contract holds for the CUDA backend (cuda_backend_test).
+#include "server/engine/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <thread>
+
+#include "server/engine/cpu_backend.h"
+#include "tests/testing/random_tensor.h"
+#include "tests/testing/recording_sink.h"
+
+namespace gpupipe::engine {
+namespace {
+
+using gpupipe::testing::AsBytes;
+using gpupipe::testing::AsFloats;
+using gpupipe::testing::RecordingSink;
+
+std::unique_ptr<Engine> MakeEngine(int lanes = 1, int64_t max_chunk_bytes = 1 << 20,
+                                   EngineOptions options = {}) {
+  CpuBackendOptions cpu;
+  cpu.lanes_per_level = lanes;
+  cpu.max_chunk_bytes = max_chunk_bytes;
+  return Engine::Create(CreateCpuBackend(cpu), std::move(options));
+}
+
+JobSpec Spec(std::vector<int64_t> shape, std::vector<OpSpec> ops,
+             Priority priority = Priority::kNormal) {
+  JobSpec spec;
+  spec.shape = std::move(shape);
+  spec.ops = std::move(ops);
+  spec.priority = priority;
+  return spec;
+}
+
+TEST(Engine, RunsAJobAndReportsEventsInOrder) {
+  auto engine = MakeEngine();
+  auto sink = std::make_shared<RecordingSink>();
+  std::string input = AsBytes({-1.0f, 0.5f, 2.0f, -3.0f});
+  ASSERT_TRUE(engine->Submit(Spec({2, 2}, {{OpKind::kAffine, 2, 1}, {OpKind::kRelu}}), input, sink).ok());
+  ASSERT_TRUE(sink->WaitDone());
+  EXPECT_TRUE(sink->status().ok()) << sink->status();
+  EXPECT_FALSE(sink->info().job_id.empty());
+  EXPECT_EQ(sink->info().backend, "cpu");
+  EXPECT_EQ(sink->info().output_shape, (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(AsFloats(sink->output()), (std::vector<float>{0.0f, 2.0f, 5.0f, 0.0f}));
+  ASSERT_TRUE(sink->has_timing());
+  EXPECT_EQ(sink->timing().bytes_in, 16);
+  EXPECT_EQ(sink->timing().bytes_out, 16);
+  EXPECT_GE(sink->timing().total_us, sink->timing().compute_us);
+}
+
+TEST(Engine, RowOpsFollowNumpySemantics) {
+  auto engine = MakeEngine();
+  auto sum = std::make_shared<RecordingSink>();
+  std::string input = AsBytes({1, 2, 3, 4, 5, 6});
+  ASSERT_TRUE(engine->Submit(Spec({2, 3}, {{OpKind::kSum}}), input, sum).ok());
+  auto softmax = std::make_shared<RecordingSink>();
+  std::string input2 = AsBytes({0, 0, 1000, 1000});
+  ASSERT_TRUE(engine->Submit(Spec({2, 2}, {{OpKind::kSoftmax}}), input2, softmax).ok());
+  ASSERT_TRUE(sum->WaitDone() && softmax->WaitDone());
+  EXPECT_EQ(sum->info().output_shape, (std::vector<int64_t>{2}));
+  EXPECT_EQ(AsFloats(sum->output()), (std::vector<float>{6, 15}));
+  EXPECT_EQ(AsFloats(softmax->output()), (std::vector<float>{0.5f, 0.5f, 0.5f, 0.5f}));
+}
+
+TEST(Engine, ChunksAreBoundedContiguousAndCoverTheOutput) {
+  auto engine = MakeEngine(1, /*max_chunk_bytes=*/64);
+  auto sink = std::make_shared<RecordingSink>();
+  const uint64_t seed = gpupipe::testing::FreshSeed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::vector<float> x = gpupipe::testing::RandomFloats(1001, seed);
+  std::string input = AsBytes(x);
+  ASSERT_TRUE(engine->Submit(Spec({1001}, {{OpKind::kRelu}}), input, sink).ok());
+  ASSERT_TRUE(sink->WaitDone());
+  ASSERT_TRUE(sink->status().ok());
+  EXPECT_EQ(sink->max_chunk(), 64);
+  EXPECT_EQ(sink->chunks(), (1001 * 4 + 63) / 64);
+  std::vector<float> y = AsFloats(sink->output());
+  ASSERT_EQ(y.size(), x.size());
+  for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(y[i], x[i] < 0 ? 0.0f : x[i]) << i;
+}
+
+TEST(Engine, RejectedJobsNeverReachTheSink) {
+  auto engine = MakeEngine();
+  auto sink = std::make_shared<RecordingSink>();
+  std::string input = AsBytes({1, 2, 3});
+  absl::Status s = engine->Submit(Spec({2, 2}, {{OpKind::kRelu}}), input, sink);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_FALSE(sink->accepted());
+  EXPECT_EQ(sink->done_calls(), 0);
+  EXPECT_EQ(input.size(), 12u) << "input must not be consumed by a rejected job";
+}
+
+TEST(Engine, ManyConcurrentJobsOfMixedPrioritiesEachEndOnce) {
+  auto engine = MakeEngine(/*lanes=*/2);
+  const uint64_t seed = gpupipe::testing::FreshSeed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  struct Case {
+    std::shared_ptr<RecordingSink> sink;
+    std::vector<float> x;
+  };
+  std::vector<Case> cases;
+  std::vector<std::thread> submitters;
+  std::mutex mu;
+  for (int t = 0; t < 4; ++t) {
+    submitters.emplace_back([&, t] {
+      for (int i = 0; i < 25; ++i) {
+        Case c{std::make_shared<RecordingSink>(),
+               gpupipe::testing::RandomFloats(1 + (i * 37 + t) % 500, seed + t * 100 + i)};
+        std::string input = AsBytes(c.x);
+        const auto priority = static_cast<Priority>((i + t) % kPriorityLevels);
+        ASSERT_TRUE(engine->Submit(Spec({static_cast<int64_t>(c.x.size())},
+                                        {{OpKind::kAffine, -1, 0.5}}, priority),
+                                   input, c.sink).ok());
+        std::lock_guard<std::mutex> lock(mu);
+        cases.push_back(std::move(c));
+      }
+    });
+  }
+  for (auto& t : submitters) t.join();
+  ASSERT_EQ(cases.size(), 100u);
+  for (const Case& c : cases) {
+    ASSERT_TRUE(c.sink->WaitDone());
+    EXPECT_TRUE(c.sink->status().ok());
+    EXPECT_EQ(c.sink->done_calls(), 1);
+    std::vector<float> y = AsFloats(c.sink->output());
+    ASSERT_EQ(y.size(), c.x.size());
+    for (size_t i = 0; i < y.size(); ++i) ASSERT_EQ(y[i], std::fma(-1.0f, c.x[i], 0.5f));
+  }
+  EXPECT_EQ(engine->jobs_in_flight(), 0);
+}
+
+TEST(Engine, AReaderThatGoesAwayCancelsItsJob) {
+  auto engine = MakeEngine(1, 64);
+  auto sink = std::make_shared<RecordingSink>();
+  sink->SetGateOpen(false);  // the reader stops reading after the first chunk
+  std::string input = AsBytes(std::vector<float>(1000, 1.0f));
+  ASSERT_TRUE(engine->Submit(Spec({1000}, {{OpKind::kRelu}}), input, sink).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(sink->chunks(), 1) << "the lane must wait for the reader, not buffer";
+  sink->Cancel();
+  ASSERT_TRUE(sink->WaitDone());
+  EXPECT_EQ(sink->status().code(), absl::StatusCode::kCancelled);
+  EXPECT_FALSE(sink->has_timing());
+}
+
+TEST(Engine, QueuedJobOfACancelledReaderIsSkipped) {
+  auto engine = MakeEngine(1, 64);
+  auto blocker = std::make_shared<RecordingSink>();
+  blocker->SetGateOpen(false);
+  std::string big = AsBytes(std::vector<float>(1000, 1.0f));
+  ASSERT_TRUE(engine->Submit(Spec({1000}, {{OpKind::kRelu}}), big, blocker).ok());
+  auto queued = std::make_shared<RecordingSink>();
+  std::string small = AsBytes({1.0f});
+  ASSERT_TRUE(engine->Submit(Spec({1}, {{OpKind::kRelu}}), small, queued).ok());
+  queued->Cancel();
+  blocker->SetGateOpen(true);
+  ASSERT_TRUE(queued->WaitDone());
+  EXPECT_EQ(queued->status().code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(queued->chunks(), 0);
+  ASSERT_TRUE(blocker->WaitDone());
+  EXPECT_TRUE(blocker->status().ok());
+}
+
+TEST(Engine, AdmissionRefusesBeyondTheQueueBound) {
+  EngineOptions options;
+  options.max_queued_jobs = 2;
+  auto engine = MakeEngine(1, 64, options);
+  auto blocker = std::make_shared<RecordingSink>();
+  blocker->SetGateOpen(false);
+  std::string big = AsBytes(std::vector<float>(100, 1.0f));
+  ASSERT_TRUE(engine->Submit(Spec({100}, {{OpKind::kRelu}}), big, blocker).ok());
+  // Wait until the lane has taken the blocker, so the queue holds only what follows.
+  while (blocker->chunks() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::vector<std::shared_ptr<RecordingSink>> sinks;
+  for (int i = 0; i < 2; ++i) {
+    sinks.push_back(std::make_shared<RecordingSink>());
+    std::string in = AsBytes({1.0f});
+    ASSERT_TRUE(engine->Submit(Spec({1}, {{OpKind::kRelu}}), in, sinks.back()).ok());
+  }
+  auto refused = std::make_shared<RecordingSink>();
+  std::string in = AsBytes({1.0f});
+  absl::Status s = engine->Submit(Spec({1}, {{OpKind::kRelu}}), in, refused);
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  EXPECT_FALSE(refused->accepted());
+  blocker->SetGateOpen(true);
+  for (auto& sink : sinks) {
+    ASSERT_TRUE(sink->WaitDone());
+    EXPECT_TRUE(sink->status().ok());
+  }
+}
+
+TEST(Engine, ShutdownEndsQueuedJobsWithUnavailableAndRefusesNewOnes) {
+  auto engine = MakeEngine(1, 64);
+  auto blocker = std::make_shared<RecordingSink>();
+  blocker->SetGateOpen(false);
+  std::string big = AsBytes(std::vector<float>(100, 1.0f));
+  ASSERT_TRUE(engine->Submit(Spec({100}, {{OpKind::kRelu}}), big, blocker).ok());
+  while (blocker->chunks() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  auto queued = std::make_shared<RecordingSink>();
+  std::string in = AsBytes({1.0f});
+  ASSERT_TRUE(engine->Submit(Spec({1}, {{OpKind::kRelu}}), in, queued).ok());
+
+  EXPECT_FALSE(engine->Drain(std::chrono::milliseconds(20)));
+  std::string in2 = AsBytes({1.0f});
+  auto late = std::make_shared<RecordingSink>();
+  EXPECT_EQ(engine->Submit(Spec({1}, {{OpKind::kRelu}}), in2, late).code(),
+            absl::StatusCode::kUnavailable);
+
+  std::thread opener([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    blocker->SetGateOpen(true);
+  });
+  engine->Shutdown();
+  opener.join();
+  EXPECT_EQ(queued->status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(queued->done_calls(), 1);
+  EXPECT_TRUE(blocker->status().ok()) << "a running job finishes";
+  EXPECT_EQ(engine->jobs_in_flight(), 0);
+}
+
+TEST(Engine, DescribeListsTheBackendAndLevels) {
+  auto engine = MakeEngine(3);
+  EngineDescription d = engine->Describe();
+  EXPECT_EQ(d.backend, "cpu");
+  EXPECT_FALSE(d.device.has_value());
+  ASSERT_EQ(d.levels.size(), 3u);
+  EXPECT_EQ(d.levels[2].priority, Priority::kHigh);
+  EXPECT_EQ(d.levels[2].lanes, 3);
+}
+
+}  // namespace
+}  // namespace gpupipe::engine

@@ -1,0 +1,127 @@
+#include "server/engine/validate.h"
+
+#include <gtest/gtest.h>
+
+namespace gpupipe::engine {
+namespace {
+
+JobSpec ValidSpec() {
+  JobSpec spec;
+  spec.dtype = DType::kFloat32;
+  spec.shape = {2, 3};
+  spec.ops = {{OpKind::kAffine, 2.0, 1.0}, {OpKind::kRelu}};
+  return spec;
+}
+
+constexpr int64_t kValidBytes = 2 * 3 * 4;
+
+TEST(ValidateJob, AcceptsAValidJob) {
+  EXPECT_TRUE(ValidateJob(ValidSpec(), kValidBytes, Limits{}).ok());
+}
+
+TEST(ValidateJob, AcceptsAScalarForElementwiseOps) {
+  JobSpec spec = ValidSpec();
+  spec.shape = {};
+  EXPECT_TRUE(ValidateJob(spec, 4, Limits{}).ok());
+}
+
+TEST(ValidateJob, RejectsByteCountNotMatchingShape) {
+  absl::Status s = ValidateJob(ValidSpec(), kValidBytes - 4, Limits{});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("input.data"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("[2, 3]"), std::string::npos) << s;
+}
+
+TEST(ValidateJob, RejectsEmptyTensor) {
+  JobSpec spec = ValidSpec();
+  spec.shape = {0, 3};
+  absl::Status s = ValidateJob(spec, 0, Limits{});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("input.shape"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("empty"), std::string::npos) << s;
+}
+
+TEST(ValidateJob, RejectsNegativeDimension) {
+  JobSpec spec = ValidSpec();
+  spec.shape = {2, -3};
+  absl::Status s = ValidateJob(spec, kValidBytes, Limits{});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("input.shape[1]"), std::string::npos) << s;
+}
+
+TEST(ValidateJob, RejectsOverflowingShape) {
+  JobSpec spec = ValidSpec();
+  spec.shape = {int64_t{1} << 40, int64_t{1} << 40};
+  absl::Status s = ValidateJob(spec, 4, Limits{});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+}
+
+TEST(ValidateJob, RejectsInputOverTheSizeLimit) {
+  Limits limits;
+  limits.max_input_bytes = 16;
+  absl::Status s = ValidateJob(ValidSpec(), kValidBytes, limits);
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(s.message().find("limit of 16 bytes"), std::string::npos) << s;
+}
+
+TEST(ValidateJob, RejectsEmptyPipeline) {
+  JobSpec spec = ValidSpec();
+  spec.ops.clear();
+  absl::Status s = ValidateJob(spec, kValidBytes, Limits{});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("ops: the pipeline is empty"), std::string::npos) << s;
+}
+
+TEST(ValidateJob, RejectsTooManyOps) {
+  JobSpec spec = ValidSpec();
+  spec.ops.assign(65, OpSpec{OpKind::kRelu});
+  absl::Status s = ValidateJob(spec, kValidBytes, Limits{});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("65 ops"), std::string::npos) << s;
+}
+
+TEST(ValidateJob, RejectsNonFiniteOrUnrepresentableAffineParams) {
+  for (double bad : {std::numeric_limits<double>::infinity(), std::nan(""), 1e300}) {
+    JobSpec spec = ValidSpec();
+    spec.ops[0].beta = bad;
+    absl::Status s = ValidateJob(spec, kValidBytes, Limits{});
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(s.message().find("ops[0] (affine).beta"), std::string::npos) << s;
+  }
+}
+
+TEST(ValidateJob, RejectsUnsupportedDtype) {
+  JobSpec spec = ValidSpec();
+  spec.dtype = DType::kFloat64;
+  absl::Status s = ValidateJob(spec, 2 * 3 * 8, Limits{});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("dtype float64 is not supported"), std::string::npos) << s;
+}
+
+TEST(ValidateJob, RejectsRowOpOnScalar) {
+  JobSpec spec = ValidSpec();
+  spec.shape = {5};
+  spec.ops = {{OpKind::kSum}, {OpKind::kSoftmax}};  // sum leaves a scalar
+  absl::Status s = ValidateJob(spec, 20, Limits{});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("ops[1] (softmax)"), std::string::npos) << s;
+}
+
+TEST(ValidateJob, RejectsStagesOutOfRange) {
+  JobSpec spec = ValidSpec();
+  spec.stages = 9;
+  absl::Status s = ValidateJob(spec, kValidBytes, Limits{});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("options.stages"), std::string::npos) << s;
+}
+
+TEST(ValidateJob, RejectsRankOverLimit) {
+  JobSpec spec = ValidSpec();
+  spec.shape.assign(9, 1);
+  absl::Status s = ValidateJob(spec, 4, Limits{});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("rank 9"), std::string::npos) << s;
+}
+
+}  // namespace
+}  // namespace gpupipe::engine

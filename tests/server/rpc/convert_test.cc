@@ -1,0 +1,95 @@
+#include "server/rpc/convert.h"
+
+#include <gtest/gtest.h>
+
+namespace gpupipe::rpc {
+namespace {
+
+v1::SubmitRequest ValidRequest() {
+  v1::SubmitRequest request;
+  request.mutable_input()->set_dtype(v1::DTYPE_FLOAT32);
+  request.mutable_input()->add_shape(2);
+  request.mutable_input()->set_data(std::string(8, '\0'));
+  request.add_ops()->mutable_affine()->set_alpha(2);
+  request.add_ops()->mutable_relu();
+  request.add_ops()->mutable_softmax();
+  return request;
+}
+
+TEST(DecodeJobSpec, DecodesOpsWithDefaults) {
+  absl::StatusOr<engine::JobSpec> spec = DecodeJobSpec(ValidRequest());
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  ASSERT_EQ(spec->ops.size(), 3u);
+  EXPECT_EQ(spec->ops[0].kind, engine::OpKind::kAffine);
+  EXPECT_EQ(spec->ops[0].alpha, 2.0);
+  EXPECT_EQ(spec->ops[0].beta, 0.0) << "absent beta takes the default";
+  EXPECT_EQ(spec->ops[2].kind, engine::OpKind::kSoftmax);
+  EXPECT_EQ(spec->priority, engine::Priority::kNormal);
+  EXPECT_EQ(spec->shape, (std::vector<int64_t>{2}));
+}
+
+TEST(DecodeJobSpec, AffineWithoutParamsIsTheIdentity) {
+  v1::SubmitRequest request = ValidRequest();
+  request.mutable_ops(0)->mutable_affine()->clear_alpha();
+  absl::StatusOr<engine::JobSpec> spec = DecodeJobSpec(request);
+  ASSERT_TRUE(spec.ok());
+  EXPECT_EQ(spec->ops[0].alpha, 1.0);
+}
+
+TEST(DecodeJobSpec, RejectsAnOpWithNoKind) {
+  v1::SubmitRequest request = ValidRequest();
+  request.add_ops();
+  absl::Status s = DecodeJobSpec(request).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("ops[3]: no op kind is set"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("affine, relu, sum, softmax"), std::string::npos) << s;
+}
+
+TEST(DecodeJobSpec, RejectsAnOpKindFromANewerClient) {
+  v1::SubmitRequest request = ValidRequest();
+  v1::Op* op = request.add_ops();
+  op->GetReflection()->MutableUnknownFields(op)->AddLengthDelimited(99, "");
+  absl::Status s = DecodeJobSpec(request).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("ops[3]: unknown op kind (field number 99)"), std::string::npos) << s;
+}
+
+TEST(DecodeJobSpec, RejectsAnUnknownParamFromANewerClient) {
+  v1::SubmitRequest request = ValidRequest();
+  v1::AffineOp* affine = request.mutable_ops(0)->mutable_affine();
+  affine->GetReflection()->MutableUnknownFields(affine)->AddFixed64(7, 0);
+  absl::Status s = DecodeJobSpec(request).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("ops[0] (affine): unknown field number 7"), std::string::npos) << s;
+}
+
+TEST(DecodeJobSpec, RejectsMissingInputAndDtype) {
+  v1::SubmitRequest request = ValidRequest();
+  request.clear_input();
+  EXPECT_NE(DecodeJobSpec(request).status().message().find("input: must be set"),
+            std::string::npos);
+  request = ValidRequest();
+  request.mutable_input()->set_dtype(v1::DTYPE_UNSPECIFIED);
+  EXPECT_NE(DecodeJobSpec(request).status().message().find("input.dtype"), std::string::npos);
+}
+
+TEST(DecodeJobSpec, RejectsUnknownEnumValues) {
+  v1::SubmitRequest request = ValidRequest();
+  request.set_priority(static_cast<v1::Priority>(42));
+  absl::Status s = DecodeJobSpec(request).status();
+  EXPECT_NE(s.message().find("priority: unknown value 42"), std::string::npos) << s;
+  request = ValidRequest();
+  request.mutable_options()->set_launch(static_cast<v1::LaunchMode>(9));
+  s = DecodeJobSpec(request).status();
+  EXPECT_NE(s.message().find("options.launch"), std::string::npos) << s;
+}
+
+TEST(EncodeDone, CarriesCodeAndMessage) {
+  v1::JobEvent e = EncodeDone("j1", absl::CancelledError("gone"));
+  EXPECT_EQ(e.job_id(), "j1");
+  EXPECT_EQ(e.done().code(), 1);
+  EXPECT_EQ(e.done().message(), "gone");
+}
+
+}  // namespace
+}  // namespace gpupipe::rpc
