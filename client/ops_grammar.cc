@@ -138,8 +138,9 @@ absl::StatusOr<std::vector<Token>> Lex(absl::string_view text) {
         default: {
           // Quote printable characters; show others by code so the message stays one line.
           const unsigned char u = static_cast<unsigned char>(c);
-          const std::string shown = absl::ascii_isprint(u) ? absl::StrCat("'", std::string(1, c), "'")
-                                                           : absl::StrFormat("byte 0x%02x", u);
+          const std::string shown = absl::ascii_isprint(u)
+                                        ? absl::StrCat("'", std::string(1, c), "'")
+                                        : absl::StrFormat("byte 0x%02x", u);
           return absl::InvalidArgumentError(
               absl::StrCat("unexpected character ", shown, At(pos)));
         }
@@ -345,7 +346,8 @@ class Parser {
   absl::StatusOr<std::vector<std::unique_ptr<Message>>> ParsePipeline() {
     std::vector<std::unique_ptr<Message>> ops;
     if (Peek().kind == Tok::kEnd) {
-      return absl::InvalidArgumentError("empty pipeline (expected ops such as 'affine(alpha=2) | relu')");
+      return absl::InvalidArgumentError(
+          "empty pipeline (expected ops such as 'affine(alpha=2) | relu')");
     }
     for (;;) {
       std::unique_ptr<Message> op(prototype_.New());
@@ -388,7 +390,8 @@ class Parser {
     }
     Message* params = op->GetReflection()->MutableMessage(op, kind_field);
     if (Peek().kind != Tok::kLParen) return absl::OkStatus();
-    const Token open = Next();
+    const Token& open = Next();
+    open_paren_ = &open;
     std::set<const FieldDescriptor*> seen;
     for (;;) {
       const Token& t = Next();
@@ -427,11 +430,7 @@ class Parser {
                                                        At(eq.pos), ", got ", Describe(eq)));
       }
       absl::StatusOr<Value> value = ParseValue();
-      if (!value.ok()) {
-        // Running out of input inside the parentheses is an unclosed '(' before anything else.
-        if (Peek().kind == Tok::kEnd && !in_list_) return Unclosed(open);
-        return value.status();
-      }
+      if (!value.ok()) return value.status();
       absl::Status s = Apply(params, ParamRef{field, name.text}, *value);
       if (!s.ok()) return s;
       const Token& sep = Next();
@@ -441,6 +440,15 @@ class Parser {
       return absl::InvalidArgumentError(
           absl::StrCat("expected ',' or ')'", At(sep.pos), ", got ", Describe(sep)));
     }
+  }
+
+  // Input that ends inside a value: name the bracket or parenthesis left open.
+  absl::Status EndInsideValue() const {
+    if (open_bracket_ != nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("unbalanced brackets: '['", At(open_bracket_->pos), " is not closed"));
+    }
+    return Unclosed(*open_paren_);
   }
 
   absl::Status Unclosed(const Token& open) const {
@@ -457,11 +465,13 @@ class Parser {
       s.has_sign = true;
       s.negative = first.kind == Tok::kMinus;
       t = &Next();
+      if (t->kind == Tok::kEnd) return EndInsideValue();
       if (t->kind != Tok::kNumber && !(t->kind == Tok::kIdent && IsInfName(t->text))) {
         return absl::InvalidArgumentError(absl::StrCat("expected a number after '", first.text,
                                                        "'", At(t->pos), ", got ", Describe(*t)));
       }
     }
+    if (t->kind == Tok::kEnd) return EndInsideValue();
     if (t->kind != Tok::kNumber && t->kind != Tok::kIdent) {
       if (t->kind == Tok::kLBracket) {
         return absl::InvalidArgumentError(
@@ -483,15 +493,12 @@ class Parser {
       v.items.push_back(*s);
       return v;
     }
-    const Token open = Next();
+    const Token& open = Next();
     v.is_list = true;
-    in_list_ = true;
+    open_bracket_ = &open;
     for (;;) {
       if (Peek().kind == Tok::kRBracket) break;
-      if (Peek().kind == Tok::kEnd) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("unbalanced brackets: '['", At(open.pos), " is not closed"));
-      }
+      if (Peek().kind == Tok::kEnd) return EndInsideValue();
       absl::StatusOr<Scalar> s = ParseScalar();
       if (!s.ok()) return s.status();
       v.items.push_back(*s);
@@ -501,15 +508,12 @@ class Parser {
         continue;
       }
       if (sep.kind == Tok::kRBracket) break;
-      if (sep.kind == Tok::kEnd) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("unbalanced brackets: '['", At(open.pos), " is not closed"));
-      }
+      if (sep.kind == Tok::kEnd) return EndInsideValue();
       return absl::InvalidArgumentError(
           absl::StrCat("expected ',' or ']'", At(sep.pos), ", got ", Describe(sep)));
     }
     Next();  // ']'
-    in_list_ = false;
+    open_bracket_ = nullptr;
     return v;
   }
 
@@ -533,7 +537,10 @@ class Parser {
   const Message& prototype_;
   const OneofDescriptor& kind_;
   size_t pos_ = 0;
-  bool in_list_ = false;
+  // The '(' of the op being parsed and the '[' of the list being parsed, if any; both point
+  // into tokens_, which does not change while parsing.
+  const Token* open_paren_ = nullptr;
+  const Token* open_bracket_ = nullptr;
 };
 
 // ---- formatting --------------------------------------------------------------------------

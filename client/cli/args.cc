@@ -174,7 +174,9 @@ absl::StatusOr<Args> ParseArgs(const std::vector<std::string>& argv) {
     args.command = Command::kVersion;
     return args;
   }
-  if (!have_command) return Usage("missing command (commands: submit, describe; see gpupipe --help)");
+  if (!have_command) {
+    return Usage("missing command (commands: submit, describe; see gpupipe --help)");
+  }
   if (command_name == "describe") {
     args.command = Command::kDescribe;
     return args;

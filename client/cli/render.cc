@@ -53,7 +53,8 @@ std::string ElementText(const v1::Tensor& t, size_t i) {
     case v1::DTYPE_FLOAT16: {
       // Five significant digits tell every pair of half values apart.
       const double v = client::HalfToFloat(Load<uint16_t>(t.data(), i));
-      return Shortest(v, 5, [v](double back) { return std::fabs(back - v) <= std::fabs(v) * 1e-4; });
+      return Shortest(v, 5,
+                      [v](double back) { return std::fabs(back - v) <= std::fabs(v) * 1e-4; });
     }
     case v1::DTYPE_INT32: return absl::StrCat(Load<int32_t>(t.data(), i));
     case v1::DTYPE_INT64: return absl::StrCat(Load<int64_t>(t.data(), i));
@@ -152,7 +153,8 @@ std::string RenderSubmitText(const SubmitReport& r) {
   const client::JobResult& res = r.result;
   const v1::Tensor& out = res.output;
   std::string text;
-  text += Line("job", absl::StrCat(res.accepted.job_id(), " (backend ", res.accepted.backend(), ")"));
+  text += Line("job",
+               absl::StrCat(res.accepted.job_id(), " (backend ", res.accepted.backend(), ")"));
   text += Line("ops", r.ops);
   text += Line("tensor", absl::StrCat(TensorType(r.input_dtype, r.input_shape), " -> ",
                                       TensorType(out.dtype(), ShapeOf(out.shape()))));
@@ -264,7 +266,9 @@ std::string RenderDescribeText(const v1::DescribeResponse& d) {
     }
     std::vector<std::string> dtypes;
     for (int dt : op.dtypes()) dtypes.push_back(DTypeName(static_cast<v1::DType>(dt)));
-    if (!dtypes.empty()) text += Line("", absl::StrCat(pad, "dtypes: ", absl::StrJoin(dtypes, ", ")));
+    if (!dtypes.empty()) {
+      text += Line("", absl::StrCat(pad, "dtypes: ", absl::StrJoin(dtypes, ", ")));
+    }
   }
   if (d.ops_size() == 0) text += Line("ops", "none");
   auto enum_list = [](const auto& values, const google::protobuf::EnumDescriptor& type) {

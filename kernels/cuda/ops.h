@@ -2,8 +2,12 @@
 //  - pointers prefixed d_ are device memory; inputs are read-only; outputs must not overlap
 //    inputs unless stated; d_in must be 16-byte aligned (any element count is fine);
 //  - the functions only enqueue work on `config.stream`: they never allocate, never
-//    synchronize, and never touch the NULL stream; scratch memory comes from the caller as
-//    `d_workspace` of at least the bytes the matching *WorkspaceBytes function returns;
+//    synchronize, and never touch the NULL stream (a config.stream of 0 or cudaStreamLegacy is
+//    rejected); scratch memory comes from the caller as `d_workspace` (16-byte aligned) of at
+//    least the bytes the matching *WorkspaceBytes function returns;
+//  - invalid arguments (negative sizes, stages outside kMinStages..kMaxStages, a bad program,
+//    null or misaligned pointers, a short workspace) return cudaErrorInvalidValue and enqueue
+//    nothing;
 //  - they return the first launch error (cudaSuccess otherwise); asynchronous kernel faults
 //    surface at the caller's next synchronization;
 //  - `*kernels` (optional) receives the number of kernels enqueued.

@@ -33,7 +33,9 @@ std::vector<v1::Op> MustParse(const std::string& text) {
 std::string ParseError(const std::string& text) {
   absl::StatusOr<std::vector<v1::Op>> ops = ParseOps(text);
   EXPECT_FALSE(ops.ok()) << text << " parsed as " << (ops.ok() ? FormatOps(*ops) : "");
-  if (!ops.ok()) EXPECT_EQ(ops.status().code(), absl::StatusCode::kInvalidArgument);
+  if (!ops.ok()) {
+    EXPECT_EQ(ops.status().code(), absl::StatusCode::kInvalidArgument);
+  }
   return ops.ok() ? "" : std::string(ops.status().message());
 }
 

@@ -21,7 +21,9 @@ Args MustParse(const std::vector<std::string>& argv) {
 std::string Error(const std::vector<std::string>& argv) {
   absl::StatusOr<Args> args = ParseArgs(argv);
   EXPECT_FALSE(args.ok());
-  if (!args.ok()) EXPECT_EQ(args.status().code(), absl::StatusCode::kInvalidArgument);
+  if (!args.ok()) {
+    EXPECT_EQ(args.status().code(), absl::StatusCode::kInvalidArgument);
+  }
   return args.ok() ? "" : std::string(args.status().message());
 }
 

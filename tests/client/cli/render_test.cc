@@ -27,7 +27,7 @@ v1::Tensor MakeTensor(v1::DType dtype, std::vector<int64_t> shape, std::vector<T
 TEST(RenderTest, FormatValues) {
   EXPECT_EQ(FormatValues(MakeTensor<float>(v1::DTYPE_FLOAT32, {}, {2.5f})), "2.5");
   EXPECT_EQ(FormatValues(MakeTensor<float>(v1::DTYPE_FLOAT32, {3}, {0.1f, 1.0f / 3, -0.0f})),
-            "[0.1, 0.333333343, -0]");
+            "[0.1, 0.33333334, -0]");
   EXPECT_EQ(FormatValues(MakeTensor<double>(v1::DTYPE_FLOAT64, {2, 2}, {0.1, 1e300, 2, 3})),
             "[[0.1, 1e+300], [2, 3]]");
   EXPECT_EQ(FormatValues(MakeTensor<int64_t>(v1::DTYPE_INT64, {2}, {-5, 1LL << 40})),
@@ -181,7 +181,8 @@ v1::DescribeResponse Description() {
 TEST(RenderTest, DescribeText) {
   const std::string text = RenderDescribeText(Description());
   EXPECT_THAT(text, HasSubstr("server    gpupiped 0.1.0 (backend cuda)\n"));
-  EXPECT_THAT(text, HasSubstr("device    NVIDIA H200 (ordinal 0, compute 9.0, 132 SMs, 150.0 GiB)"));
+  EXPECT_THAT(text,
+              HasSubstr("device    NVIDIA H200 (ordinal 0, compute 9.0, 132 SMs, 150.0 GiB)"));
   EXPECT_THAT(text, HasSubstr("high    -> device priority -5, 1 stream\n"));
   EXPECT_THAT(text, HasSubstr("ops       affine  elementwise    y = alpha * x + beta\n"));
   EXPECT_THAT(text, HasSubstr("params: alpha (number, default 1)\n"));

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Runs on a GPU host from a bundle (scripts/make-bundle.sh): the gpu-labelled tests, the same
+# tests under compute-sanitizer memcheck, and an end-to-end CLI job against
+# `gpupiped --backend cuda`. Logs go to $OUT (default ./gpu-check-out); a summary is printed last.
+#
+# usage: scripts/gpu-check.sh [BUNDLE_DIR]    (default .bundle)
+set -uo pipefail
+bundle=$(cd "${1:-.bundle}" && pwd)
+out=${OUT:-$PWD/gpu-check-out}
+mkdir -p "$out"
+export GPUPIPE_BIN_DIR=$bundle/bin GPUPIPE_TEST_DATA=$bundle/testdata
+summary=()
+note() { summary+=("$1"); echo "== $1"; }
+
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$out/device.txt" 2>&1
+note "device: $(cat "$out/device.txt")"
+
+gpu_tests=(kernels_cuda_test server_cuda_test integration_cuda_test)
+for t in "${gpu_tests[@]}"; do
+  [ -x "$bundle/bin/$t" ] || { note "$t: missing from the bundle"; continue; }
+  "$bundle/bin/$t" --gtest_brief=1 > "$out/$t.log" 2>&1
+  rc=$?
+  note "$t: rc=$rc $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$out/$t.log" | tr '\n' ' ')"
+done
+
+if command -v compute-sanitizer >/dev/null; then
+  for t in kernels_cuda_test server_cuda_test; do
+    compute-sanitizer --tool memcheck --error-exitcode 99 "$bundle/bin/$t" --gtest_brief=1 \
+      > "$out/memcheck-$t.log" 2>&1
+    rc=$?
+    note "memcheck $t: rc=$rc $(grep -E 'ERROR SUMMARY' "$out/memcheck-$t.log" | tail -1) $(grep -E '^\[  (PASSED|FAILED) ' "$out/memcheck-$t.log" | tr '\n' ' ')"
+  done
+else
+  note "compute-sanitizer: not found"
+fi
+
+# End to end: the daemon on the GPU, a job from the CLI, checked against NumPy.
+work=$(mktemp -d)
+"$bundle/bin/gpupiped" --listen 127.0.0.1:0 --backend cuda 2> "$out/e2e-daemon.log" &
+daemon=$!
+port=
+for _ in $(seq 200); do
+  port=$(sed -n 's/.*listening on [^ ]*:\([0-9]*\).*/\1/p' "$out/e2e-daemon.log")
+  [ -n "$port" ] && break
+  sleep 0.1
+done
+python3 -c "
+import numpy as np
+np.save('$work/x.npy', np.random.default_rng().standard_normal((1024, 4096), dtype=np.float32))"
+{
+  "$bundle/bin/gpupipe" --target "127.0.0.1:$port" describe
+  echo
+  echo "\$ gpupipe submit --input x.npy --ops 'affine(alpha=2,beta=1) | relu | softmax' --output y.npy"
+  "$bundle/bin/gpupipe" --target "127.0.0.1:$port" submit --input "$work/x.npy" \
+    --ops 'affine(alpha=2,beta=1) | relu | softmax' --output "$work/y.npy"
+  "$bundle/bin/gpupipe" --target "127.0.0.1:$port" submit --input "$work/x.npy" \
+    --ops 'affine(alpha=2,beta=1) | relu | softmax' --output "$work/y.npy" --json
+} > "$out/e2e.log" 2>&1
+python3 -c "
+import numpy as np
+x = np.load('$work/x.npy').astype(np.float64); y = np.load('$work/y.npy')
+z = np.maximum(2 * x + 1, 0); r = np.exp(z - z.max(-1, keepdims=True)); r /= r.sum(-1, keepdims=True)
+err = np.abs(y - r).max(); rel = (np.abs(y - r) / r).max()
+print(f'e2e: shape {y.shape} {y.dtype}, max abs err {err:.3g}, max rel err {rel:.3g}:', 'OK' if rel < 1e-4 else 'MISMATCH')
+" >> "$out/e2e.log" 2>&1
+kill -TERM "$daemon"; wait "$daemon"; daemon_rc=$?
+note "e2e: $(tail -1 "$out/e2e.log"); daemon exit $daemon_rc"
+rm -rf "$work"
+
+echo
+echo "==== summary"
+printf '%s\n' "${summary[@]}"
