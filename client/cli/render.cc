@@ -164,7 +164,8 @@ std::string RenderSubmitText(const SubmitReport& r) {
                                         FormatMicros(t.h2d_us()), ", compute ",
                                         FormatMicros(t.compute_us()), ", d2h ",
                                         FormatMicros(t.d2h_us()), ", total ",
-                                        FormatMicros(t.total_us())));
+                                        FormatMicros(t.total_us()), ", then result stream ",
+                                        FormatMicros(t.result_stream_us())));
     text += Line("stream", absl::StrCat(t.stream().empty() ? "-" : t.stream(), ", ", t.kernels(),
                                         t.kernels() == 1 ? " kernel" : " kernels", ", staging ",
                                         t.staging().empty() ? "-" : t.staging(), ", launch ",
@@ -210,7 +211,8 @@ nlohmann::ordered_json SubmitJson(const SubmitReport& r) {
                    {"total_us", t.total_us()},     {"bytes_in", t.bytes_in()},
                    {"bytes_out", t.bytes_out()},   {"kernels", t.kernels()},
                    {"stream", t.stream()},         {"staging", t.staging()},
-                   {"launch", t.launch()},         {"gb_per_s", Throughput(t)}};
+                   {"launch", t.launch()},         {"gb_per_s", Throughput(t)},
+                   {"result_stream_us", t.result_stream_us()}};
   } else {
     j["timing"] = nullptr;
   }

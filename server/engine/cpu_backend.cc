@@ -65,6 +65,7 @@ class CpuBackend final : public Backend {
     timing->launch = "none";
     timing->kernels = 0;
     const int64_t bytes = plan.output_elements * DTypeSize(spec.dtype);
+    timing->output_ready = std::chrono::steady_clock::now();
     if (!EmitInChunks(reinterpret_cast<const char*>(current.data()), bytes,
                       options_.max_chunk_bytes, emit)) {
       return absl::CancelledError("the client went away while the result was streamed");

@@ -153,7 +153,10 @@ class Engine::Impl {
     };
     absl::Status status =
         backend_->Run(job.spec, job.plan, job.input, priority, lane, emit, &timing);
-    timing.total_us = MicrosBetween(job.accepted_at, Clock::now());
+    const Clock::time_point finished = Clock::now();
+    if (timing.output_ready == Clock::time_point{}) timing.output_ready = finished;
+    timing.total_us = MicrosBetween(job.accepted_at, timing.output_ready);
+    timing.result_stream_us = MicrosBetween(timing.output_ready, finished);
     timing.bytes_out = job.plan.output_elements * DTypeSize(job.plan.output_dtype);
     if (status.ok()) job.sink->OnTiming(timing);
     Finish(job, status, timing);

@@ -1,6 +1,7 @@
 // How the engine hands a job's events to whoever submitted it (the RPC layer, a test).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -23,7 +24,10 @@ struct JobTiming {
   double h2d_us = 0;
   double compute_us = 0;
   double d2h_us = 0;
-  double total_us = 0;
+  double total_us = 0;        // accepted until the whole output was on the host
+  double result_stream_us = 0;  // output on the host until the last chunk was handed over
+  // Set by the backend when the output is complete on the host, before it is streamed.
+  std::chrono::steady_clock::time_point output_ready;
   int64_t bytes_in = 0;
   int64_t bytes_out = 0;
   int kernels = 0;

@@ -178,6 +178,7 @@ v1::JobEvent EncodeTiming(const std::string& job_id, const engine::JobTiming& t)
   timing->set_compute_us(t.compute_us);
   timing->set_d2h_us(t.d2h_us);
   timing->set_total_us(t.total_us);
+  timing->set_result_stream_us(t.result_stream_us);
   timing->set_bytes_in(t.bytes_in);
   timing->set_bytes_out(t.bytes_out);
   timing->set_kernels(t.kernels);
