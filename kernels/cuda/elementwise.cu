@@ -4,6 +4,9 @@
 //    shared memory;
 //  - kDirect: a grid-stride loop of float4 register loads, several in flight per thread.
 // Both are memory-bound; the program is interpreted per element from the kernel parameters.
+// PDL: each block waits for the previous kernel of the stream before its first global access
+// (d_out may be what that kernel is still reading), and triggers its dependent after its last
+// store is issued.
 #include <cooperative_groups.h>
 #include <cuda/pipeline>
 
@@ -49,7 +52,9 @@ __global__ void __launch_bounds__(kEwThreads)
   __shared__ alignas(16) float tiles[Stages][kEwTileFloats];
 
   const cg::thread_block block = cg::this_thread_block();
+  // Independent prologue: the pipeline's shared-memory barriers.
   auto pipe = ::cuda::make_pipeline(block, &state);
+  detail::WaitForPrimaryGrids();
 
   // Tile t goes to block t % gridDim.x. Tiles start at multiples of 4 KiB from d_in, which is
   // 16-byte aligned, as the 16-byte cp.async requires.
@@ -71,6 +76,7 @@ __global__ void __launch_bounds__(kEwThreads)
       d_out[i] = ApplyEw(program, d_in[i]);
     }
   }
+  detail::AllowDependentGrids();
 }
 
 __global__ void __launch_bounds__(kEwThreads)
@@ -79,6 +85,7 @@ __global__ void __launch_bounds__(kEwThreads)
   const int64_t nvec = n / 4;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   const int64_t tid = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  detail::WaitForPrimaryGrids();
 
   int64_t v = tid;
   for (; v + (kEwDirectUnroll - 1) * stride < nvec; v += kEwDirectUnroll * stride) {
@@ -95,25 +102,52 @@ __global__ void __launch_bounds__(kEwThreads)
   // n % 4 trailing elements; the grid always has at least 3 threads.
   const int64_t i = 4 * nvec + tid;
   if (i < n) d_out[i] = ApplyEw(program, d_in[i]);
+  detail::AllowDependentGrids();
 }
 
 // ---- dispatch --------------------------------------------------------------------------------
 
 template <int Stages>
 cudaError_t LaunchPipeline(const float* d_in, float* d_out, int64_t n, const EwProgram& program,
-                           bool out_vec, const LaunchConfig& config) {
+                           bool out_vec, detail::Launcher& launch) {
   const int64_t full_tiles = n / kEwTileFloats;
-  const int64_t cap = static_cast<int64_t>(config.multiprocessors) * kEwPipelineBlocksPerSm;
-  const int grid = static_cast<int>(std::max<int64_t>(1, std::min(full_tiles, cap)));
-  return detail::LaunchKernel(EwPipelineKernel<Stages>, dim3(grid), dim3(kEwThreads),
-                              config.stream, /*pdl=*/false, d_in, d_out, n, program, out_vec);
+  const int64_t cap =
+      static_cast<int64_t>(launch.config().multiprocessors) * kEwPipelineBlocksPerSm;
+  const int64_t grid = std::max<int64_t>(1, std::min(full_tiles, cap));
+  return launch("elementwise.pipeline", EwPipelineKernel<Stages>, grid, kEwThreads, d_in, d_out,
+                n, program, out_vec);
+}
+
+// The one sizing/dispatch path, for launching and for describing. n >= 1, arguments valid.
+cudaError_t DispatchElementwise(const float* d_in, float* d_out, int64_t n,
+                                const EwProgram& program, bool out_vec,
+                                detail::Launcher& launch) {
+  const LaunchConfig& config = launch.config();
+  if (config.staging == Staging::kDirect) {
+    const int64_t wanted = detail::CeilDiv(detail::CeilDiv(n, 4), kEwThreads * kEwDirectUnroll);
+    const int64_t cap = static_cast<int64_t>(config.multiprocessors) * kEwDirectBlocksPerSm;
+    const int64_t grid = std::max<int64_t>(1, std::min(wanted, cap));
+    return launch("elementwise.direct", EwDirectKernel, grid, kEwThreads, d_in, d_out, n,
+                  program, out_vec);
+  }
+  switch (config.stages) {
+    case 1: return LaunchPipeline<1>(d_in, d_out, n, program, out_vec, launch);
+    case 2: return LaunchPipeline<2>(d_in, d_out, n, program, out_vec, launch);
+    case 3: return LaunchPipeline<3>(d_in, d_out, n, program, out_vec, launch);
+    case 4: return LaunchPipeline<4>(d_in, d_out, n, program, out_vec, launch);
+    case 5: return LaunchPipeline<5>(d_in, d_out, n, program, out_vec, launch);
+    case 6: return LaunchPipeline<6>(d_in, d_out, n, program, out_vec, launch);
+    case 7: return LaunchPipeline<7>(d_in, d_out, n, program, out_vec, launch);
+    case 8: return LaunchPipeline<8>(d_in, d_out, n, program, out_vec, launch);
+    default: return cudaErrorInvalidValue;  // unreachable after ValidateShapeConfig
+  }
 }
 
 }  // namespace
 
 cudaError_t Elementwise(const float* d_in, float* d_out, int64_t n, const EwProgram& program,
                         const LaunchConfig& config, int* kernels) {
-  detail::KernelCounter counter(kernels);
+  detail::Launcher launch(config, kernels);
   if (const cudaError_t err = detail::ValidateConfig(config); err != cudaSuccess) return err;
   if (n < 0 || detail::ValidateProgram(program) != cudaSuccess) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
@@ -123,29 +157,15 @@ cudaError_t Elementwise(const float* d_in, float* d_out, int64_t n, const EwProg
   // d_out carries no alignment promise; fall back to scalar stores when it is not 16-byte
   // aligned.
   const bool out_vec = detail::IsAligned(d_out, 16);
+  return DispatchElementwise(d_in, d_out, n, program, out_vec, launch);
+}
 
-  cudaError_t err = cudaSuccess;
-  if (config.staging == Staging::kDirect) {
-    const int64_t wanted = detail::CeilDiv(detail::CeilDiv(n, 4), kEwThreads * kEwDirectUnroll);
-    const int64_t cap = static_cast<int64_t>(config.multiprocessors) * kEwDirectBlocksPerSm;
-    const int grid = static_cast<int>(std::max<int64_t>(1, std::min(wanted, cap)));
-    err = detail::LaunchKernel(EwDirectKernel, dim3(grid), dim3(kEwThreads), config.stream,
-                               /*pdl=*/false, d_in, d_out, n, program, out_vec);
-  } else {
-    switch (config.stages) {
-      case 1: err = LaunchPipeline<1>(d_in, d_out, n, program, out_vec, config); break;
-      case 2: err = LaunchPipeline<2>(d_in, d_out, n, program, out_vec, config); break;
-      case 3: err = LaunchPipeline<3>(d_in, d_out, n, program, out_vec, config); break;
-      case 4: err = LaunchPipeline<4>(d_in, d_out, n, program, out_vec, config); break;
-      case 5: err = LaunchPipeline<5>(d_in, d_out, n, program, out_vec, config); break;
-      case 6: err = LaunchPipeline<6>(d_in, d_out, n, program, out_vec, config); break;
-      case 7: err = LaunchPipeline<7>(d_in, d_out, n, program, out_vec, config); break;
-      case 8: err = LaunchPipeline<8>(d_in, d_out, n, program, out_vec, config); break;
-      default: return cudaErrorInvalidValue;  // unreachable after ValidateConfig
-    }
-  }
-  if (err == cudaSuccess) counter.Add();
-  return err;
+std::vector<KernelLaunchInfo> DescribeElementwise(int64_t n, const LaunchConfig& config) {
+  std::vector<KernelLaunchInfo> out;
+  if (detail::ValidateShapeConfig(config) != cudaSuccess || n <= 0) return out;
+  detail::Launcher launch(config, &out);
+  (void)DispatchElementwise(nullptr, nullptr, n, EwProgram{}, true, launch);
+  return out;
 }
 
 }  // namespace gpupipe::kernels::cuda

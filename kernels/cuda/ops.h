@@ -10,16 +10,23 @@
 //    nothing;
 //  - they return the first launch error (cudaSuccess otherwise); asynchronous kernel faults
 //    surface at the caller's next synchronization;
-//  - `*kernels` (optional) receives the number of kernels enqueued.
-// Row ops work along the last axis: `rows` x `cols`, row-major, rows >= 1, cols >= 1.
+//  - `*kernels` (optional) receives the number of kernels enqueued;
+//  - with config.pdl every kernel launch, each op's first included, carries the Programmatic
+//    Dependent Launch attribute, so consecutive ops on one stream overlap launch latency; each
+//    kernel waits for its predecessor before touching global memory, so any sequence of these
+//    calls (and of memcpys/events) on a stream keeps plain stream order semantics.
+// Row ops work along the last axis: `rows` x `cols`, row-major, rows >= 1, cols >= 1; `pre`
+// (possibly empty, count 0) is applied to every element as it is read.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "kernels/common/elementwise_program.h"
+#include "kernels/common/row_ops.h"
 
 namespace gpupipe::kernels::cuda {
 
@@ -35,7 +42,7 @@ struct LaunchConfig {
   cudaStream_t stream = nullptr;
   Staging staging = Staging::kPipeline;
   int stages = 2;         // kMinStages..kMaxStages, used by kPipeline
-  bool pdl = true;        // chain dependent kernels with Programmatic Dependent Launch
+  bool pdl = true;        // every launch carries the Programmatic Dependent Launch attribute
   int multiprocessors = 132;  // of the target device; sizes persistent grids
 };
 
@@ -43,19 +50,70 @@ struct LaunchConfig {
 cudaError_t Elementwise(const float* d_in, float* d_out, int64_t n, const EwProgram& program,
                         const LaunchConfig& config, int* kernels = nullptr);
 
-// Workspace for RowSum and RowSoftmax of any shape: a fixed bound, so callers can allocate it
-// once at start.
+// Workspace for every row op of any shape: a fixed bound, so callers can allocate it once at
+// start. Ops on one stream may share one workspace.
 size_t RowOpsWorkspaceBytes();
 
-// d_out[r] = sum over row r of ApplyEw(pre, x). `pre` may be empty (count 0).
+// d_out[r] = reduction (RowReduceKind) over row r of ApplyEw(pre, x); d_out holds `rows`
+// floats. Float accumulation (sum, mean, norm2: relative error a small multiple of
+// 1e-7 * sum|x| / |result| against exact); min and max are exact, NaN if the row holds one.
+// One kernel, or two (partials, combine) when few long rows are split over blocks.
+cudaError_t RowReduce(const float* d_in, float* d_out, int64_t rows, int64_t cols,
+                      RowReduceKind kind, const EwProgram& pre, void* d_workspace,
+                      size_t workspace_bytes, const LaunchConfig& config,
+                      int* kernels = nullptr);
+
+// RowReduce(kSum).
 cudaError_t RowSum(const float* d_in, float* d_out, int64_t rows, int64_t cols,
                    const EwProgram& pre, void* d_workspace, size_t workspace_bytes,
                    const LaunchConfig& config, int* kernels = nullptr);
 
-// Softmax of ApplyEw(pre, x) along each row. Two or more kernels chained with PDL when
-// config.pdl is set (statistics, then normalization).
+// d_out[r] = column of the first maximum of ApplyEw(pre, x) in row r, as np.argmax: a NaN is
+// the maximum (the first NaN wins), -0 and +0 tie. d_out holds `rows` int64 values (8-byte
+// aligned). Exact. One or two kernels, as RowReduce.
+cudaError_t RowArgmax(const float* d_in, int64_t* d_out, int64_t rows, int64_t cols,
+                      const EwProgram& pre, void* d_workspace, size_t workspace_bytes,
+                      const LaunchConfig& config, int* kernels = nullptr);
+
+// Softmax of ApplyEw(pre, x) along each row. Two kernels per batch of rows (statistics, then
+// normalization), as many batches as the workspace needs.
 cudaError_t RowSoftmax(const float* d_in, float* d_out, int64_t rows, int64_t cols,
                        const EwProgram& pre, void* d_workspace, size_t workspace_bytes,
                        const LaunchConfig& config, int* kernels = nullptr);
+
+// Each row of ApplyEw(pre, x) normalized (RowNormalizeKind): x / norm2(x), or
+// (x - mean) / std with the population std; a zero (resp. constant) row gives NaN, as 0 / 0.
+// Statistics are float Welford/Chan moments (no E[x^2] - E[x]^2 cancellation). Two kernels per
+// batch of rows, as RowSoftmax.
+cudaError_t RowNormalize(const float* d_in, float* d_out, int64_t rows, int64_t cols,
+                         RowNormalizeKind kind, const EwProgram& pre, void* d_workspace,
+                         size_t workspace_bytes, const LaunchConfig& config,
+                         int* kernels = nullptr);
+
+// ---- launch descriptions -----------------------------------------------------------------------
+// What the op with these arguments launches, one entry per kernel launch in launch order
+// (batches included), computed by the same dispatch code that launches (nothing is enqueued
+// and no CUDA call is made; config.stream is ignored). Empty for arguments the op would reject,
+// and for Elementwise with n == 0. Kernel names are "<op>.<kernel>":
+//   elementwise.direct | elementwise.pipeline (by config.staging);
+//   <kind>.rows (one kernel), or <kind>.partials + <kind>.combine (split rows), with <kind>
+//     sum | min | max | mean | norm2 | argmax;
+//   <op>.stats + <op>.normalize per batch, with <op> softmax | l2normalize | standardize.
+struct KernelLaunchInfo {
+  const char* name;  // static storage
+  int64_t blocks;
+  int threads;
+};
+
+std::vector<KernelLaunchInfo> DescribeElementwise(int64_t n, const LaunchConfig& config);
+std::vector<KernelLaunchInfo> DescribeRowReduce(int64_t rows, int64_t cols, RowReduceKind kind,
+                                                const LaunchConfig& config);
+std::vector<KernelLaunchInfo> DescribeRowArgmax(int64_t rows, int64_t cols,
+                                                const LaunchConfig& config);
+std::vector<KernelLaunchInfo> DescribeRowSoftmax(int64_t rows, int64_t cols,
+                                                 const LaunchConfig& config);
+std::vector<KernelLaunchInfo> DescribeRowNormalize(int64_t rows, int64_t cols,
+                                                   RowNormalizeKind kind,
+                                                   const LaunchConfig& config);
 
 }  // namespace gpupipe::kernels::cuda

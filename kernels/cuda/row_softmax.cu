@@ -2,10 +2,13 @@
 //  1. statistics: an online softmax {max, sum of exp(x - max)} per segment (a row, or a
 //     slice of a long row when there are few rows), written to the workspace;
 //  2. normalization: merges the row's segment statistics and writes exp(x - m) / s.
-// Rows are mapped as in RowSum (detail::PlanRows). The workspace holds kRowStatCapacity
-// statistics, so a shape with more segments than that runs as several batches of both kernels;
-// the plain (non-PDL) launch of the next batch's statistics kernel waits for the previous
-// normalization kernel to finish, so reusing the workspace is safe.
+// Rows are mapped as in RowReduce (detail::PlanRows). The workspace holds
+// detail::StatCapacity(8) statistics, so a shape with more segments than that runs as several
+// batches of both kernels, all reusing the workspace. With PDL the statistics kernel of batch
+// k + 1 may start while the normalization kernel of batch k still reads the statistics; it
+// waits for that kernel (WaitForPrimaryGrids) before its first workspace write, and the
+// normalization kernel waits for the statistics kernel before its first read, so each batch
+// sees exactly its own statistics.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -45,6 +48,8 @@ __global__ void __launch_bounds__(kRowThreads)
   const int rows_per_warp = kWarpSize / lanes;
   const int64_t warp = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kWarpSize;
   const int64_t warps = static_cast<int64_t>(gridDim.x) * blockDim.x / kWarpSize;
+  // Before the first read of d_in and the first write of d_stats (see the top of the file).
+  detail::WaitForPrimaryGrids();
 
   for (int64_t base = warp * rows_per_warp; base < rows; base += warps * rows_per_warp) {
     const int64_t row = base + lane / lanes;
@@ -90,6 +95,7 @@ __global__ void __launch_bounds__(kRowThreads)
       out[i] = expf(ApplyEw(pre, x) - st.m) * inv;
     });
   }
+  detail::AllowDependentGrids();
 }
 
 // ---- block path (long rows, optionally split) --------------------------------------------------
@@ -100,6 +106,9 @@ __global__ void __launch_bounds__(kRowThreads, kRowBlockMinBlocksPerSm)
                             EwProgram pre) {
   __shared__ SoftmaxStat scratch[kWarpSize];
   const int64_t segments = rows * splits;
+  // Before the first read of d_in and the first write of d_stats (see the top of the file).
+  detail::WaitForPrimaryGrids();
+
   for (int64_t seg = blockIdx.x; seg < segments; seg += gridDim.x) {
     const int64_t row = seg / splits;
     const int64_t begin = (seg - row * splits) * seg_len;
@@ -175,6 +184,45 @@ __global__ void __launch_bounds__(kRowThreads, kRowBlockMinBlocksPerSm)
         });
     __syncthreads();  // row_stat is rewritten for the next segment
   }
+  detail::AllowDependentGrids();
+}
+
+// The one sizing/dispatch path, for launching and for describing.
+cudaError_t DispatchRowSoftmax(const float* d_in, float* d_out, int64_t rows, int64_t cols,
+                               const EwProgram& pre, void* d_workspace,
+                               detail::Launcher& launch) {
+  const int mp = launch.config().multiprocessors;
+  const detail::RowPlan plan = detail::PlanRows(rows, cols, mp, sizeof(SoftmaxStat));
+  auto* d_stats = static_cast<SoftmaxStat*>(d_workspace);
+  const bool out_vec =
+      ((reinterpret_cast<uintptr_t>(d_out) - reinterpret_cast<uintptr_t>(d_in)) & 15) == 0;
+
+  for (int64_t row0 = 0; row0 < rows; row0 += plan.batch_rows) {
+    const int64_t n_rows = std::min(plan.batch_rows, rows - row0);
+    const float* in = detail::Advance(d_in, row0 * cols);
+    float* out = detail::Advance(d_out, row0 * cols);
+    cudaError_t err;
+    if (plan.group) {
+      const int64_t grid =
+          detail::CapGrid(detail::CeilDiv(n_rows, kRowThreads / plan.lanes), mp);
+      err = launch("softmax.stats", SoftmaxStatsGroupKernel, grid, kRowThreads, in, d_stats,
+                   n_rows, static_cast<int>(cols), plan.lanes, pre);
+      if (err != cudaSuccess) return err;
+      err = launch("softmax.normalize", SoftmaxNormGroupKernel, grid, kRowThreads, in, out,
+                   static_cast<const SoftmaxStat*>(d_stats), n_rows, static_cast<int>(cols),
+                   plan.lanes, pre);
+    } else {
+      const int64_t grid = detail::CapGrid(n_rows * plan.splits, mp);
+      err = launch("softmax.stats", SoftmaxStatsBlockKernel, grid, kRowThreads, in, d_stats,
+                   n_rows, cols, plan.splits, plan.seg_len, pre);
+      if (err != cudaSuccess) return err;
+      err = launch("softmax.normalize", SoftmaxNormBlockKernel, grid, kRowThreads, in, out,
+                   static_cast<const SoftmaxStat*>(d_stats), n_rows, cols, plan.splits,
+                   plan.seg_len, pre, out_vec);
+    }
+    if (err != cudaSuccess) return err;
+  }
+  return cudaSuccess;
 }
 
 }  // namespace
@@ -182,50 +230,22 @@ __global__ void __launch_bounds__(kRowThreads, kRowBlockMinBlocksPerSm)
 cudaError_t RowSoftmax(const float* d_in, float* d_out, int64_t rows, int64_t cols,
                        const EwProgram& pre, void* d_workspace, size_t workspace_bytes,
                        const LaunchConfig& config, int* kernels) {
-  detail::KernelCounter counter(kernels);
+  detail::Launcher launch(config, kernels);
   if (const cudaError_t err = detail::ValidateRowArgs(d_in, d_out, rows, cols, pre, d_workspace,
                                                       workspace_bytes, config);
       err != cudaSuccess) {
     return err;
   }
-  const int mp = config.multiprocessors;
-  const detail::RowPlan plan = detail::PlanRows(rows, cols, mp);
-  auto* d_stats = static_cast<SoftmaxStat*>(d_workspace);
-  const bool out_vec =
-      ((reinterpret_cast<uintptr_t>(d_out) - reinterpret_cast<uintptr_t>(d_in)) & 15) == 0;
+  return DispatchRowSoftmax(d_in, d_out, rows, cols, pre, d_workspace, launch);
+}
 
-  for (int64_t row0 = 0; row0 < rows; row0 += plan.batch_rows) {
-    const int64_t n_rows = std::min(plan.batch_rows, rows - row0);
-    const float* in = d_in + row0 * cols;
-    float* out = d_out + row0 * cols;
-    cudaError_t err;
-    if (plan.group) {
-      const int grid = detail::CapGrid(detail::CeilDiv(n_rows, kRowThreads / plan.lanes), mp);
-      err = detail::LaunchKernel(SoftmaxStatsGroupKernel, dim3(grid), dim3(kRowThreads),
-                                 config.stream, /*pdl=*/false, in, d_stats, n_rows,
-                                 static_cast<int>(cols), plan.lanes, pre);
-      if (err != cudaSuccess) return err;
-      counter.Add();
-      err = detail::LaunchKernel(SoftmaxNormGroupKernel, dim3(grid), dim3(kRowThreads),
-                                 config.stream, config.pdl, in, out,
-                                 static_cast<const SoftmaxStat*>(d_stats), n_rows,
-                                 static_cast<int>(cols), plan.lanes, pre);
-    } else {
-      const int grid = detail::CapGrid(n_rows * plan.splits, mp);
-      err = detail::LaunchKernel(SoftmaxStatsBlockKernel, dim3(grid), dim3(kRowThreads),
-                                 config.stream, /*pdl=*/false, in, d_stats, n_rows, cols,
-                                 plan.splits, plan.seg_len, pre);
-      if (err != cudaSuccess) return err;
-      counter.Add();
-      err = detail::LaunchKernel(SoftmaxNormBlockKernel, dim3(grid), dim3(kRowThreads),
-                                 config.stream, config.pdl, in, out,
-                                 static_cast<const SoftmaxStat*>(d_stats), n_rows, cols,
-                                 plan.splits, plan.seg_len, pre, out_vec);
-    }
-    if (err != cudaSuccess) return err;
-    counter.Add();
-  }
-  return cudaSuccess;
+std::vector<KernelLaunchInfo> DescribeRowSoftmax(int64_t rows, int64_t cols,
+                                                 const LaunchConfig& config) {
+  std::vector<KernelLaunchInfo> out;
+  if (detail::ValidateRowShape(rows, cols, config) != cudaSuccess) return out;
+  detail::Launcher launch(config, &out);
+  (void)DispatchRowSoftmax(nullptr, nullptr, rows, cols, EwProgram{}, nullptr, launch);
+  return out;
 }
 
 }  // namespace gpupipe::kernels::cuda

@@ -1,11 +1,14 @@
-// Host-side launch plumbing shared by the .cu files: argument validation common to every op and
-// the one place that calls cudaLaunchKernelEx, so the PDL attribute is set in exactly one way.
+// Host-side launch plumbing shared by the .cu files: argument validation common to every op,
+// the one place that calls cudaLaunchKernelEx (so the PDL attribute is set in exactly one way),
+// and the Launcher through which each op's dispatch code either launches its kernels or only
+// describes them (Describe* in ops.h), so the explain output cannot drift from what runs.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
 #include <utility>
+#include <vector>
 
 #include "kernels/cuda/ops.h"
 
@@ -24,8 +27,8 @@ inline bool IsAligned(const void* p, uintptr_t bytes) {
 // Checks the parts of a LaunchConfig every op relies on. The NULL stream (0 or the explicit
 // legacy handle) is rejected rather than silently used: it serializes against every other
 // blocking stream of the process, which the daemon must never do by accident.
-inline cudaError_t ValidateConfig(const LaunchConfig& config) {
-  if (config.stream == nullptr || config.stream == cudaStreamLegacy) return cudaErrorInvalidValue;
+// The stream-independent part, which is all that describing a launch needs.
+inline cudaError_t ValidateShapeConfig(const LaunchConfig& config) {
   if (config.staging != Staging::kDirect && config.staging != Staging::kPipeline) {
     return cudaErrorInvalidValue;
   }
@@ -36,21 +39,34 @@ inline cudaError_t ValidateConfig(const LaunchConfig& config) {
   return cudaSuccess;
 }
 
+inline cudaError_t ValidateConfig(const LaunchConfig& config) {
+  if (config.stream == nullptr || config.stream == cudaStreamLegacy) return cudaErrorInvalidValue;
+  return ValidateShapeConfig(config);
+}
+
 // A program with an out-of-range count or an unknown opcode is rejected rather than run with
 // the bad instructions skipped.
 inline cudaError_t ValidateProgram(const EwProgram& program) {
   if (program.count < 0 || program.count > kMaxEwInstrs) return cudaErrorInvalidValue;
   for (int i = 0; i < program.count; ++i) {
-    const EwOpcode op = program.instrs[i].op;
-    if (op != EwOpcode::kAffine && op != EwOpcode::kRelu) return cudaErrorInvalidValue;
+    if (!IsValidEwOpcode(program.instrs[i].op)) return cudaErrorInvalidValue;
   }
   return cudaSuccess;
 }
 
 // Launches `kernel` on `stream`. With `pdl`, the launch carries
 // cudaLaunchAttributeProgrammaticStreamSerialization so that it may begin while the previous
-// kernel in the stream is still running; the kernel must then call
-// cudaGridDependencySynchronize() before touching anything that kernel writes.
+// kernel in the stream is still running (once all of that kernel's blocks have called
+// cudaTriggerProgrammaticLaunchCompletion or exited); after a non-kernel stream operation
+// (memcpy, event) it behaves like a plain launch. Every kernel of this library is launched this
+// way when config.pdl is set, including each op's first, so the kernels obey one rule: every
+// block calls cudaGridDependencySynchronize() (detail::WaitForPrimaryGrids) unconditionally
+// before its first global read of data an earlier kernel may write AND before its first global
+// write (an earlier kernel may still be reading the buffer: the engine ping-pongs two buffers,
+// and the row ops reuse one workspace). Only index math, shared-memory setup and L2 prefetches
+// (L2 is the coherence point, so a prefetched line never goes stale) come before it. Because
+// every kernel waits, completion is transitive: a kernel that has completed implies all earlier
+// kernels of the stream have too.
 //
 // The launch status comes from cudaLaunchKernelEx's return value, not from cudaGetLastError():
 // the latter would also report (and clear) an unrelated earlier error of this host thread. On
@@ -76,18 +92,45 @@ cudaError_t LaunchKernel(void (*kernel)(KernelParams...), dim3 grid, dim3 block,
   return err;
 }
 
-// Counts enqueued kernels into the optional out-parameter of the host API.
-class KernelCounter {
+// The sink of an op's dispatch code: launches each kernel (counting them into the optional
+// `kernels` out-parameter of the host API), or, when describing, records what would be launched
+// and launches nothing. The dispatch code must not depend on which: in describe mode the data
+// pointers are null (hence Advance below).
+class Launcher {
  public:
-  explicit KernelCounter(int* out) : out_(out) {
-    if (out_ != nullptr) *out_ = 0;
+  Launcher(const LaunchConfig& config, int* kernels) : config_(config), kernels_(kernels) {
+    if (kernels_ != nullptr) *kernels_ = 0;
   }
-  void Add() {
-    if (out_ != nullptr) ++*out_;
+  Launcher(const LaunchConfig& config, std::vector<KernelLaunchInfo>* describe)
+      : config_(config), describe_(describe) {}
+
+  const LaunchConfig& config() const { return config_; }
+
+  template <typename... KernelParams, typename... Args>
+  cudaError_t operator()(const char* name, void (*kernel)(KernelParams...), int64_t grid,
+                         int threads, Args&&... args) {
+    if (describe_ != nullptr) {
+      describe_->push_back({name, grid, threads});
+      return cudaSuccess;
+    }
+    const cudaError_t err =
+        LaunchKernel(kernel, dim3(static_cast<unsigned>(grid)), dim3(threads), config_.stream,
+                     config_.pdl, std::forward<Args>(args)...);
+    if (err == cudaSuccess && kernels_ != nullptr) ++*kernels_;
+    return err;
   }
 
  private:
-  int* out_;
+  const LaunchConfig& config_;
+  int* kernels_ = nullptr;
+  std::vector<KernelLaunchInfo>* describe_ = nullptr;
 };
+
+// p + n, except that a null p (describe mode) stays null rather than forming an invalid
+// pointer.
+template <typename T>
+T* Advance(T* p, int64_t n) {
+  return p == nullptr ? p : p + n;
+}
 
 }  // namespace gpupipe::kernels::cuda::detail

@@ -1,5 +1,5 @@
-// Host-side decomposition of a rows x cols row op into kernels, shared by RowSum and
-// RowSoftmax so both ops split the same shapes the same way.
+// Host-side decomposition of a rows x cols row op into kernels, shared by every row op so they
+// all split the same shapes the same way.
 #pragma once
 
 #include <algorithm>
@@ -32,10 +32,15 @@ inline constexpr int kRowBlockMinBlocksPerSm = 4;
 // Independent 16-byte loads in flight per thread in the block path.
 inline constexpr int kRowUnroll = 4;
 
-// Fixed workspace: per-segment partials (RowSum: float; RowSoftmax: 8-byte {max, sum}). Any
-// shape fits: RowSoftmax processes rows in batches of at most kRowStatCapacity segments.
+// Fixed workspace: per-segment partials of `stat_bytes` each (RowReduce: 4, RowSoftmax: 8,
+// RowArgmax and RowNormalize: 16). Any shape fits: the multipass ops process rows in batches of
+// at most StatCapacity(stat_bytes) segments; the single-pass ops only split rows when there
+// are few of them (rows * splits stays near the grid size), far below the capacity.
 inline constexpr size_t kRowOpsWorkspaceBytes = size_t{2} << 20;
-inline constexpr int64_t kRowStatCapacity = kRowOpsWorkspaceBytes / 8;
+inline constexpr int64_t kMaxStatBytes = 16;
+inline constexpr int64_t StatCapacity(int64_t stat_bytes) {
+  return static_cast<int64_t>(kRowOpsWorkspaceBytes) / stat_bytes;
+}
 
 struct RowPlan {
   bool group = false;      // true: a group of `lanes` lanes per row; false: a block per segment
@@ -45,7 +50,8 @@ struct RowPlan {
   int64_t batch_rows = 0;  // rows whose per-segment entries fit the workspace at once
 };
 
-inline RowPlan PlanRows(int64_t rows, int64_t cols, int multiprocessors) {
+inline RowPlan PlanRows(int64_t rows, int64_t cols, int multiprocessors, int64_t stat_bytes) {
+  const int64_t capacity = StatCapacity(stat_bytes);
   RowPlan plan;
   if (cols <= kGroupMaxCols) {
     plan.group = true;
@@ -58,14 +64,14 @@ inline RowPlan PlanRows(int64_t rows, int64_t cols, int multiprocessors) {
     int64_t splits = 1;
     if (rows < target) {
       splits = std::min({CeilDiv(target, rows), CeilDiv(cols, kMinSegmentCols),
-                         kRowStatCapacity / rows});
+                         capacity / rows});
       splits = std::max<int64_t>(splits, 1);
     }
     // Segments a multiple of 4 columns long, and no empty segment after rounding.
     plan.seg_len = CeilDiv(CeilDiv(cols, splits), 4) * 4;
     plan.splits = CeilDiv(cols, plan.seg_len);
   }
-  plan.batch_rows = kRowStatCapacity / plan.splits;
+  plan.batch_rows = capacity / plan.splits;
   return plan;
 }
 
@@ -74,13 +80,22 @@ inline int CapGrid(int64_t blocks_wanted, int multiprocessors) {
   return static_cast<int>(std::max<int64_t>(1, std::min(blocks_wanted, cap)));
 }
 
+// Checks of a row op's shape and config: all that describing it needs.
+inline cudaError_t ValidateRowShape(int64_t rows, int64_t cols, const LaunchConfig& config) {
+  if (const cudaError_t err = ValidateShapeConfig(config); err != cudaSuccess) return err;
+  if (rows < 1 || cols < 1) return cudaErrorInvalidValue;
+  if (cols > INT64_MAX / 4 / rows) return cudaErrorInvalidValue;  // byte size must fit int64
+  return cudaSuccess;
+}
+
 // Argument checks shared by the row ops.
-inline cudaError_t ValidateRowArgs(const float* d_in, const float* d_out, int64_t rows,
+inline cudaError_t ValidateRowArgs(const float* d_in, const void* d_out, int64_t rows,
                                    int64_t cols, const EwProgram& pre, const void* d_workspace,
                                    size_t workspace_bytes, const LaunchConfig& config) {
   if (const cudaError_t err = ValidateConfig(config); err != cudaSuccess) return err;
-  if (rows < 1 || cols < 1) return cudaErrorInvalidValue;
-  if (cols > INT64_MAX / 4 / rows) return cudaErrorInvalidValue;  // byte size must fit int64
+  if (const cudaError_t err = ValidateRowShape(rows, cols, config); err != cudaSuccess) {
+    return err;
+  }
   if (ValidateProgram(pre) != cudaSuccess) return cudaErrorInvalidValue;
   if (d_in == nullptr || d_out == nullptr || !IsAligned(d_in, 16)) return cudaErrorInvalidValue;
   if (d_workspace == nullptr || !IsAligned(d_workspace, 16)) return cudaErrorInvalidValue;

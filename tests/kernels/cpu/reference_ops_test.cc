@@ -20,6 +20,14 @@ EwProgram Program(std::initializer_list<EwInstr> instrs) {
 }
 EwInstr Affine(float a, float b) { return {EwOpcode::kAffine, a, b}; }
 EwInstr Relu() { return {EwOpcode::kRelu, 0.0f, 0.0f}; }
+EwInstr Op(EwOpcode op, float a = 0.0f, float b = 0.0f) { return {op, a, b}; }
+
+// Runs a one-instruction program over `in`.
+std::vector<float> Run1(EwInstr instr, const std::vector<float>& in) {
+  std::vector<float> out(in.size());
+  Elementwise(in.data(), out.data(), static_cast<int64_t>(in.size()), Program({instr}));
+  return out;
+}
 
 TEST(ReferenceElementwise, EmptyProgramIsIdentity) {
   const std::vector<float> in = {1.5f, -2.0f, 0.0f};
@@ -82,6 +90,139 @@ TEST(ReferenceElementwise, ZeroLengthTouchesNothing) {
   EXPECT_EQ(out, 42.0f);
 }
 
+TEST(ReferenceElementwise, OpcodesAreDenseAndValidated) {
+  for (int32_t op = 0; op < kEwOpcodeCount; ++op) {
+    EXPECT_TRUE(IsValidEwOpcode(static_cast<EwOpcode>(op))) << op;
+  }
+  EXPECT_FALSE(IsValidEwOpcode(static_cast<EwOpcode>(-1)));
+  EXPECT_FALSE(IsValidEwOpcode(static_cast<EwOpcode>(kEwOpcodeCount)));
+  // Exact opcodes promise bit-identical host/device results; the transcendental ones a bound.
+  for (EwOpcode op : {EwOpcode::kAffine, EwOpcode::kRelu, EwOpcode::kClamp, EwOpcode::kAbs,
+                      EwOpcode::kSqrt}) {
+    EXPECT_EQ(EwHostDeviceUlp(op), 0);
+  }
+  for (EwOpcode op : {EwOpcode::kExp, EwOpcode::kLog, EwOpcode::kSigmoid, EwOpcode::kTanh,
+                      EwOpcode::kPow}) {
+    EXPECT_GT(EwHostDeviceUlp(op), 0);
+    EXPECT_LE(EwHostDeviceUlp(op), 8);
+  }
+}
+
+TEST(ReferenceElementwise, ClampIsNumpyClip) {
+  const std::vector<float> in = {-5.0f, -1.5f, 0.0f, 2.0f, 7.0f, kNaN, -kInf, kInf, -0.0f};
+  const std::vector<float> out = Run1(Op(EwOpcode::kClamp, -1.5f, 2.0f), in);
+  EXPECT_EQ(out[0], -1.5f);
+  EXPECT_EQ(out[1], -1.5f);
+  EXPECT_EQ(out[2], 0.0f);
+  EXPECT_EQ(out[3], 2.0f);
+  EXPECT_EQ(out[4], 2.0f);
+  EXPECT_TRUE(std::isnan(out[5]));  // NaN stays NaN
+  EXPECT_EQ(out[6], -1.5f);
+  EXPECT_EQ(out[7], 2.0f);
+  EXPECT_TRUE(std::signbit(out[8]));  // -0 inside the range passes unchanged
+  // lo > hi: np.clip gives hi everywhere (minimum(maximum(x, lo), hi)).
+  const std::vector<float> swapped = Run1(Op(EwOpcode::kClamp, 3.0f, -3.0f), {-9.0f, 0.0f, 9.0f});
+  EXPECT_EQ(swapped, (std::vector<float>{-3.0f, -3.0f, -3.0f}));
+  // A NaN bound gives NaN (np.maximum / np.minimum propagate it).
+  EXPECT_TRUE(std::isnan(Run1(Op(EwOpcode::kClamp, kNaN, 1.0f), {0.5f})[0]));
+  EXPECT_TRUE(std::isnan(Run1(Op(EwOpcode::kClamp, 0.0f, kNaN), {0.5f})[0]));
+  // An infinite bound is no bound.
+  EXPECT_EQ(Run1(Op(EwOpcode::kClamp, -kInf, kInf), {1e30f})[0], 1e30f);
+}
+
+TEST(ReferenceElementwise, AbsAndSqrt) {
+  const std::vector<float> abs = Run1(Op(EwOpcode::kAbs), {-2.5f, 3.0f, -0.0f, -kInf, kNaN});
+  EXPECT_EQ(abs[0], 2.5f);
+  EXPECT_EQ(abs[1], 3.0f);
+  EXPECT_FALSE(std::signbit(abs[2]));
+  EXPECT_EQ(abs[3], kInf);
+  EXPECT_TRUE(std::isnan(abs[4]));
+
+  const std::vector<float> sq = Run1(Op(EwOpcode::kSqrt), {4.0f, 2.0f, 0.0f, -0.0f, -1.0f, kInf,
+                                                          -kInf, kNaN});
+  EXPECT_EQ(sq[0], 2.0f);
+  EXPECT_EQ(sq[1], std::sqrt(2.0f));  // correctly rounded on both sides
+  EXPECT_EQ(sq[2], 0.0f);
+  EXPECT_EQ(sq[3], 0.0f);
+  EXPECT_TRUE(std::signbit(sq[3]));  // sqrt(-0) = -0
+  EXPECT_TRUE(std::isnan(sq[4]));
+  EXPECT_EQ(sq[5], kInf);
+  EXPECT_TRUE(std::isnan(sq[6]));
+  EXPECT_TRUE(std::isnan(sq[7]));
+}
+
+TEST(ReferenceElementwise, ExpAndLog) {
+  const std::vector<float> e = Run1(Op(EwOpcode::kExp), {0.0f, 1.0f, -kInf, kInf, 100.0f, kNaN});
+  EXPECT_EQ(e[0], 1.0f);
+  EXPECT_FLOAT_EQ(e[1], 2.7182817f);
+  EXPECT_EQ(e[2], 0.0f);
+  EXPECT_EQ(e[3], kInf);
+  EXPECT_EQ(e[4], kInf);  // overflow
+  EXPECT_TRUE(std::isnan(e[5]));
+
+  const std::vector<float> l =
+      Run1(Op(EwOpcode::kLog), {1.0f, 0.0f, -0.0f, -1.0f, kInf, -kInf, kNaN, 2.7182817f});
+  EXPECT_EQ(l[0], 0.0f);
+  EXPECT_EQ(l[1], -kInf);
+  EXPECT_EQ(l[2], -kInf);
+  EXPECT_TRUE(std::isnan(l[3]));
+  EXPECT_EQ(l[4], kInf);
+  EXPECT_TRUE(std::isnan(l[5]));
+  EXPECT_TRUE(std::isnan(l[6]));
+  EXPECT_FLOAT_EQ(l[7], 1.0f);
+}
+
+TEST(ReferenceElementwise, SigmoidIsSafeForLargeMagnitudes) {
+  const std::vector<float> in = {0.0f, 1.0f, -1.0f, 50.0f, -50.0f, 100.0f, -100.0f, kInf, -kInf,
+                                 kNaN, 3.4e38f, -3.4e38f};
+  const std::vector<float> s = Run1(Op(EwOpcode::kSigmoid), in);
+  EXPECT_EQ(s[0], 0.5f);
+  EXPECT_FLOAT_EQ(s[1], static_cast<float>(1.0 / (1.0 + std::exp(-1.0))));
+  EXPECT_FLOAT_EQ(s[2], static_cast<float>(1.0 / (1.0 + std::exp(1.0))));
+  EXPECT_EQ(s[3], 1.0f);
+  // e^-50 / (1 + e^-50): full relative precision, no 1 / inf.
+  EXPECT_FLOAT_EQ(s[4], static_cast<float>(std::exp(-50.0)));
+  EXPECT_EQ(s[5], 1.0f);
+  EXPECT_GT(s[6], 0.0f);  // e^-100 ~ 3.7e-44 is a (coarse) denormal, not 0
+  EXPECT_NEAR(s[6], std::exp(-100.0), 2e-45);
+  EXPECT_EQ(s[7], 1.0f);
+  EXPECT_EQ(s[8], 0.0f);
+  EXPECT_TRUE(std::isnan(s[9]));
+  EXPECT_EQ(s[10], 1.0f);
+  EXPECT_EQ(s[11], 0.0f);
+  for (float v : s) EXPECT_TRUE(std::isnan(v) || (v >= 0.0f && v <= 1.0f));
+}
+
+TEST(ReferenceElementwise, Tanh) {
+  const std::vector<float> t = Run1(Op(EwOpcode::kTanh), {0.0f, -0.0f, 0.5f, 20.0f, -kInf, kNaN});
+  EXPECT_EQ(t[0], 0.0f);
+  EXPECT_TRUE(std::signbit(t[1]));
+  EXPECT_FLOAT_EQ(t[2], static_cast<float>(std::tanh(0.5)));
+  EXPECT_EQ(t[3], 1.0f);
+  EXPECT_EQ(t[4], -1.0f);
+  EXPECT_TRUE(std::isnan(t[5]));
+}
+
+TEST(ReferenceElementwise, Pow) {
+  EXPECT_EQ(Run1(Op(EwOpcode::kPow, 3.0f), {2.0f, -2.0f}), (std::vector<float>{8.0f, -8.0f}));
+  EXPECT_EQ(Run1(Op(EwOpcode::kPow, 0.5f), {16.0f})[0], 4.0f);
+  EXPECT_TRUE(std::isnan(Run1(Op(EwOpcode::kPow, 0.5f), {-4.0f})[0]));  // negative base
+  EXPECT_EQ(Run1(Op(EwOpcode::kPow, 0.0f), {kNaN})[0], 1.0f);  // C99: pow(x, 0) = 1
+  EXPECT_EQ(Run1(Op(EwOpcode::kPow, kNaN), {1.0f})[0], 1.0f);  // C99: pow(1, y) = 1
+  EXPECT_EQ(Run1(Op(EwOpcode::kPow, -1.0f), {0.0f})[0], kInf);
+  EXPECT_EQ(Run1(Op(EwOpcode::kPow, -1.0f), {-0.0f})[0], -kInf);
+}
+
+TEST(ReferenceElementwise, MixedProgram) {
+  // sqrt(clamp(|x| * 2 - 1, 0, 8)): exercises several opcodes in order.
+  const std::vector<float> in = {-3.0f, 0.25f, 10.0f};
+  std::vector<float> out(in.size());
+  Elementwise(in.data(), out.data(), 3,
+              Program({Op(EwOpcode::kAbs), Affine(2.0f, -1.0f), Op(EwOpcode::kClamp, 0.0f, 8.0f),
+                       Op(EwOpcode::kSqrt)}));
+  EXPECT_EQ(out, (std::vector<float>{std::sqrt(5.0f), 0.0f, std::sqrt(8.0f)}));
+}
+
 TEST(ReferenceRowSum, Rows) {
   const std::vector<float> in = {1.0f, 2.0f, 3.0f,  //
                                  -1.0f, 0.5f, 0.25f};
@@ -105,6 +246,101 @@ TEST(ReferenceRowSum, AccumulatesInDouble) {
   float out = 0.0f;
   RowSum(in.data(), &out, 1, static_cast<int64_t>(in.size()));
   EXPECT_EQ(out, 1000.0f);
+}
+
+TEST(ReferenceRowReduce, AllKinds) {
+  const std::vector<float> in = {3.0f, -4.0f, 1.0f, 0.0f,  //
+                                 2.0f, 2.0f, 2.0f, 2.0f};
+  auto run = [&](RowReduceKind kind) {
+    std::vector<float> out(2);
+    RowReduce(in.data(), out.data(), 2, 4, kind);
+    return out;
+  };
+  EXPECT_EQ(run(RowReduceKind::kSum), (std::vector<float>{0.0f, 8.0f}));
+  EXPECT_EQ(run(RowReduceKind::kMin), (std::vector<float>{-4.0f, 2.0f}));
+  EXPECT_EQ(run(RowReduceKind::kMax), (std::vector<float>{3.0f, 2.0f}));
+  EXPECT_EQ(run(RowReduceKind::kMean), (std::vector<float>{0.0f, 2.0f}));
+  EXPECT_EQ(run(RowReduceKind::kNorm2), (std::vector<float>{std::sqrt(26.0f), 4.0f}));
+}
+
+TEST(ReferenceRowReduce, MinMaxPropagateNaN) {
+  // NaN first, in the middle, last: np.min / np.max give NaN for all of them.
+  const std::vector<float> in = {kNaN, 1.0f, 2.0f,  //
+                                 1.0f, kNaN, 2.0f,  //
+                                 1.0f, 2.0f, kNaN,  //
+                                 -kInf, kInf, 0.0f};
+  for (RowReduceKind kind : {RowReduceKind::kMin, RowReduceKind::kMax}) {
+    std::vector<float> out(4);
+    RowReduce(in.data(), out.data(), 4, 3, kind);
+    EXPECT_TRUE(std::isnan(out[0]));
+    EXPECT_TRUE(std::isnan(out[1]));
+    EXPECT_TRUE(std::isnan(out[2]));
+    EXPECT_EQ(out[3], kind == RowReduceKind::kMin ? -kInf : kInf);
+  }
+}
+
+TEST(ReferenceRowReduce, MeanAndNorm2AccumulateInDouble) {
+  std::vector<float> in(1002, 1.0f);
+  in.front() = 1e8f;
+  in.back() = -1e8f;
+  float mean = 0.0f;
+  RowReduce(in.data(), &mean, 1, static_cast<int64_t>(in.size()), RowReduceKind::kMean);
+  EXPECT_FLOAT_EQ(mean, 1000.0f / 1002.0f);
+  // 1e20 squared overflows float, not double.
+  const std::vector<float> big = {3e20f, 4e20f};
+  float norm = 0.0f;
+  RowReduce(big.data(), &norm, 1, 2, RowReduceKind::kNorm2);
+  EXPECT_FLOAT_EQ(norm, 5e20f);
+}
+
+TEST(ReferenceRowArgmax, FirstMaximumNaNWins) {
+  const std::vector<float> in = {1.0f, 3.0f, 3.0f, 2.0f,    // tie: first
+                                 1.0f, kNaN, 9.0f, kNaN,    // first NaN, even below a 9
+                                 -kInf, -kInf, -kInf, -kInf,  // all -inf: 0
+                                 -0.0f, 0.0f, -1.0f, -2.0f,   // -0 and +0 tie
+                                 kInf, 1.0f, kInf, kNaN};     // NaN beats inf
+  std::vector<int64_t> out(5);
+  RowArgmax(in.data(), out.data(), 5, 4);
+  EXPECT_EQ(out, (std::vector<int64_t>{1, 1, 0, 0, 3}));
+}
+
+TEST(ReferenceRowNormalize, L2) {
+  const std::vector<float> in = {3.0f, -4.0f, 0.0f, 0.0f, 5.0f, 0.0f};
+  std::vector<float> out(in.size());
+  RowNormalize(in.data(), out.data(), 3, 2, RowNormalizeKind::kL2Normalize);
+  EXPECT_FLOAT_EQ(out[0], 0.6f);
+  EXPECT_FLOAT_EQ(out[1], -0.8f);
+  EXPECT_TRUE(std::isnan(out[2]));  // zero row: 0 / 0
+  EXPECT_TRUE(std::isnan(out[3]));
+  EXPECT_EQ(out[4], 1.0f);
+  EXPECT_EQ(out[5], 0.0f);
+}
+
+TEST(ReferenceRowNormalize, Standardize) {
+  // Population std of {1, 2, 3} is sqrt(2/3). The second row is the first shifted by 1e6: the
+  // result must not change (a variance from E[x^2] - E[x]^2 in float would be garbage).
+  const std::vector<float> in = {1.0f, 2.0f, 3.0f, 1e6f + 1.0f, 1e6f + 2.0f, 1e6f + 3.0f,
+                                 7.0f, 7.0f, 7.0f};
+  std::vector<float> out(in.size());
+  RowNormalize(in.data(), out.data(), 3, 3, RowNormalizeKind::kStandardize);
+  const float z = static_cast<float>(1.0 / std::sqrt(2.0 / 3.0));
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_FLOAT_EQ(out[3 * r + 0], -z);
+    EXPECT_EQ(out[3 * r + 1], 0.0f);
+    EXPECT_FLOAT_EQ(out[3 * r + 2], z);
+  }
+  for (int c = 0; c < 3; ++c) EXPECT_TRUE(std::isnan(out[6 + c]));  // constant row: 0 / 0
+}
+
+TEST(ReferenceRowNormalize, SingleColumn) {
+  const std::vector<float> in = {-2.0f, 0.0f, 5.0f};
+  std::vector<float> l2(3), st(3);
+  RowNormalize(in.data(), l2.data(), 3, 1, RowNormalizeKind::kL2Normalize);
+  RowNormalize(in.data(), st.data(), 3, 1, RowNormalizeKind::kStandardize);
+  EXPECT_EQ(l2[0], -1.0f);
+  EXPECT_TRUE(std::isnan(l2[1]));
+  EXPECT_EQ(l2[2], 1.0f);
+  for (float v : st) EXPECT_TRUE(std::isnan(v));  // std of one value is 0
 }
 
 TEST(ReferenceRowSoftmax, HandComputed) {

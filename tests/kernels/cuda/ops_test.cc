@@ -1,10 +1,22 @@
 // CUDA kernels vs the CPU reference, on fresh random data each run. The seed is printed with
 // every failure (SCOPED_TRACE); to reproduce, hard-code it in SetUp.
+//
+// Tolerances (against the CPU reference, which accumulates in double):
+//  - Elementwise: bit-exact for kAffine, kRelu, kClamp, kAbs, kSqrt; within EwHostDeviceUlp(op)
+//    ulp for the single transcendental instruction kExp, kLog, kSigmoid, kTanh, kPow;
+//  - sum: 1e-5 * sum|x| + 1e-6 (float accumulation over at most a few thousand terms per
+//    thread plus a tree); mean: the same divided by cols; norm2: 1e-5 relative;
+//  - min, max, argmax: exact (only exact opcodes in their `pre`);
+//  - softmax: 1e-6 + 1e-5 * y;
+//  - l2normalize: 1e-6 + 1e-5 * |y|; standardize: 1e-5 * (max|x| / std + |y|), i.e. the float
+//    rounding of the mean (relative to the row's magnitude) seen through the division by std;
+//  - NaN where the reference is NaN.
 #include "kernels/cuda/ops.h"
 
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -28,6 +40,7 @@ constexpr uint32_t kPoisonBits = 0xffffffffu;  // a NaN: cudaMemset(0xFF)
 
 EwInstr Affine(float a, float b) { return {EwOpcode::kAffine, a, b}; }
 EwInstr Relu() { return {EwOpcode::kRelu, 0.0f, 0.0f}; }
+EwInstr Op(EwOpcode op, float a = 0.0f, float b = 0.0f) { return {op, a, b}; }
 EwProgram Program(std::initializer_list<EwInstr> instrs) {
   EwProgram p;
   for (const EwInstr& in : instrs) p.Append(in);
@@ -91,10 +104,11 @@ class CudaOpsTest : public ::testing::Test {
     }
   }
 
-  std::vector<LaunchConfig> AllConfigs() const {
+  // Both staging modes x stages x PDL off/on.
+  std::vector<LaunchConfig> AllConfigs(std::initializer_list<int> stage_counts = {1, 2, 4}) const {
     std::vector<LaunchConfig> configs;
     for (Staging staging : {Staging::kDirect, Staging::kPipeline}) {
-      for (int stages : {1, 2, 4, 8}) {
+      for (int stages : stage_counts) {
         for (bool pdl : {false, true}) {
           LaunchConfig c;
           c.stream = stream_;
@@ -122,6 +136,16 @@ class CudaOpsTest : public ::testing::Test {
     for (float& x : v) x = dist(rng_);
     return v;
   }
+  // Small integers as floats: long rows are full of exact ties.
+  std::vector<float> RandomInts(int64_t n, int lo, int hi) {
+    std::uniform_int_distribution<int> dist(lo, hi);
+    std::vector<float> v(n);
+    for (float& x : v) x = static_cast<float>(dist(rng_));
+    return v;
+  }
+  int64_t RandomIndex(int64_t n) {
+    return std::uniform_int_distribution<int64_t>(0, n - 1)(rng_);
+  }
 
   // Both complete before returning: the stream is non-blocking, so nothing else orders them
   // with later work.
@@ -135,11 +159,12 @@ class CudaOpsTest : public ::testing::Test {
     ASSERT_CUDA(cudaMemsetAsync(d, 0xff, (n + kGuard) * sizeof(float), stream_));
     ASSERT_CUDA(cudaStreamSynchronize(stream_));
   }
-  // Waits for the stream and downloads n + kGuard floats.
-  std::vector<float> Download(const float* d, int64_t n) {
-    std::vector<float> host(n + kGuard);
+  // Waits for the stream and downloads n + kGuard values.
+  template <typename T>
+  std::vector<T> Download(const T* d, int64_t n) {
+    std::vector<T> host(n + kGuard);
     EXPECT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
-    EXPECT_EQ(cudaMemcpy(host.data(), d, host.size() * sizeof(float), cudaMemcpyDeviceToHost),
+    EXPECT_EQ(cudaMemcpy(host.data(), d, host.size() * sizeof(T), cudaMemcpyDeviceToHost),
               cudaSuccess);
     return host;
   }
@@ -173,19 +198,68 @@ class CudaOpsTest : public ::testing::Test {
   return ::testing::AssertionFailure() << bad << " of " << want.size() << " differ:" << first.str();
 }
 
-// |got - want| <= tol[i]; a NaN (unwritten poison included) always fails.
+// |got - want| <= tol[i]; a NaN got (unwritten poison included) fails unless want is NaN
+// too; equal infinities match.
 ::testing::AssertionResult Near(const std::vector<float>& got, const std::vector<float>& want,
                                 const std::vector<double>& tol) {
   int64_t bad = 0;
   std::ostringstream first;
   for (size_t i = 0; i < want.size(); ++i) {
     const double err = std::fabs(static_cast<double>(got[i]) - want[i]);
-    if (!(err <= tol[i]) && bad++ < 5) {
+    const bool ok = std::isnan(want[i]) ? std::isnan(got[i])
+                                        : (got[i] == want[i] || err <= tol[i]);
+    if (!ok && bad++ < 5) {
       first << "\n  [" << i << "] got " << got[i] << " want " << want[i] << " tol " << tol[i];
     }
   }
   if (bad == 0) return GuardIntact(got, static_cast<int64_t>(want.size()));
   return ::testing::AssertionFailure() << bad << " of " << want.size() << " out of tolerance:"
+                                       << first.str();
+}
+
+// Position of f on a line where adjacent floats are 1 apart (+0 and -0 both at 0; +inf right
+// after FLT_MAX), so the difference of two positions is their distance in ulp, across zero,
+// denormals and overflow alike.
+int64_t UlpPosition(float f) {
+  int32_t i;
+  std::memcpy(&i, &f, sizeof(i));
+  return i >= 0 ? int64_t{i} : int64_t{INT32_MIN} - i;
+}
+
+// Within `ulps` ulp; NaN only where the reference is NaN. ulps == 0 means bitwise (any NaN).
+::testing::AssertionResult UlpNear(const std::vector<float>& got, const std::vector<float>& want,
+                                   int ulps) {
+  if (ulps == 0) return BitwiseEqual(got, want);
+  int64_t bad = 0;
+  std::ostringstream first;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const bool ok = std::isnan(want[i]) || std::isnan(got[i])
+                        ? std::isnan(want[i]) && std::isnan(got[i])
+                        : std::llabs(UlpPosition(got[i]) - UlpPosition(want[i])) <= ulps;
+    if (!ok && bad++ < 5) {
+      first << "\n  [" << i << "] got " << got[i] << " want " << want[i] << " ("
+            << (UlpPosition(got[i]) - UlpPosition(want[i])) << " ulp)";
+    }
+  }
+  if (bad == 0) return GuardIntact(got, static_cast<int64_t>(want.size()));
+  return ::testing::AssertionFailure() << bad << " of " << want.size() << " beyond " << ulps
+                                       << " ulp:" << first.str();
+}
+
+::testing::AssertionResult IndicesEqual(const std::vector<int64_t>& got,
+                                        const std::vector<int64_t>& want) {
+  int64_t bad = 0;
+  std::ostringstream first;
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (got[i] != want[i] && bad++ < 5) {
+      first << "\n  [" << i << "] got " << got[i] << " want " << want[i];
+    }
+  }
+  for (size_t i = want.size(); i < got.size(); ++i) {
+    if (got[i] != -1) return ::testing::AssertionFailure() << "write past the end at " << i;
+  }
+  if (bad == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << bad << " of " << want.size() << " differ:"
                                        << first.str();
 }
 
@@ -198,6 +272,9 @@ std::vector<EwProgram> TestPrograms() {
       Program({Affine(1.5f, -0.25f)}),
       Program({Relu()}),
       Program({Affine(0.7f, 0.1f), Relu(), Affine(-3.0f, 2.0f), Relu(), Affine(1e-3f, 5.0f)}),
+      // Every exact opcode: bit-identical too.
+      Program({Op(EwOpcode::kAbs), Affine(3.0f, -4.0f), Op(EwOpcode::kClamp, -2.5f, 9.0f),
+               Op(EwOpcode::kSqrt), Op(EwOpcode::kClamp, 3.0f, -3.0f)}),
   };
 }
 
@@ -219,13 +296,62 @@ TEST_F(CudaOpsTest, ElementwiseMatchesReferenceBitwise) {
       SCOPED_TRACE("program of " + std::to_string(program.count) + " instructions");
       std::vector<float> want(n);
       cpu::Elementwise(in.data(), want.data(), n, program);
-      for (const LaunchConfig& config : AllConfigs()) {
+      for (const LaunchConfig& config : AllConfigs({1, 2, 4, 8})) {
         SCOPED_TRACE(Describe(config));
         Poison(d_out.get(), n);
         int kernels = -1;
         ASSERT_CUDA(Elementwise(d_in.get(), d_out.get(), n, program, config, &kernels));
         EXPECT_EQ(kernels, 1);
+        EXPECT_EQ(DescribeElementwise(n, config).size(), 1u);
         EXPECT_TRUE(BitwiseEqual(Download(d_out.get(), n), want));
+      }
+    }
+  }
+}
+
+// One instruction per case, on data spanning the interesting range of the function plus every
+// special value; compared within EwHostDeviceUlp(op) (bitwise for the exact opcodes).
+TEST_F(CudaOpsTest, ElementwiseOpcodesMatchReference) {
+  struct Case {
+    const char* name;
+    EwInstr instr;
+    float lo, hi;
+  };
+  const Case cases[] = {
+      {"clamp", Op(EwOpcode::kClamp, -1.5f, 2.0f), -4.0f, 4.0f},
+      {"clamp lo>hi", Op(EwOpcode::kClamp, 3.0f, -3.0f), -4.0f, 4.0f},
+      {"abs", Op(EwOpcode::kAbs), -10.0f, 10.0f},
+      {"sqrt", Op(EwOpcode::kSqrt), -10.0f, 1000.0f},
+      {"exp", Op(EwOpcode::kExp), -95.0f, 95.0f},  // overflow and denormal results included
+      {"log", Op(EwOpcode::kLog), -10.0f, 1000.0f},
+      {"sigmoid", Op(EwOpcode::kSigmoid), -110.0f, 110.0f},
+      {"tanh", Op(EwOpcode::kTanh), -12.0f, 12.0f},
+      {"pow 2.5", Op(EwOpcode::kPow, 2.5f), -5.0f, 50.0f},
+      {"pow 3", Op(EwOpcode::kPow, 3.0f), -50.0f, 50.0f},
+      {"pow -1.5", Op(EwOpcode::kPow, -1.5f), -5.0f, 50.0f},
+  };
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  const float specials[] = {std::numeric_limits<float>::quiet_NaN(), kInf, -kInf, 0.0f, -0.0f,
+                            1.0f, -1.0f, 1e-40f, -1e-40f, 3.4e38f, -3.4e38f, 88.72f, -103.0f,
+                            1e-30f, 0.5f, 2.0f};
+  for (int64_t n : kSizes) {
+    SCOPED_TRACE("n=" + std::to_string(n));
+    DeviceBuffer<float> d_in(n), d_out(n + kGuard);
+    ASSERT_NE(d_in.get(), nullptr);
+    ASSERT_NE(d_out.get(), nullptr);
+    for (const Case& c : cases) {
+      SCOPED_TRACE(c.name);
+      std::vector<float> in = Random(n, c.lo, c.hi);
+      for (size_t i = 0; i < std::size(specials) && i < in.size(); ++i) in[i] = specials[i];
+      Upload(in, d_in.get());
+      const EwProgram program = Program({c.instr});
+      std::vector<float> want(n);
+      cpu::Elementwise(in.data(), want.data(), n, program);
+      for (const LaunchConfig& config : AllConfigs()) {
+        SCOPED_TRACE(Describe(config));
+        Poison(d_out.get(), n);
+        ASSERT_CUDA(Elementwise(d_in.get(), d_out.get(), n, program, config));
+        EXPECT_TRUE(UlpNear(Download(d_out.get(), n), want, EwHostDeviceUlp(c.instr.op)));
       }
     }
   }
@@ -289,9 +415,11 @@ struct Shape {
 // cols = 1 and odd widths), block per row, rows split over blocks (few long rows), more
 // segments than the grid (grid-stride), and more rows than the softmax workspace holds at once
 // (several batches).
+// The 1-row shapes are the Elementwise sizes as rows.
 const std::vector<Shape> kShapes = {
-    {3, 5},    {1000, 33}, {64, 4097},  {2, (int64_t{1} << 20) + 1}, {4096, 1},
-    {1, int64_t{1} << 22}, {3000, 1500}, {300000, 3},
+    {1, 1},      {1, 31},    {1, 4096},   {1, (int64_t{1} << 20) + 3},
+    {3, 5},      {1000, 33}, {64, 4097},  {2, (int64_t{1} << 20) + 1},
+    {4096, 1},   {1, int64_t{1} << 22},   {3000, 1500}, {300000, 3},
 };
 
 std::string Describe(Shape s) {
@@ -314,8 +442,49 @@ TEST_F(CudaRowOpsTest, WorkspaceIsAFewMiB) {
   EXPECT_LE(RowOpsWorkspaceBytes(), size_t{8} << 20);
 }
 
-TEST_F(CudaRowOpsTest, RowSumMatchesReference) {
-  const std::vector<EwProgram> pres = {EwProgram{}, Program({Affine(1.25f, -0.5f), Relu()})};
+const char* Name(RowReduceKind kind) {
+  switch (kind) {
+    case RowReduceKind::kSum: return "sum";
+    case RowReduceKind::kMin: return "min";
+    case RowReduceKind::kMax: return "max";
+    case RowReduceKind::kMean: return "mean";
+    case RowReduceKind::kNorm2: return "norm2";
+  }
+  return "?";
+}
+const char* Name(RowNormalizeKind kind) {
+  return kind == RowNormalizeKind::kL2Normalize ? "l2normalize" : "standardize";
+}
+constexpr RowReduceKind kReduceKinds[] = {RowReduceKind::kSum, RowReduceKind::kMin,
+                                          RowReduceKind::kMax, RowReduceKind::kMean,
+                                          RowReduceKind::kNorm2};
+constexpr RowNormalizeKind kNormalizeKinds[] = {RowNormalizeKind::kL2Normalize,
+                                                RowNormalizeKind::kStandardize};
+
+// Exact opcodes only, so min/max/argmax stay exactly comparable; clamping creates ties.
+EwProgram ExactPre() {
+  return Program({Affine(1.25f, -0.5f), Op(EwOpcode::kAbs), Op(EwOpcode::kSqrt),
+                  Op(EwOpcode::kClamp, 0.25f, 1.75f)});
+}
+
+std::vector<double> ReduceTolerance(RowReduceKind kind, const std::vector<float>& x,
+                                    const std::vector<float>& want, Shape shape) {
+  std::vector<double> tol(shape.rows, 0.0);
+  for (int64_t r = 0; r < shape.rows; ++r) {
+    double abs_sum = 0.0;
+    for (int64_t c = 0; c < shape.cols; ++c) abs_sum += std::fabs(x[r * shape.cols + c]);
+    switch (kind) {
+      case RowReduceKind::kSum: tol[r] = 1e-5 * abs_sum + 1e-6; break;
+      case RowReduceKind::kMean: tol[r] = (1e-5 * abs_sum + 1e-6) / shape.cols; break;
+      case RowReduceKind::kNorm2: tol[r] = 1e-5 * std::fabs(want[r]) + 1e-30; break;
+      default: break;  // min, max: exact
+    }
+  }
+  return tol;
+}
+
+TEST_F(CudaRowOpsTest, RowReduceMatchesReference) {
+  const std::vector<EwProgram> pres = {EwProgram{}, ExactPre()};
   for (const Shape& shape : kShapes) {
     SCOPED_TRACE(Describe(shape));
     const int64_t n = shape.rows * shape.cols;
@@ -328,23 +497,245 @@ TEST_F(CudaRowOpsTest, RowSumMatchesReference) {
       SCOPED_TRACE("pre of " + std::to_string(pre.count) + " instructions");
       std::vector<float> x(n);
       cpu::Elementwise(in.data(), x.data(), n, pre);
-      std::vector<float> want(shape.rows);
-      cpu::RowSum(x.data(), want.data(), shape.rows, shape.cols);
-      std::vector<double> tol(shape.rows);
-      for (int64_t r = 0; r < shape.rows; ++r) {
-        double abs_sum = 0.0;
-        for (int64_t c = 0; c < shape.cols; ++c) abs_sum += std::fabs(x[r * shape.cols + c]);
-        tol[r] = 1e-5 * abs_sum + 1e-6;
+      for (RowReduceKind kind : kReduceKinds) {
+        SCOPED_TRACE(Name(kind));
+        std::vector<float> want(shape.rows);
+        cpu::RowReduce(x.data(), want.data(), shape.rows, shape.cols, kind);
+        const std::vector<double> tol = ReduceTolerance(kind, x, want, shape);
+        for (const LaunchConfig& config : AllConfigs()) {
+          SCOPED_TRACE(Describe(config));
+          Poison(d_out.get(), shape.rows);
+          int kernels = -1;
+          ASSERT_CUDA(RowReduce(d_in.get(), d_out.get(), shape.rows, shape.cols, kind, pre,
+                                workspace_->get(), workspace_->bytes(), config, &kernels));
+          EXPECT_TRUE(kernels == 1 || kernels == 2) << kernels << " kernels";
+          EXPECT_EQ(DescribeRowReduce(shape.rows, shape.cols, kind, config).size(),
+                    static_cast<size_t>(kernels));
+          const std::vector<float> got = Download(d_out.get(), shape.rows);
+          if (kind == RowReduceKind::kMin || kind == RowReduceKind::kMax) {
+            EXPECT_TRUE(BitwiseEqual(got, want));
+          } else {
+            EXPECT_TRUE(Near(got, want, tol));
+          }
+        }
       }
+    }
+  }
+}
+
+TEST_F(CudaRowOpsTest, RowSumIsRowReduceSum) {
+  const Shape shape = {64, 4097};
+  const int64_t n = shape.rows * shape.cols;
+  const std::vector<float> in = Random(n, -4.0f, 4.0f);
+  DeviceBuffer<float> d_in(n), d_a(shape.rows + kGuard), d_b(shape.rows + kGuard);
+  ASSERT_NE(d_in.get(), nullptr);
+  ASSERT_NE(d_a.get(), nullptr);
+  ASSERT_NE(d_b.get(), nullptr);
+  Upload(in, d_in.get());
+  Poison(d_a.get(), shape.rows);
+  Poison(d_b.get(), shape.rows);
+  const EwProgram pre = ExactPre();
+  ASSERT_CUDA(RowSum(d_in.get(), d_a.get(), shape.rows, shape.cols, pre, workspace_->get(),
+                     workspace_->bytes(), DefaultConfig()));
+  ASSERT_CUDA(RowReduce(d_in.get(), d_b.get(), shape.rows, shape.cols, RowReduceKind::kSum, pre,
+                        workspace_->get(), workspace_->bytes(), DefaultConfig()));
+  const std::vector<float> b = Download(d_b.get(), shape.rows);
+  EXPECT_TRUE(BitwiseEqual(Download(d_a.get(), shape.rows),
+                           std::vector<float>(b.begin(), b.begin() + shape.rows)));
+}
+
+// NaN and infinities placed at random columns of the first rows, for every path (short rows,
+// block per row, split rows).
+TEST_F(CudaRowOpsTest, RowReduceAndArgmaxSpecialValues) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<Shape> shapes = {{3, 5}, {1000, 33}, {64, 4097}, {2, (int64_t{1} << 20) + 1},
+                                     {1, int64_t{1} << 22}};
+  for (const Shape& shape : shapes) {
+    SCOPED_TRACE(Describe(shape));
+    const int64_t n = shape.rows * shape.cols;
+    std::vector<float> in = Random(n, -4.0f, 4.0f);
+    // Row 0: two NaNs (the first must win argmax) and a +inf; row 1 (if any): +inf and -inf;
+    // row 2 (if any): all -inf.
+    auto at = [&](int64_t r) { return r * shape.cols + RandomIndex(shape.cols); };
+    in[at(0)] = kInf;
+    in[at(0)] = kNaN;
+    in[at(0)] = kNaN;
+    if (shape.rows > 1) {
+      in[at(1)] = kInf;
+      in[at(1)] = -kInf;
+    }
+    if (shape.rows > 2) std::fill(in.begin() + 2 * shape.cols, in.begin() + 3 * shape.cols, -kInf);
+    DeviceBuffer<float> d_in(n), d_out(shape.rows + kGuard);
+    DeviceBuffer<int64_t> d_idx(shape.rows + kGuard);
+    ASSERT_NE(d_in.get(), nullptr);
+    ASSERT_NE(d_out.get(), nullptr);
+    ASSERT_NE(d_idx.get(), nullptr);
+    Upload(in, d_in.get());
+    std::vector<int64_t> want_idx(shape.rows);
+    cpu::RowArgmax(in.data(), want_idx.data(), shape.rows, shape.cols);
+    for (bool pdl : {false, true}) {
+      LaunchConfig config = DefaultConfig();
+      config.pdl = pdl;
+      SCOPED_TRACE(Describe(config));
+      for (RowReduceKind kind : kReduceKinds) {
+        SCOPED_TRACE(Name(kind));
+        std::vector<float> want(shape.rows);
+        cpu::RowReduce(in.data(), want.data(), shape.rows, shape.cols, kind);
+        Poison(d_out.get(), shape.rows);
+        ASSERT_CUDA(RowReduce(d_in.get(), d_out.get(), shape.rows, shape.cols, kind, EwProgram{},
+                              workspace_->get(), workspace_->bytes(), config));
+        const std::vector<float> got = Download(d_out.get(), shape.rows);
+        // Rows with specials have an exact result (NaN or +-inf) for every kind; the other rows
+        // are covered by RowReduceMatchesReference.
+        const int64_t special_rows = std::min<int64_t>(shape.rows, 3);
+        for (int64_t r = 0; r < special_rows; ++r) {
+          EXPECT_TRUE(std::isnan(want[r]) ? std::isnan(got[r]) : got[r] == want[r])
+              << "row " << r << " got " << got[r] << " want " << want[r];
+        }
+        EXPECT_TRUE(GuardIntact(got, shape.rows));
+      }
+      ASSERT_CUDA(cudaMemsetAsync(d_idx.get(), 0xff, (shape.rows + kGuard) * sizeof(int64_t),
+                                  stream_));
+      ASSERT_CUDA(RowArgmax(d_in.get(), d_idx.get(), shape.rows, shape.cols, EwProgram{},
+                            workspace_->get(), workspace_->bytes(), config));
+      EXPECT_TRUE(IndicesEqual(Download(d_idx.get(), shape.rows), want_idx));
+    }
+  }
+}
+
+TEST_F(CudaRowOpsTest, RowArgmaxMatchesReference) {
+  // Integer-valued data: long rows hold the maximum many times, so "first" is tested; the
+  // clamping pre creates more ties.
+  const std::vector<EwProgram> pres = {EwProgram{}, ExactPre()};
+  for (const Shape& shape : kShapes) {
+    SCOPED_TRACE(Describe(shape));
+    const int64_t n = shape.rows * shape.cols;
+    const std::vector<float> in = RandomInts(n, -50, 50);
+    DeviceBuffer<float> d_in(n);
+    DeviceBuffer<int64_t> d_out(shape.rows + kGuard);
+    ASSERT_NE(d_in.get(), nullptr);
+    ASSERT_NE(d_out.get(), nullptr);
+    Upload(in, d_in.get());
+    for (const EwProgram& pre : pres) {
+      SCOPED_TRACE("pre of " + std::to_string(pre.count) + " instructions");
+      std::vector<float> x(n);
+      cpu::Elementwise(in.data(), x.data(), n, pre);
+      std::vector<int64_t> want(shape.rows);
+      cpu::RowArgmax(x.data(), want.data(), shape.rows, shape.cols);
       for (const LaunchConfig& config : AllConfigs()) {
         SCOPED_TRACE(Describe(config));
-        Poison(d_out.get(), shape.rows);
+        ASSERT_CUDA(cudaMemsetAsync(d_out.get(), 0xff, (shape.rows + kGuard) * sizeof(int64_t),
+                                    stream_));
         int kernels = -1;
-        ASSERT_CUDA(RowSum(d_in.get(), d_out.get(), shape.rows, shape.cols, pre,
-                           workspace_->get(), workspace_->bytes(), config, &kernels));
+        ASSERT_CUDA(RowArgmax(d_in.get(), d_out.get(), shape.rows, shape.cols, pre,
+                              workspace_->get(), workspace_->bytes(), config, &kernels));
         EXPECT_TRUE(kernels == 1 || kernels == 2) << kernels << " kernels";
-        EXPECT_TRUE(Near(Download(d_out.get(), shape.rows), want, tol));
+        EXPECT_EQ(DescribeRowArgmax(shape.rows, shape.cols, config).size(),
+                  static_cast<size_t>(kernels));
+        EXPECT_TRUE(IndicesEqual(Download(d_out.get(), shape.rows), want));
       }
+    }
+  }
+}
+
+std::vector<double> NormalizeTolerance(RowNormalizeKind kind, const std::vector<float>& x,
+                                       const std::vector<float>& want, Shape shape) {
+  std::vector<double> tol(x.size());
+  for (int64_t r = 0; r < shape.rows; ++r) {
+    const float* xr = x.data() + r * shape.cols;
+    double max_abs = 0.0, sum = 0.0;
+    for (int64_t c = 0; c < shape.cols; ++c) {
+      max_abs = std::max(max_abs, std::fabs(static_cast<double>(xr[c])));
+      sum += xr[c];
+    }
+    const double mean = sum / shape.cols;
+    double m2 = 0.0;
+    for (int64_t c = 0; c < shape.cols; ++c) m2 += (xr[c] - mean) * (xr[c] - mean);
+    const double sd = std::sqrt(m2 / shape.cols);
+    for (int64_t c = 0; c < shape.cols; ++c) {
+      const int64_t i = r * shape.cols + c;
+      const double y = std::fabs(want[i]);
+      tol[i] = kind == RowNormalizeKind::kL2Normalize ? 1e-6 + 1e-5 * y
+                                                      : 1e-5 * (max_abs / sd + y);
+    }
+  }
+  return tol;
+}
+
+TEST_F(CudaRowOpsTest, RowNormalizeMatchesReference) {
+  // The second pre moves every row to about 1e4 +- 2: |mean| / std ~ 1e4, where a variance
+  // from E[x^2] - E[x]^2 in float would be dominated by rounding.
+  const std::vector<EwProgram> pres = {EwProgram{}, Program({Affine(0.5f, 1e4f)})};
+  for (const Shape& shape : kShapes) {
+    SCOPED_TRACE(Describe(shape));
+    const int64_t n = shape.rows * shape.cols;
+    const std::vector<float> in = Random(n, -4.0f, 4.0f);
+    DeviceBuffer<float> d_in(n), d_out(n + kGuard);
+    ASSERT_NE(d_in.get(), nullptr);
+    ASSERT_NE(d_out.get(), nullptr);
+    Upload(in, d_in.get());
+    for (const EwProgram& pre : pres) {
+      SCOPED_TRACE("pre of " + std::to_string(pre.count) + " instructions");
+      std::vector<float> x(n);
+      cpu::Elementwise(in.data(), x.data(), n, pre);
+      for (RowNormalizeKind kind : kNormalizeKinds) {
+        SCOPED_TRACE(Name(kind));
+        std::vector<float> want(n);
+        cpu::RowNormalize(x.data(), want.data(), shape.rows, shape.cols, kind);
+        const std::vector<double> tol = NormalizeTolerance(kind, x, want, shape);
+        for (const LaunchConfig& config : AllConfigs()) {
+          SCOPED_TRACE(Describe(config));
+          Poison(d_out.get(), n);
+          int kernels = -1;
+          ASSERT_CUDA(RowNormalize(d_in.get(), d_out.get(), shape.rows, shape.cols, kind, pre,
+                                   workspace_->get(), workspace_->bytes(), config, &kernels));
+          EXPECT_TRUE(kernels >= 2 && kernels % 2 == 0) << kernels << " kernels";
+          EXPECT_EQ(DescribeRowNormalize(shape.rows, shape.cols, kind, config).size(),
+                    static_cast<size_t>(kernels));
+          EXPECT_TRUE(Near(Download(d_out.get(), n), want, tol));
+        }
+      }
+    }
+  }
+}
+
+TEST_F(CudaRowOpsTest, RowNormalizeZeroAndConstantRowsAreNaN) {
+  // Row 0 zero, row 1 constant, row 2 ordinary; long rows too so the split path merges
+  // empty-variance segments.
+  for (int64_t cols : {int64_t{7}, int64_t{1} << 20}) {
+    SCOPED_TRACE("cols=" + std::to_string(cols));
+    const int64_t rows = 3, n = rows * cols;
+    std::vector<float> in(n, 0.0f);
+    std::fill(in.begin() + cols, in.begin() + 2 * cols, 0.3f);
+    const std::vector<float> ordinary = Random(cols, -1.0f, 1.0f);
+    std::copy(ordinary.begin(), ordinary.end(), in.begin() + 2 * cols);
+    DeviceBuffer<float> d_in(n), d_out(n + kGuard);
+    ASSERT_NE(d_in.get(), nullptr);
+    ASSERT_NE(d_out.get(), nullptr);
+    Upload(in, d_in.get());
+    for (RowNormalizeKind kind : kNormalizeKinds) {
+      SCOPED_TRACE(Name(kind));
+      std::vector<float> want(n);
+      cpu::RowNormalize(in.data(), want.data(), rows, cols, kind);
+      // Set memory to 0 instead of NaN poison, so a NaN result proves it was written.
+      ASSERT_CUDA(cudaMemsetAsync(d_out.get(), 0, n * sizeof(float), stream_));
+      ASSERT_CUDA(RowNormalize(d_in.get(), d_out.get(), rows, cols, kind, EwProgram{},
+                               workspace_->get(), workspace_->bytes(), DefaultConfig()));
+      std::vector<float> got = Download(d_out.get(), n);
+      got.resize(n);
+      int64_t bad = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        const bool ok = std::isnan(want[i])
+                            ? std::isnan(got[i])
+                            : std::fabs(got[i] - want[i]) <= 1e-5 * (1.0 + std::fabs(want[i]));
+        if (!ok && bad++ < 5) {
+          ADD_FAILURE() << "[" << i << "] got " << got[i] << " want " << want[i];
+        }
+      }
+      // The zero row is NaN for both kinds; the constant row for standardize.
+      EXPECT_TRUE(std::isnan(want[0]));
+      if (kind == RowNormalizeKind::kStandardize) EXPECT_TRUE(std::isnan(want[cols]));
     }
   }
 }
@@ -375,6 +766,8 @@ TEST_F(CudaRowOpsTest, RowSoftmaxMatchesReference) {
         ASSERT_CUDA(RowSoftmax(d_in.get(), d_out.get(), shape.rows, shape.cols, pre,
                                workspace_->get(), workspace_->bytes(), config, &kernels));
         EXPECT_TRUE(kernels >= 2 && kernels % 2 == 0) << kernels << " kernels";
+        EXPECT_EQ(DescribeRowSoftmax(shape.rows, shape.cols, config).size(),
+                  static_cast<size_t>(kernels));
         EXPECT_TRUE(Near(Download(d_out.get(), n), want, tol));
       }
     }
@@ -441,6 +834,16 @@ TEST_F(CudaRowOpsTest, InvalidArgumentsAreRejected) {
     EXPECT_EQ(RowSum(in, out, 4, 4, prog, ws, ws_bytes, config, &k), cudaErrorInvalidValue);
     EXPECT_EQ(RowSoftmax(in, out, 4, 4, prog, ws, ws_bytes, config, &k), cudaErrorInvalidValue);
     EXPECT_EQ(k, 0);
+    EXPECT_EQ(RowReduce(in, out, 4, 4, RowReduceKind::kMax, prog, ws, ws_bytes, config, &k),
+              cudaErrorInvalidValue);
+    EXPECT_EQ(k, 0);
+    EXPECT_EQ(RowArgmax(in, reinterpret_cast<int64_t*>(out), 4, 4, prog, ws, ws_bytes, config, &k),
+              cudaErrorInvalidValue);
+    EXPECT_EQ(k, 0);
+    EXPECT_EQ(RowNormalize(in, out, 4, 4, RowNormalizeKind::kStandardize, prog, ws, ws_bytes,
+                           config, &k),
+              cudaErrorInvalidValue);
+    EXPECT_EQ(k, 0);
   }
 
   EwProgram too_long;
@@ -468,8 +871,204 @@ TEST_F(CudaRowOpsTest, InvalidArgumentsAreRejected) {
     EXPECT_EQ(op(in, nullptr, 4, 4, prog, ws, ws_bytes, ok, nullptr), cudaErrorInvalidValue);
     EXPECT_EQ(op(in, out, 4, 4, bad_op, ws, ws_bytes, ok, nullptr), cudaErrorInvalidValue);
   }
+  auto* idx = reinterpret_cast<int64_t*>(out);
+  const auto bad_reduce = static_cast<RowReduceKind>(kRowReduceKindCount);
+  const auto bad_norm = static_cast<RowNormalizeKind>(-1);
+  EXPECT_EQ(RowReduce(in, out, 4, 4, bad_reduce, prog, ws, ws_bytes, ok), cudaErrorInvalidValue);
+  EXPECT_EQ(RowReduce(in, out, 0, 4, RowReduceKind::kMin, prog, ws, ws_bytes, ok),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(RowReduce(in, out, 4, 4, RowReduceKind::kMin, prog, ws, ws_bytes - 1, ok),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(RowNormalize(in, out, 4, 4, bad_norm, prog, ws, ws_bytes, ok), cudaErrorInvalidValue);
+  EXPECT_EQ(RowNormalize(in + 1, out, 4, 4, RowNormalizeKind::kL2Normalize, prog, ws, ws_bytes,
+                         ok),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(RowNormalize(in, out, 4, 4, RowNormalizeKind::kL2Normalize, bad_op, ws, ws_bytes, ok),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(RowArgmax(in, nullptr, 4, 4, prog, ws, ws_bytes, ok), cudaErrorInvalidValue);
+  EXPECT_EQ(RowArgmax(in, reinterpret_cast<int64_t*>(out + 1), 4, 4, prog, ws, ws_bytes, ok),
+            cudaErrorInvalidValue);  // d_out not 8-byte aligned
+  EXPECT_EQ(RowArgmax(in, idx, 4, 4, bad_op, ws, ws_bytes, ok), cudaErrorInvalidValue);
+  EXPECT_EQ(RowArgmax(in, idx, 4, 4, prog, nullptr, ws_bytes, ok), cudaErrorInvalidValue);
   // Rejections leave no error behind for the next unrelated check.
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
+// ---- cross-op PDL chains ----------------------------------------------------------------------
+
+// Ops back to back on one stream with PDL on every launch, ping-ponging two buffers as the
+// engine does: each op writes the buffer the previous op read, so a kernel touching memory
+// before its griddepcontrol wait would corrupt the previous op's input (WAR) or read its
+// unfinished output (RAW). Repeated, so a race has several chances to show.
+TEST_F(CudaRowOpsTest, PdlChainAcrossOpsMatchesReference) {
+  const std::vector<Shape> shapes = {{1000, 33}, {64, 4097}, {2, (int64_t{1} << 20) + 1},
+                                     {300000, 3}};
+  const EwProgram first = Program({Affine(0.5f, 0.25f), Op(EwOpcode::kTanh),
+                                   Op(EwOpcode::kClamp, -0.75f, 0.75f)});
+  // log(softmax): values spread O(1) around -log(cols), so standardizing them is well
+  // conditioned for every shape (the float mean's rounding stays small against the std).
+  const EwProgram second = Program({Op(EwOpcode::kLog)});
+  const EwProgram pre = Program({Affine(1.0f, 0.5f)});
+  for (const Shape& shape : shapes) {
+    SCOPED_TRACE(Describe(shape));
+    const int64_t rows = shape.rows, cols = shape.cols, n = rows * cols;
+    const std::vector<float> in = Random(n, -3.0f, 3.0f);
+
+    // Reference: a -> e1 -> softmax -> e2 -> standardize (pre) -> {max, norm2}, argmax.
+    std::vector<float> a(n), b(n), x(n);
+    cpu::Elementwise(in.data(), a.data(), n, first);
+    cpu::RowSoftmax(a.data(), b.data(), rows, cols);
+    cpu::Elementwise(b.data(), a.data(), n, second);
+    std::vector<float> normalized(n);
+    cpu::Elementwise(a.data(), x.data(), n, pre);
+    cpu::RowNormalize(x.data(), normalized.data(), rows, cols, RowNormalizeKind::kStandardize);
+    std::vector<float> want_max(rows), want_norm(rows);
+    std::vector<int64_t> want_arg(rows);
+    cpu::RowReduce(normalized.data(), want_max.data(), rows, cols, RowReduceKind::kMax);
+    cpu::RowReduce(normalized.data(), want_norm.data(), rows, cols, RowReduceKind::kNorm2);
+    cpu::RowArgmax(normalized.data(), want_arg.data(), rows, cols);
+    // Values after two normalizations carry well under 1e-3 error; argmax is checked only on
+    // rows whose top two values are clearly apart.
+    std::vector<bool> clear_arg(rows, true);
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* y = normalized.data() + r * cols;
+      for (int64_t c = 0; c < cols; ++c) {
+        if (c != want_arg[r] && !(y[want_arg[r]] - y[c] > 1e-2f)) clear_arg[r] = false;
+      }
+    }
+
+    DeviceBuffer<float> d_a(n + kGuard), d_b(n + kGuard);
+    DeviceBuffer<int64_t> d_arg(rows + kGuard);
+    ASSERT_NE(d_a.get(), nullptr);
+    ASSERT_NE(d_b.get(), nullptr);
+    ASSERT_NE(d_arg.get(), nullptr);
+    for (Staging staging : {Staging::kDirect, Staging::kPipeline}) {
+      LaunchConfig config = DefaultConfig();
+      config.pdl = true;
+      config.staging = staging;
+      SCOPED_TRACE(Describe(config));
+      for (int rep = 0; rep < 3; ++rep) {
+        SCOPED_TRACE("repetition " + std::to_string(rep));
+        Poison(d_b.get(), n);
+        Upload(in, d_a.get());
+        void* ws = workspace_->get();
+        const size_t wsb = workspace_->bytes();
+        // No synchronization between the ops: they are chained on the stream only.
+        ASSERT_CUDA(Elementwise(d_a.get(), d_b.get(), n, first, config));
+        ASSERT_CUDA(RowSoftmax(d_b.get(), d_a.get(), rows, cols, EwProgram{}, ws, wsb, config));
+        ASSERT_CUDA(Elementwise(d_a.get(), d_b.get(), n, second, config));
+        ASSERT_CUDA(RowNormalize(d_b.get(), d_a.get(), rows, cols,
+                                 RowNormalizeKind::kStandardize, pre, ws, wsb, config));
+        // The reductions overwrite the input of the op before (d_b) while it may still run.
+        ASSERT_CUDA(RowReduce(d_a.get(), d_b.get(), rows, cols, RowReduceKind::kMax, EwProgram{},
+                              ws, wsb, config));
+        ASSERT_CUDA(RowArgmax(d_a.get(), d_arg.get(), rows, cols, EwProgram{}, ws, wsb, config));
+        ASSERT_CUDA(RowReduce(d_a.get(), d_b.get() + rows, rows, cols, RowReduceKind::kNorm2,
+                              EwProgram{}, ws, wsb, config));
+        std::vector<float> got = Download(d_b.get(), 2 * rows);
+        const std::vector<int64_t> got_arg = Download(d_arg.get(), rows);
+        int64_t bad = 0;
+        for (int64_t r = 0; r < rows; ++r) {
+          const bool max_ok = std::isnan(want_max[r])
+                                  ? std::isnan(got[r])
+                                  : std::fabs(got[r] - want_max[r]) <= 1e-3 * (1 + want_max[r]);
+          // The norm of a standardized row is sqrt(cols).
+          const bool norm_ok = std::isnan(want_norm[r])
+                                   ? std::isnan(got[rows + r])
+                                   : std::fabs(got[rows + r] - want_norm[r]) <= 1e-3 * want_norm[r];
+          const bool arg_ok = !clear_arg[r] || got_arg[r] == want_arg[r];
+          if (!(max_ok && norm_ok && arg_ok) && bad++ < 5) {
+            ADD_FAILURE() << "row " << r << ": max " << got[r] << " want " << want_max[r]
+                          << ", norm2 " << got[rows + r] << " want " << want_norm[r]
+                          << ", argmax " << got_arg[r] << " want " << want_arg[r];
+          }
+        }
+      }
+    }
+  }
+}
+
+// ---- launch descriptions -----------------------------------------------------------------------
+
+// Describe* need no device: these run everywhere.
+LaunchConfig DescribeConfig() {
+  LaunchConfig c;  // stream left null: describing ignores it
+  c.multiprocessors = 132;
+  return c;
+}
+
+std::vector<std::string> Names(const std::vector<KernelLaunchInfo>& launches) {
+  std::vector<std::string> names;
+  for (const KernelLaunchInfo& k : launches) {
+    EXPECT_GE(k.blocks, 1) << k.name;
+    EXPECT_EQ(k.threads, 256) << k.name;
+    names.push_back(k.name);
+  }
+  return names;
+}
+
+using Strings = std::vector<std::string>;
+
+TEST(DescribeLaunches, Elementwise) {
+  LaunchConfig c = DescribeConfig();
+  c.staging = Staging::kDirect;
+  EXPECT_EQ(Names(DescribeElementwise(1 << 20, c)), Strings{"elementwise.direct"});
+  c.staging = Staging::kPipeline;
+  EXPECT_EQ(Names(DescribeElementwise(1 << 20, c)), Strings{"elementwise.pipeline"});
+  EXPECT_TRUE(DescribeElementwise(0, c).empty());
+  EXPECT_TRUE(DescribeElementwise(-1, c).empty());
+  c.stages = 0;
+  EXPECT_TRUE(DescribeElementwise(16, c).empty());
+  // Persistent grids are capped by the multiprocessor count.
+  c = DescribeConfig();
+  const std::vector<KernelLaunchInfo> big = DescribeElementwise(int64_t{1} << 30, c);
+  ASSERT_EQ(big.size(), 1u);
+  EXPECT_LE(big[0].blocks, 132 * 8);
+}
+
+TEST(DescribeLaunches, RowReduceAndArgmax) {
+  const LaunchConfig c = DescribeConfig();
+  EXPECT_EQ(Names(DescribeRowReduce(3000, 1500, RowReduceKind::kSum, c)), Strings{"sum.rows"});
+  EXPECT_EQ(Names(DescribeRowReduce(1000, 33, RowReduceKind::kNorm2, c)), Strings{"norm2.rows"});
+  // Few long rows: split over blocks, then combined.
+  EXPECT_EQ(Names(DescribeRowReduce(2, (1 << 20) + 1, RowReduceKind::kSum, c)),
+            (Strings{"sum.partials", "sum.combine"}));
+  EXPECT_EQ(Names(DescribeRowReduce(1, 1 << 22, RowReduceKind::kMin, c)),
+            (Strings{"min.partials", "min.combine"}));
+  EXPECT_EQ(Names(DescribeRowReduce(1, 1 << 22, RowReduceKind::kMean, c)),
+            (Strings{"mean.partials", "mean.combine"}));
+  EXPECT_EQ(Names(DescribeRowReduce(1, 1 << 22, RowReduceKind::kMax, c)),
+            (Strings{"max.partials", "max.combine"}));
+  EXPECT_EQ(Names(DescribeRowArgmax(2, (1 << 20) + 1, c)),
+            (Strings{"argmax.partials", "argmax.combine"}));
+  EXPECT_EQ(Names(DescribeRowArgmax(300000, 3, c)), Strings{"argmax.rows"});
+  EXPECT_TRUE(DescribeRowReduce(0, 4, RowReduceKind::kSum, c).empty());
+  EXPECT_TRUE(DescribeRowReduce(4, 4, static_cast<RowReduceKind>(99), c).empty());
+  EXPECT_TRUE(DescribeRowArgmax(4, 0, c).empty());
+}
+
+TEST(DescribeLaunches, MultipassOpsListEveryBatch) {
+  const LaunchConfig c = DescribeConfig();
+  EXPECT_EQ(Names(DescribeRowSoftmax(3000, 1500, c)),
+            (Strings{"softmax.stats", "softmax.normalize"}));
+  EXPECT_EQ(Names(DescribeRowNormalize(64, 4097, RowNormalizeKind::kL2Normalize, c)),
+            (Strings{"l2normalize.stats", "l2normalize.normalize"}));
+  // 300000 one-segment rows: more statistics than the workspace holds at once, so several
+  // batches, each a stats + normalize pair; 16-byte normalize statistics need more batches
+  // than 8-byte softmax ones.
+  const Strings softmax = Names(DescribeRowSoftmax(300000, 3, c));
+  const Strings standardize =
+      Names(DescribeRowNormalize(300000, 3, RowNormalizeKind::kStandardize, c));
+  ASSERT_GE(softmax.size(), 4u);
+  ASSERT_GT(standardize.size(), softmax.size());
+  for (size_t i = 0; i < standardize.size(); ++i) {
+    EXPECT_EQ(standardize[i], i % 2 == 0 ? "standardize.stats" : "standardize.normalize");
+  }
+  for (size_t i = 0; i < softmax.size(); ++i) {
+    EXPECT_EQ(softmax[i], i % 2 == 0 ? "softmax.stats" : "softmax.normalize");
+  }
+  EXPECT_TRUE(DescribeRowSoftmax(-1, 3, c).empty());
+  EXPECT_TRUE(DescribeRowNormalize(3, 3, static_cast<RowNormalizeKind>(2), c).empty());
 }
 
 }  // namespace

@@ -1,0 +1,291 @@
+// RowNormalize (L2 normalization, standardization): entry points and dispatch. Structured like
+// RowSoftmax: two kernels per batch of rows, chained with PDL:
+//  1. statistics: per segment (a row, or a slice of a long row when there are few rows) the
+//     moments {n, mean, m2} (standardize: Welford within a thread, Chan merges across threads
+//     and segments) or the sum of squares (L2), written to the workspace;
+//  2. normalization: merges the row's segment statistics and writes (x - shift) / scale.
+// Rows are mapped by detail::PlanRows. The workspace holds detail::StatCapacity(16) statistics,
+// so larger shapes run as several batches reusing it. With PDL the statistics kernel of batch
+// k + 1 may start while the normalization kernel of batch k still reads the statistics; it
+// waits for that kernel (WaitForPrimaryGrids) before its first workspace write, and the
+// normalization kernel waits for the statistics kernel before its first read, so each batch
+// sees exactly its own statistics.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/cuda/detail/launch.cuh"
+#include "kernels/cuda/detail/row_access.cuh"
+#include "kernels/cuda/detail/row_plan.cuh"
+#include "kernels/cuda/detail/warp_reduce.cuh"
+#include "kernels/cuda/ops.h"
+
+namespace gpupipe::kernels::cuda {
+namespace {
+
+using detail::kRowBlockMinBlocksPerSm;
+using detail::kRowThreads;
+using detail::kRowUnroll;
+using detail::kWarpSize;
+using detail::MomentStat;
+using detail::NormalizeMergeOp;
+
+// As in RowSoftmax: floats of its first segment each normalization block asks L2 for before
+// waiting on the statistics kernel.
+constexpr int64_t kNormPrefetchFloats = 8192;
+constexpr int kFloatsPerLine = 32;  // 128-byte lines
+
+__device__ __forceinline__ void Push(RowNormalizeKind kind, MomentStat& st, float x) {
+  if (kind == RowNormalizeKind::kL2Normalize) {
+    st.m2 = fmaf(x, x, st.m2);
+  } else {
+    detail::PushMoment(st, x);
+  }
+}
+
+__device__ __forceinline__ void Push4(RowNormalizeKind kind, MomentStat& st, float4 q) {
+  if (kind == RowNormalizeKind::kL2Normalize) {
+    st.m2 += fmaf(q.x, q.x, q.y * q.y) + fmaf(q.z, q.z, q.w * q.w);
+  } else {
+    detail::PushMoment4(st, q);
+  }
+}
+
+// y = (x - shift) / scale. A true division (not a multiply by 1 / scale): one rounding, and a
+// zero scale gives 0 / 0 = NaN for a zero or constant row, as the reference.
+struct Affine {
+  float shift;
+  float scale;
+};
+
+__device__ __forceinline__ Affine RowAffine(RowNormalizeKind kind, MomentStat st, int64_t cols) {
+  if (kind == RowNormalizeKind::kL2Normalize) return {0.0f, sqrtf(st.m2)};
+  return {st.mean, sqrtf(st.m2 / static_cast<float>(cols))};
+}
+
+__device__ __forceinline__ float Normalize(Affine a, float x) { return (x - a.shift) / a.scale; }
+
+// ---- group path (short rows) -----------------------------------------------------------------
+
+__global__ void __launch_bounds__(kRowThreads)
+    NormStatsGroupKernel(const float* __restrict__ d_in, MomentStat* __restrict__ d_stats,
+                         int64_t rows, int cols, int lanes, RowNormalizeKind kind,
+                         EwProgram pre) {
+  const int lane = threadIdx.x % kWarpSize;
+  const int rows_per_warp = kWarpSize / lanes;
+  const int64_t warp = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kWarpSize;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * blockDim.x / kWarpSize;
+  // Before the first read of d_in and the first write of d_stats (see the top of the file).
+  detail::WaitForPrimaryGrids();
+
+  for (int64_t base = warp * rows_per_warp; base < rows; base += warps * rows_per_warp) {
+    const int64_t row = base + lane / lanes;
+    MomentStat st = detail::EmptyMomentStat();
+    if (row < rows) {
+      detail::VisitShortRow<kRowUnroll>(d_in + row * cols, cols, lane % lanes, lanes,
+                                        [&](int, float x) { Push(kind, st, ApplyEw(pre, x)); });
+    }
+    st = detail::WarpAllReduce(st, NormalizeMergeOp{kind}, lanes);
+    if (row < rows && lane % lanes == 0) d_stats[row] = st;
+  }
+  detail::AllowDependentGrids();
+}
+
+__global__ void __launch_bounds__(kRowThreads)
+    NormApplyGroupKernel(const float* __restrict__ d_in, float* __restrict__ d_out,
+                         const MomentStat* __restrict__ d_stats, int64_t rows, int cols,
+                         int lanes, RowNormalizeKind kind, EwProgram pre) {
+  const int lane = threadIdx.x % kWarpSize;
+  const int l = lane % lanes;
+  const int rows_per_warp = kWarpSize / lanes;
+  const int64_t warp = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kWarpSize;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * blockDim.x / kWarpSize;
+
+  // Prologue, independent of the statistics: pull this lane's first row slice towards L2.
+  {
+    const int64_t row = warp * rows_per_warp + lane / lanes;
+    if (row < rows) {
+      for (int i = l * kFloatsPerLine; i < cols; i += lanes * kFloatsPerLine) {
+        detail::PrefetchL2(d_in + row * cols + i);
+      }
+    }
+  }
+  detail::WaitForPrimaryGrids();
+
+  for (int64_t base = warp * rows_per_warp; base < rows; base += warps * rows_per_warp) {
+    const int64_t row = base + lane / lanes;
+    if (row >= rows) continue;  // no collectives below
+    const Affine a = RowAffine(kind, d_stats[row], cols);
+    float* out = d_out + row * cols;
+    detail::VisitShortRow<kRowUnroll>(d_in + row * cols, cols, l, lanes, [&](int i, float x) {
+      out[i] = Normalize(a, ApplyEw(pre, x));
+    });
+  }
+  detail::AllowDependentGrids();
+}
+
+// ---- block path (long rows, optionally split) --------------------------------------------------
+
+__global__ void __launch_bounds__(kRowThreads, kRowBlockMinBlocksPerSm)
+    NormStatsBlockKernel(const float* __restrict__ d_in, MomentStat* __restrict__ d_stats,
+                         int64_t rows, int64_t cols, int64_t splits, int64_t seg_len,
+                         RowNormalizeKind kind, EwProgram pre) {
+  __shared__ MomentStat scratch[kWarpSize];
+  const int64_t segments = rows * splits;
+  // Before the first read of d_in and the first write of d_stats (see the top of the file).
+  detail::WaitForPrimaryGrids();
+
+  for (int64_t seg = blockIdx.x; seg < segments; seg += gridDim.x) {
+    const int64_t row = seg / splits;
+    const int64_t begin = (seg - row * splits) * seg_len;
+    const int64_t len = min(seg_len, cols - begin);
+    MomentStat st = detail::EmptyMomentStat();
+    detail::VisitSegment<kRowUnroll>(
+        d_in + row * cols + begin, len, threadIdx.x, blockDim.x,
+        [&](int64_t, float x) { Push(kind, st, ApplyEw(pre, x)); },
+        [&](int64_t, float4 q) { Push4(kind, st, detail::ApplyEw4(pre, q)); });
+    st = detail::BlockReduce(st, NormalizeMergeOp{kind}, detail::EmptyMomentStat(), scratch);
+    if (threadIdx.x == 0) d_stats[seg] = st;
+    __syncthreads();  // scratch is reused by the next segment
+  }
+  detail::AllowDependentGrids();
+}
+
+__global__ void __launch_bounds__(kRowThreads, kRowBlockMinBlocksPerSm)
+    NormApplyBlockKernel(const float* __restrict__ d_in, float* __restrict__ d_out,
+                         const MomentStat* __restrict__ d_stats, int64_t rows, int64_t cols,
+                         int64_t splits, int64_t seg_len, RowNormalizeKind kind, EwProgram pre,
+                         bool out_vec) {
+  __shared__ Affine row_affine;
+  const int64_t segments = rows * splits;
+
+  // Prologue, independent of the statistics: pull the start of this block's first segment
+  // towards L2 while the statistics kernel drains.
+  if (blockIdx.x < segments) {
+    const int64_t row = blockIdx.x / splits;
+    const int64_t begin = (blockIdx.x - row * splits) * seg_len;
+    const int64_t len = min(min(seg_len, cols - begin), kNormPrefetchFloats);
+    const float* p = d_in + row * cols + begin;
+    for (int64_t i = static_cast<int64_t>(threadIdx.x) * kFloatsPerLine; i < len;
+         i += static_cast<int64_t>(blockDim.x) * kFloatsPerLine) {
+      detail::PrefetchL2(p + i);
+    }
+  }
+  detail::WaitForPrimaryGrids();
+
+  for (int64_t seg = blockIdx.x; seg < segments; seg += gridDim.x) {
+    const int64_t row = seg / splits;
+    const int64_t begin = (seg - row * splits) * seg_len;
+    const int64_t len = min(seg_len, cols - begin);
+
+    // One warp merges the row's segment statistics (splits is at most a few hundred).
+    if (threadIdx.x < kWarpSize) {
+      const NormalizeMergeOp merge{kind};
+      MomentStat st = detail::EmptyMomentStat();
+      for (int64_t k = threadIdx.x; k < splits; k += kWarpSize) {
+        st = merge(st, d_stats[row * splits + k]);
+      }
+      st = detail::WarpAllReduce(st, merge);
+      if (threadIdx.x == 0) row_affine = RowAffine(kind, st, cols);
+    }
+    __syncthreads();
+    const Affine a = row_affine;
+
+    // out and in rows differ by the constant d_out - d_in, so out + i is 16-byte aligned for
+    // every body vector exactly when out_vec says so.
+    float* out = d_out + row * cols + begin;
+    detail::VisitSegment<kRowUnroll>(
+        d_in + row * cols + begin, len, threadIdx.x, blockDim.x,
+        [&](int64_t i, float x) { out[i] = Normalize(a, ApplyEw(pre, x)); },
+        [&](int64_t i, float4 q) {
+          const float4 x = detail::ApplyEw4(pre, q);
+          const float4 y = {Normalize(a, x.x), Normalize(a, x.y), Normalize(a, x.z),
+                            Normalize(a, x.w)};
+          detail::StoreFloat4(out + i, y, out_vec);
+        });
+    __syncthreads();  // row_affine is rewritten for the next segment
+  }
+  detail::AllowDependentGrids();
+}
+
+// ---- dispatch --------------------------------------------------------------------------------
+
+struct NormalizeNames {
+  const char* stats;
+  const char* normalize;
+};
+
+NormalizeNames NamesOf(RowNormalizeKind kind) {
+  return kind == RowNormalizeKind::kL2Normalize
+             ? NormalizeNames{"l2normalize.stats", "l2normalize.normalize"}
+             : NormalizeNames{"standardize.stats", "standardize.normalize"};
+}
+
+// The one sizing/dispatch path, for launching and for describing.
+cudaError_t DispatchRowNormalize(const float* d_in, float* d_out, int64_t rows, int64_t cols,
+                                 RowNormalizeKind kind, const EwProgram& pre, void* d_workspace,
+                                 detail::Launcher& launch) {
+  const int mp = launch.config().multiprocessors;
+  const detail::RowPlan plan = detail::PlanRows(rows, cols, mp, sizeof(MomentStat));
+  const NormalizeNames names = NamesOf(kind);
+  auto* d_stats = static_cast<MomentStat*>(d_workspace);
+  const bool out_vec =
+      ((reinterpret_cast<uintptr_t>(d_out) - reinterpret_cast<uintptr_t>(d_in)) & 15) == 0;
+
+  for (int64_t row0 = 0; row0 < rows; row0 += plan.batch_rows) {
+    const int64_t n_rows = std::min(plan.batch_rows, rows - row0);
+    const float* in = detail::Advance(d_in, row0 * cols);
+    float* out = detail::Advance(d_out, row0 * cols);
+    cudaError_t err;
+    if (plan.group) {
+      const int64_t grid =
+          detail::CapGrid(detail::CeilDiv(n_rows, kRowThreads / plan.lanes), mp);
+      err = launch(names.stats, NormStatsGroupKernel, grid, kRowThreads, in, d_stats, n_rows,
+                   static_cast<int>(cols), plan.lanes, kind, pre);
+      if (err != cudaSuccess) return err;
+      err = launch(names.normalize, NormApplyGroupKernel, grid, kRowThreads, in, out,
+                   static_cast<const MomentStat*>(d_stats), n_rows, static_cast<int>(cols),
+                   plan.lanes, kind, pre);
+    } else {
+      const int64_t grid = detail::CapGrid(n_rows * plan.splits, mp);
+      err = launch(names.stats, NormStatsBlockKernel, grid, kRowThreads, in, d_stats, n_rows,
+                   cols, plan.splits, plan.seg_len, kind, pre);
+      if (err != cudaSuccess) return err;
+      err = launch(names.normalize, NormApplyBlockKernel, grid, kRowThreads, in, out,
+                   static_cast<const MomentStat*>(d_stats), n_rows, cols, plan.splits,
+                   plan.seg_len, kind, pre, out_vec);
+    }
+    if (err != cudaSuccess) return err;
+  }
+  return cudaSuccess;
+}
+
+}  // namespace
+
+cudaError_t RowNormalize(const float* d_in, float* d_out, int64_t rows, int64_t cols,
+                         RowNormalizeKind kind, const EwProgram& pre, void* d_workspace,
+                         size_t workspace_bytes, const LaunchConfig& config, int* kernels) {
+  detail::Launcher launch(config, kernels);
+  if (const cudaError_t err = detail::ValidateRowArgs(d_in, d_out, rows, cols, pre, d_workspace,
+                                                      workspace_bytes, config);
+      err != cudaSuccess) {
+    return err;
+  }
+  if (!IsValidRowNormalizeKind(kind)) return cudaErrorInvalidValue;
+  return DispatchRowNormalize(d_in, d_out, rows, cols, kind, pre, d_workspace, launch);
+}
+
+std::vector<KernelLaunchInfo> DescribeRowNormalize(int64_t rows, int64_t cols,
+                                                   RowNormalizeKind kind,
+                                                   const LaunchConfig& config) {
+  std::vector<KernelLaunchInfo> out;
+  if (detail::ValidateRowShape(rows, cols, config) != cudaSuccess ||
+      !IsValidRowNormalizeKind(kind)) {
+    return out;
+  }
+  detail::Launcher launch(config, &out);
+  (void)DispatchRowNormalize(nullptr, nullptr, rows, cols, kind, EwProgram{}, nullptr, launch);
+  return out;
+}
+
+}  // namespace gpupipe::kernels::cuda
