@@ -34,6 +34,15 @@ struct DeviceDescription {
   std::string runtime_version;
 };
 
+struct GraphCacheStats {
+  int64_t hits = 0;
+  int64_t updates = 0;
+  int64_t misses = 0;
+  int64_t evictions = 0;
+  int entries = 0;
+  int capacity = 0;
+};
+
 // Hands result bytes to the sink in chunks of at most `max_chunk_bytes`; returns false as soon
 // as the sink reports the reader gone.
 using ChunkEmitter = std::function<bool(int64_t offset, const char* data, int64_t size)>;
@@ -50,6 +59,14 @@ class Backend {
   virtual std::string LaneName(Priority priority, int lane) const = 0;
   virtual std::vector<Staging> stagings() const = 0;
   virtual std::vector<LaunchMode> launch_modes() const = 0;
+
+  // INVALID_ARGUMENT when this backend cannot run the job's launch options as asked.
+  absl::Status CheckOptions(const JobSpec& spec) const;
+
+  // The kernels `plan` becomes on this backend with the job's options, and their edges.
+  virtual PlanDescription Describe(const JobSpec& spec, const Plan& plan) const = 0;
+
+  virtual GraphCacheStats graph_cache_stats() const { return {}; }
 
   // Runs `plan` on `input` (validated bytes) on the given lane and emits the output through
   // `emit`. Fills the device phases of `timing` and the fields it knows. Only one call per lane

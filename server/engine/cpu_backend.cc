@@ -31,32 +31,70 @@ class CpuBackend final : public Backend {
   std::vector<Staging> stagings() const override { return {Staging::kAuto}; }
   std::vector<LaunchMode> launch_modes() const override { return {LaunchMode::kAuto}; }
 
+  PlanDescription Describe(const JobSpec& spec, const Plan& plan) const override {
+    PlanDescription d;
+    d.launch = "none";
+    d.staging = "none";
+    for (size_t i = 0; i < plan.steps.size(); ++i) {
+      const PlanStep& step = plan.steps[i];
+      d.kernels.push_back({absl::StrCat(StepKindName(step.kind), ".cpu"), static_cast<int>(i),
+                           step.ops, step.rows, step.cols, 0, 0});
+      if (i > 0) {
+        d.edges.push_back({static_cast<int>(i) - 1, static_cast<int>(i), "stream",
+                           StepDependencyReason(step.kind)});
+      }
+    }
+    (void)spec;
+    return d;
+  }
+
   absl::Status Run(const JobSpec& spec, const Plan& plan, const std::string& input,
                    Priority priority, int lane, const ChunkEmitter& emit,
                    JobTiming* timing) override {
     const auto start = std::chrono::steady_clock::now();
+    auto step_start = start;
+    int step_index = 0;
     std::vector<float> current(plan.input_elements);
     std::memcpy(current.data(), input.data(), input.size());
     std::vector<float> next;
+    // argmax yields int64 indices; validation guarantees nothing runs after it.
+    std::vector<int64_t> indices;
     for (const PlanStep& step : plan.steps) {
+      // Row ops apply their prologue program first, as the kernels do on load.
+      if (step.kind != StepKind::kElementwise) {
+        kernels::cpu::Elementwise(current.data(), current.data(), step.input_elements(),
+                                  step.program);
+      }
       next.resize(step.output_elements());
       switch (step.kind) {
         case StepKind::kElementwise:
           kernels::cpu::Elementwise(current.data(), next.data(), step.input_elements(),
                                     step.program);
           break;
-        case StepKind::kRowSum:
-          kernels::cpu::Elementwise(current.data(), current.data(), step.input_elements(),
-                                    step.program);
-          kernels::cpu::RowSum(current.data(), next.data(), step.rows, step.cols);
+        case StepKind::kRowReduce:
+          kernels::cpu::RowReduce(current.data(), next.data(), step.rows, step.cols, step.reduce);
+          break;
+        case StepKind::kRowArgmax:
+          indices.resize(step.rows);
+          kernels::cpu::RowArgmax(current.data(), indices.data(), step.rows, step.cols);
           break;
         case StepKind::kRowSoftmax:
-          kernels::cpu::Elementwise(current.data(), current.data(), step.input_elements(),
-                                    step.program);
           kernels::cpu::RowSoftmax(current.data(), next.data(), step.rows, step.cols);
+          break;
+        case StepKind::kRowNormalize:
+          kernels::cpu::RowNormalize(current.data(), next.data(), step.rows, step.cols,
+                                     step.normalize);
           break;
       }
       current.swap(next);
+      if (spec.profile) {
+        const auto now = std::chrono::steady_clock::now();
+        timing->steps.push_back(
+            {step_index, step.ops, 0,
+             std::chrono::duration<double, std::micro>(now - step_start).count()});
+        step_start = now;
+      }
+      ++step_index;
     }
     timing->compute_us =
         std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
@@ -64,9 +102,12 @@ class CpuBackend final : public Backend {
     timing->staging = "none";
     timing->launch = "none";
     timing->kernels = 0;
-    const int64_t bytes = plan.output_elements * DTypeSize(spec.dtype);
+    const int64_t bytes = plan.output_elements * DTypeSize(plan.output_dtype);
     timing->output_ready = std::chrono::steady_clock::now();
-    if (!EmitInChunks(reinterpret_cast<const char*>(current.data()), bytes,
+    const char* output = plan.output_dtype == DType::kInt64
+                             ? reinterpret_cast<const char*>(indices.data())
+                             : reinterpret_cast<const char*>(current.data());
+    if (!EmitInChunks(output, bytes,
                       options_.max_chunk_bytes, emit)) {
       return absl::CancelledError("the client went away while the result was streamed");
     }

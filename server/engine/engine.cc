@@ -53,8 +53,10 @@ class Engine::Impl {
         !s.ok()) {
       return s;
     }
+    if (absl::Status s = backend_->CheckOptions(spec); !s.ok()) return s;
     absl::StatusOr<Plan> plan = PlanJob(spec);
     if (!plan.ok()) return plan.status();
+    if (spec.dry_run) return RunDry(std::move(spec), *plan, *sink);
 
     auto job = std::make_unique<QueuedJob>();
     {
@@ -76,6 +78,7 @@ class Engine::Impl {
       job->sink = std::move(sink);
       job->sink->OnAccepted(AcceptedInfo{job->id, job->plan.output_dtype, job->plan.output_shape,
                                          backend_->name()});
+      if (job->spec.explain) job->sink->OnPlan(backend_->Describe(job->spec, job->plan));
       ++queued_jobs_;
       queued_bytes_ += static_cast<int64_t>(job->input.size());
       ++in_flight_;
@@ -86,8 +89,9 @@ class Engine::Impl {
   }
 
   EngineDescription Describe() const {
-    return {backend_->name(),     backend_->device(),  backend_->levels(),
-            options_.limits,      backend_->stagings(), backend_->launch_modes()};
+    return {backend_->name(),     backend_->device(),   backend_->levels(),
+            options_.limits,      backend_->stagings(), backend_->launch_modes(),
+            backend_->graph_cache_stats()};
   }
 
   void Shutdown() {
@@ -122,6 +126,25 @@ class Engine::Impl {
   }
 
  private:
+  // A dry run is accepted, planned and done at once; it never queues.
+  absl::Status RunDry(JobSpec spec, const Plan& plan, JobSink& sink) {
+    std::string id;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_ || stopping_accepting_) {
+        return absl::UnavailableError("the server is shutting down");
+      }
+      id = absl::StrFormat("%s-%06d", id_prefix_, ++next_id_);
+    }
+    sink.OnAccepted(AcceptedInfo{id, plan.output_dtype, plan.output_shape, backend_->name()});
+    sink.OnPlan(backend_->Describe(spec, plan));
+    sink.OnDone(absl::OkStatus());
+    if (options_.on_job_done) {
+      options_.on_job_done(JobRecord{id, std::move(spec), backend_->name(), absl::OkStatus(), {}});
+    }
+    return absl::OkStatus();
+  }
+
   void WorkerLoop(Priority priority, int lane) {
     auto& queue = queues_[static_cast<int>(priority)];
     for (;;) {

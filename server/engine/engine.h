@@ -49,6 +49,7 @@ struct EngineDescription {
   Limits limits;
   std::vector<Staging> stagings;
   std::vector<LaunchMode> launch_modes;
+  GraphCacheStats graph_cache;
 };
 
 class Engine {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "server/engine/plan.h"
 #include "server/engine/types.h"
 
 namespace gpupipe::engine {
@@ -34,9 +35,19 @@ struct JobTiming {
   std::string stream;
   std::string staging;
   std::string launch;
+  std::string graph;  // graph modes: "hit", "update" or "miss"
+
+  struct Step {
+    int step = 0;
+    std::string ops;
+    int kernels = 0;
+    double device_us = 0;
+  };
+  std::vector<Step> steps;  // with JobSpec::profile
 };
 
-// Receives the events of one accepted job, in this order: OnAccepted, OnChunk (zero or more,
+// Receives the events of one accepted job, in this order: OnAccepted, OnPlan (when the job asked
+// for its plan), OnChunk (zero or more,
 // in increasing offset, covering the output once), OnTiming (on success), OnDone (exactly once,
 // always last). Calls come from engine threads, never concurrently for one job.
 //
@@ -47,6 +58,7 @@ class JobSink {
  public:
   virtual ~JobSink() = default;
   virtual void OnAccepted(const AcceptedInfo& info) = 0;
+  virtual void OnPlan(const PlanDescription& plan) = 0;
   virtual bool OnChunk(int64_t offset, const char* data, int64_t size) = 0;
   virtual void OnTiming(const JobTiming& timing) = 0;
   virtual void OnDone(const absl::Status& status) = 0;

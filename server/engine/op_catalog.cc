@@ -1,23 +1,52 @@
 #include "server/engine/op_catalog.h"
 
+#include <limits>
 #include <stdexcept>
 #include <string>
 
 namespace gpupipe::engine {
 
 const std::vector<OpInfo>& OpCatalog() {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  const std::vector<DType> f32 = {DType::kFloat32};
   static const auto* catalog = new std::vector<OpInfo>{
       {OpKind::kAffine, "affine", OpClass::kElementwise,
        "y = alpha * x + beta, computed as one fused multiply-add",
-       {{"alpha", 1.0, "scale"}, {"beta", 0.0, "offset"}},
-       {DType::kFloat32}},
-      {OpKind::kRelu, "relu", OpClass::kElementwise, "y = max(x, 0); NaN stays NaN", {},
-       {DType::kFloat32}},
+       {{"alpha", 1.0, "scale"}, {"beta", 0.0, "offset"}}, f32},
+      {OpKind::kScale, "scale", OpClass::kElementwise, "y = alpha * x",
+       {{"alpha", 1.0, "scale"}}, f32},
+      {OpKind::kAdd, "add", OpClass::kElementwise, "y = x + value", {{"value", 0.0, "offset"}},
+       f32},
+      {OpKind::kRelu, "relu", OpClass::kElementwise, "y = max(x, 0); NaN stays NaN", {}, f32},
+      {OpKind::kClamp, "clamp", OpClass::kElementwise, "y = np.clip(x, lo, hi); NaN stays NaN",
+       {{"lo", -kInf, "lower bound"}, {"hi", kInf, "upper bound"}}, f32},
+      {OpKind::kAbs, "abs", OpClass::kElementwise, "y = |x|", {}, f32},
+      {OpKind::kSqrt, "sqrt", OpClass::kElementwise, "y = sqrt(x), correctly rounded; NaN below 0",
+       {}, f32},
+      {OpKind::kExp, "exp", OpClass::kElementwise, "y = exp(x)", {}, f32},
+      {OpKind::kLog, "log", OpClass::kElementwise, "y = ln(x); -inf at 0, NaN below 0", {}, f32},
+      {OpKind::kSigmoid, "sigmoid", OpClass::kElementwise, "y = 1 / (1 + exp(-x))", {}, f32},
+      {OpKind::kTanh, "tanh", OpClass::kElementwise, "y = tanh(x)", {}, f32},
+      {OpKind::kPow, "pow", OpClass::kElementwise, "y = x ** p",
+       {{"p", 1.0, "exponent", /*required=*/true}}, f32},
       {OpKind::kSum, "sum", OpClass::kRowReduction,
-       "sum along the last axis (removes it); float32 accumulation in a tree order", {},
-       {DType::kFloat32}},
+       "sum along the last axis (removes it); float32 accumulation in a tree order", {}, f32},
+      {OpKind::kMin, "min", OpClass::kRowReduction,
+       "minimum along the last axis; NaN if the row holds one", {}, f32},
+      {OpKind::kMax, "max", OpClass::kRowReduction,
+       "maximum along the last axis; NaN if the row holds one", {}, f32},
+      {OpKind::kMean, "mean", OpClass::kRowReduction, "mean along the last axis", {}, f32},
+      {OpKind::kNorm2, "norm2", OpClass::kRowReduction,
+       "Euclidean norm along the last axis, sqrt(sum(x^2))", {}, f32},
+      {OpKind::kArgmax, "argmax", OpClass::kRowReduction,
+       "index of the first maximum along the last axis (a NaN is the maximum); int64 result", {},
+       f32},
       {OpKind::kSoftmax, "softmax", OpClass::kRowMultipass,
-       "exp(x - max) / sum(exp(x - max)) along the last axis", {}, {DType::kFloat32}},
+       "exp(x - max) / sum(exp(x - max)) along the last axis", {}, f32},
+      {OpKind::kL2Normalize, "l2normalize", OpClass::kRowMultipass,
+       "x / norm2(x) along the last axis; a zero row gives NaN", {}, f32},
+      {OpKind::kStandardize, "standardize", OpClass::kRowMultipass,
+       "(x - mean) / std along the last axis, population std; a constant row gives NaN", {}, f32},
   };
   return *catalog;
 }
@@ -37,6 +66,8 @@ const char* OpClassName(OpClass op_class) {
   }
   return "unknown";
 }
+
+bool IsElementwise(OpKind kind) { return GetOpInfo(kind).op_class == OpClass::kElementwise; }
 
 std::string KnownOpNames() {
   std::string names;

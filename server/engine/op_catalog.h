@@ -18,8 +18,9 @@ enum class OpClass {
 
 struct ParamInfo {
   const char* name;
-  double default_value;
+  double default_value;  // unused when required
   const char* description;
+  bool required = false;
 };
 
 struct OpInfo {
@@ -34,6 +35,7 @@ struct OpInfo {
 // All ops, in catalog order.
 const std::vector<OpInfo>& OpCatalog();
 const OpInfo& GetOpInfo(OpKind kind);
+bool IsElementwise(OpKind kind);
 const char* OpClassName(OpClass op_class);  // "elementwise", ...
 // "affine, relu, sum, softmax"
 std::string KnownOpNames();

@@ -13,22 +13,28 @@
 
 #include "absl/status/statusor.h"
 #include "kernels/common/elementwise_program.h"
+#include "kernels/common/row_ops.h"
 #include "server/engine/types.h"
 
 namespace gpupipe::engine {
 
-enum class StepKind { kElementwise, kRowSum, kRowSoftmax };
+enum class StepKind { kElementwise, kRowReduce, kRowArgmax, kRowSoftmax, kRowNormalize };
 
 struct PlanStep {
   StepKind kind = StepKind::kElementwise;
   // The elementwise program (kElementwise) or the prologue applied on load (row steps).
   kernels::EwProgram program;
+  kernels::RowReduceKind reduce = kernels::RowReduceKind::kSum;                 // kRowReduce
+  kernels::RowNormalizeKind normalize = kernels::RowNormalizeKind::kL2Normalize;  // kRowNormalize
   int64_t rows = 1;  // elementwise steps: 1 row of all elements
   int64_t cols = 1;
   std::string ops;  // the ops this step runs, e.g. "affine+relu+softmax"
 
   int64_t input_elements() const { return rows * cols; }
-  int64_t output_elements() const { return kind == StepKind::kRowSum ? rows : rows * cols; }
+  bool reduces() const { return kind == StepKind::kRowReduce || kind == StepKind::kRowArgmax; }
+  int64_t output_elements() const { return reduces() ? rows : rows * cols; }
+  // float32, except argmax's int64 indices.
+  int64_t output_itemsize() const { return kind == StepKind::kRowArgmax ? 8 : 4; }
 };
 
 struct Plan {
@@ -37,11 +43,40 @@ struct Plan {
   std::vector<int64_t> output_shape;
   int64_t input_elements = 0;
   int64_t output_elements = 0;
-  // Largest tensor any step reads or writes, in elements: sizes the intermediate buffers.
-  int64_t max_elements = 0;
+  // Largest tensor any step reads or writes, in bytes: sizes the intermediate buffers.
+  int64_t max_bytes = 0;
 };
 
-const char* StepKindName(StepKind kind);  // "elementwise", "row-sum", "row-softmax"
+// "elementwise", "row-reduce", "row-argmax", "row-softmax", "row-normalize"
+const char* StepKindName(StepKind kind);
+
+// A plan as a backend will run it: every kernel launch and the dependencies between them.
+struct KernelDescription {
+  std::string name;  // e.g. "softmax.stats"
+  int step = 0;
+  std::string ops;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  int64_t blocks = 0;  // 0 where nothing is launched on a device (cpu)
+  int threads = 0;
+};
+
+struct EdgeDescription {
+  int from = 0;
+  int to = 0;
+  std::string kind;    // "pdl" or "stream"
+  std::string reason;  // why `to` waits for `from`
+};
+
+struct PlanDescription {
+  std::vector<KernelDescription> kernels;
+  std::vector<EdgeDescription> edges;
+  std::string launch;
+  std::string staging;
+};
+
+// Why a step must wait for the one before it, for the explain output.
+const char* StepDependencyReason(StepKind kind);
 
 // Plans a job that ValidateJob accepted. Errors only on internal inconsistencies.
 absl::StatusOr<Plan> PlanJob(const JobSpec& spec);

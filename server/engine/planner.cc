@@ -9,15 +9,28 @@
 namespace gpupipe::engine {
 namespace {
 
+// scale and add are affine instructions: fma(alpha, x, 0) and fma(1, x, value) round once,
+// exactly like alpha * x and x + value.
 kernels::EwInstr ToInstr(const OpSpec& op) {
+  using kernels::EwOpcode;
+  const auto f = [](double v) { return static_cast<float>(v); };
   switch (op.kind) {
-    case OpKind::kAffine:
-      return {kernels::EwOpcode::kAffine, static_cast<float>(op.alpha), static_cast<float>(op.beta)};
-    case OpKind::kRelu:
-      return {kernels::EwOpcode::kRelu, 0.0f, 0.0f};
+    case OpKind::kAffine: return {EwOpcode::kAffine, f(op.alpha), f(op.beta)};
+    case OpKind::kScale: return {EwOpcode::kAffine, f(op.alpha), 0.0f};
+    case OpKind::kAdd: return {EwOpcode::kAffine, 1.0f, f(op.value)};
+    case OpKind::kRelu: return {EwOpcode::kRelu, 0.0f, 0.0f};
+    case OpKind::kClamp: return {EwOpcode::kClamp, f(op.lo), f(op.hi)};
+    case OpKind::kAbs: return {EwOpcode::kAbs, 0.0f, 0.0f};
+    case OpKind::kSqrt: return {EwOpcode::kSqrt, 0.0f, 0.0f};
+    case OpKind::kExp: return {EwOpcode::kExp, 0.0f, 0.0f};
+    case OpKind::kLog: return {EwOpcode::kLog, 0.0f, 0.0f};
+    case OpKind::kSigmoid: return {EwOpcode::kSigmoid, 0.0f, 0.0f};
+    case OpKind::kTanh: return {EwOpcode::kTanh, 0.0f, 0.0f};
+    case OpKind::kPow: return {EwOpcode::kPow, f(op.p), 0.0f};
     default:
-      return {};
+      break;
   }
+  return {};
 }
 
 class PlanBuilder {
@@ -25,7 +38,7 @@ class PlanBuilder {
   explicit PlanBuilder(const JobSpec& spec) : shape_(spec.shape) {
     plan_.output_dtype = spec.dtype;
     plan_.input_elements = ElementCount(spec.shape);
-    plan_.max_elements = plan_.input_elements;
+    plan_.max_bytes = plan_.input_elements * DTypeSize(spec.dtype);
   }
 
   void AddElementwise(const OpSpec& op) {
@@ -34,10 +47,8 @@ class PlanBuilder {
     AppendLabel(op);
   }
 
-  absl::Status AddRowOp(const OpSpec& op, StepKind kind) {
+  absl::Status AddRowOp(const OpSpec& op, PlanStep step) {
     if (shape_.empty()) return absl::InternalError("row op on a scalar passed validation");
-    PlanStep step;
-    step.kind = kind;
     step.program = pending_;
     step.cols = shape_.back();
     step.rows = ElementCount(std::vector<int64_t>(shape_.begin(), shape_.end() - 1));
@@ -45,7 +56,8 @@ class PlanBuilder {
     step.ops = std::move(pending_label_);
     pending_ = {};
     pending_label_.clear();
-    if (kind == StepKind::kRowSum) shape_.pop_back();
+    if (step.reduces()) shape_.pop_back();
+    if (step.kind == StepKind::kRowArgmax) plan_.output_dtype = DType::kInt64;
     plan_.steps.push_back(std::move(step));
     return absl::OkStatus();
   }
@@ -55,7 +67,8 @@ class PlanBuilder {
     plan_.output_shape = shape_;
     plan_.output_elements = ElementCount(shape_);
     for (const PlanStep& s : plan_.steps) {
-      plan_.max_elements = std::max({plan_.max_elements, s.input_elements(), s.output_elements()});
+      plan_.max_bytes = std::max({plan_.max_bytes, s.input_elements() * 4,
+                                  s.output_elements() * s.output_itemsize()});
     }
     return std::move(plan_);
   }
@@ -89,27 +102,56 @@ class PlanBuilder {
 const char* StepKindName(StepKind kind) {
   switch (kind) {
     case StepKind::kElementwise: return "elementwise";
-    case StepKind::kRowSum: return "row-sum";
+    case StepKind::kRowReduce: return "row-reduce";
+    case StepKind::kRowArgmax: return "row-argmax";
     case StepKind::kRowSoftmax: return "row-softmax";
+    case StepKind::kRowNormalize: return "row-normalize";
   }
   return "unknown";
+}
+
+const char* StepDependencyReason(StepKind kind) {
+  switch (kind) {
+    case StepKind::kElementwise: return "reads the previous op's output";
+    case StepKind::kRowReduce:
+    case StepKind::kRowArgmax: return "reduces the previous op's output";
+    case StepKind::kRowSoftmax:
+    case StepKind::kRowNormalize: return "normalizes the previous op's output";
+  }
+  return "";
 }
 
 absl::StatusOr<Plan> PlanJob(const JobSpec& spec) {
   PlanBuilder builder(spec);
   for (const OpSpec& op : spec.ops) {
-    switch (op.kind) {
-      case OpKind::kAffine:
-      case OpKind::kRelu:
-        builder.AddElementwise(op);
-        break;
-      case OpKind::kSum:
-        if (absl::Status s = builder.AddRowOp(op, StepKind::kRowSum); !s.ok()) return s;
-        break;
-      case OpKind::kSoftmax:
-        if (absl::Status s = builder.AddRowOp(op, StepKind::kRowSoftmax); !s.ok()) return s;
-        break;
+    if (IsElementwise(op.kind)) {
+      builder.AddElementwise(op);
+      continue;
     }
+    PlanStep step;
+    switch (op.kind) {
+      case OpKind::kSum: step.reduce = kernels::RowReduceKind::kSum; break;
+      case OpKind::kMin: step.reduce = kernels::RowReduceKind::kMin; break;
+      case OpKind::kMax: step.reduce = kernels::RowReduceKind::kMax; break;
+      case OpKind::kMean: step.reduce = kernels::RowReduceKind::kMean; break;
+      case OpKind::kNorm2: step.reduce = kernels::RowReduceKind::kNorm2; break;
+      case OpKind::kArgmax: step.kind = StepKind::kRowArgmax; break;
+      case OpKind::kSoftmax: step.kind = StepKind::kRowSoftmax; break;
+      case OpKind::kL2Normalize:
+        step.kind = StepKind::kRowNormalize;
+        step.normalize = kernels::RowNormalizeKind::kL2Normalize;
+        break;
+      case OpKind::kStandardize:
+        step.kind = StepKind::kRowNormalize;
+        step.normalize = kernels::RowNormalizeKind::kStandardize;
+        break;
+      default:
+        return absl::InternalError(absl::StrCat("op ", GetOpInfo(op.kind).name, " has no plan"));
+    }
+    if (GetOpInfo(op.kind).op_class == OpClass::kRowReduction && op.kind != OpKind::kArgmax) {
+      step.kind = StepKind::kRowReduce;
+    }
+    if (absl::Status s = builder.AddRowOp(op, step); !s.ok()) return s;
   }
   return builder.Finish();
 }

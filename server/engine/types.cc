@@ -49,6 +49,8 @@ const char* LaunchModeName(LaunchMode mode) {
     case LaunchMode::kAuto: return "auto";
     case LaunchMode::kStream: return "stream";
     case LaunchMode::kPdl: return "pdl";
+    case LaunchMode::kGraph: return "graph";
+    case LaunchMode::kGraphPdl: return "graph-pdl";
   }
   return "unknown";
 }

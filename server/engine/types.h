@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -14,15 +15,26 @@ enum class Priority { kLow = 0, kNormal = 1, kHigh = 2 };
 inline constexpr int kPriorityLevels = 3;
 
 enum class Staging { kAuto, kDirect, kPipeline };
-enum class LaunchMode { kAuto, kStream, kPdl };
+enum class LaunchMode { kAuto, kStream, kPdl, kGraph, kGraphPdl };
 
-enum class OpKind { kAffine, kRelu, kSum, kSoftmax };
+enum class OpKind {
+  // elementwise
+  kAffine, kScale, kAdd, kRelu, kClamp, kAbs, kSqrt, kExp, kLog, kSigmoid, kTanh, kPow,
+  // row reductions
+  kSum, kMin, kMax, kMean, kNorm2, kArgmax,
+  // row multi-pass
+  kSoftmax, kL2Normalize, kStandardize,
+};
 
-// One op with its parameters, defaults already applied.
+// One op with its parameters, defaults already applied. Each kind reads only its own fields.
 struct OpSpec {
   OpKind kind = OpKind::kRelu;
-  double alpha = 1.0;  // affine
+  double alpha = 1.0;  // affine, scale
   double beta = 0.0;   // affine
+  double value = 0.0;  // add
+  double lo = -std::numeric_limits<double>::infinity();  // clamp
+  double hi = std::numeric_limits<double>::infinity();   // clamp
+  double p = 1.0;      // pow
 };
 
 struct JobSpec {
@@ -33,6 +45,9 @@ struct JobSpec {
   Staging staging = Staging::kAuto;
   int stages = 0;  // 0 = backend default
   LaunchMode launch = LaunchMode::kAuto;
+  bool profile = false;  // time every plan step with its own events
+  bool explain = false;  // report the plan
+  bool dry_run = false;  // plan only; run nothing
   std::string client_tag;
 };
 
@@ -40,7 +55,7 @@ const char* DTypeName(DType dtype);  // "float32", ...
 int64_t DTypeSize(DType dtype);
 const char* PriorityName(Priority priority);  // "low", "normal", "high"
 const char* StagingName(Staging staging);     // "auto", "direct", "pipeline"
-const char* LaunchModeName(LaunchMode mode);  // "auto", "stream", "pdl"
+const char* LaunchModeName(LaunchMode mode);  // "auto", "stream", "pdl", "graph", "graph-pdl"
 std::string ShapeString(const std::vector<int64_t>& shape);  // "[2, 3]"
 
 }  // namespace gpupipe::engine

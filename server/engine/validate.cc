@@ -28,13 +28,29 @@ absl::Status ValidateOp(size_t index, const OpSpec& op, DType dtype, size_t rank
                                                    DTypeName(dtype), " is not supported (supported: ",
                                                    DTypeList(info.dtypes), ")"));
   }
-  if (op.kind == OpKind::kAffine) {
-    // Parameters become float32 on the device: a finite double can still overflow there.
-    for (auto [name, value] : {std::pair<const char*, double>{"alpha", op.alpha}, {"beta", op.beta}}) {
-      if (!std::isfinite(value) || std::fabs(value) > std::numeric_limits<float>::max()) {
-        return absl::InvalidArgumentError(absl::StrCat(OpField(index, info), ".", name,
-                                                       ": must be a finite float32 value, got ", value));
-      }
+  // Parameters become float32 on the device: a finite double can still overflow there.
+  // Clamp bounds may be infinite (their defaults); nothing may be NaN.
+  std::vector<std::pair<const char*, double>> finite;
+  std::vector<std::pair<const char*, double>> bounds;
+  switch (op.kind) {
+    case OpKind::kAffine: finite = {{"alpha", op.alpha}, {"beta", op.beta}}; break;
+    case OpKind::kScale: finite = {{"alpha", op.alpha}}; break;
+    case OpKind::kAdd: finite = {{"value", op.value}}; break;
+    case OpKind::kPow: finite = {{"p", op.p}}; break;
+    case OpKind::kClamp: bounds = {{"lo", op.lo}, {"hi", op.hi}}; break;
+    default: break;
+  }
+  for (auto [name, value] : finite) {
+    if (!std::isfinite(value) || std::fabs(value) > std::numeric_limits<float>::max()) {
+      return absl::InvalidArgumentError(absl::StrCat(OpField(index, info), ".", name,
+                                                     ": must be a finite float32 value, got ", value));
+    }
+  }
+  for (auto [name, value] : bounds) {
+    if (std::isnan(value) ||
+        (std::isfinite(value) && std::fabs(value) > std::numeric_limits<float>::max())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          OpField(index, info), ".", name, ": must be a float32 value or infinity, got ", value));
     }
   }
   if (info.op_class != OpClass::kElementwise && rank_before == 0) {
@@ -101,10 +117,13 @@ absl::Status ValidateJob(const JobSpec& spec, int64_t input_bytes, const Limits&
     return absl::InvalidArgumentError(absl::StrCat("ops: ", spec.ops.size(),
                                                    " ops exceed the limit of ", limits.max_ops));
   }
+  // Each op sees the rank and dtype the ops before it leave.
   size_t rank = spec.shape.size();
+  DType dtype = spec.dtype;
   for (size_t i = 0; i < spec.ops.size(); ++i) {
-    if (absl::Status s = ValidateOp(i, spec.ops[i], spec.dtype, rank); !s.ok()) return s;
+    if (absl::Status s = ValidateOp(i, spec.ops[i], dtype, rank); !s.ok()) return s;
     if (GetOpInfo(spec.ops[i].kind).op_class == OpClass::kRowReduction) --rank;
+    if (spec.ops[i].kind == OpKind::kArgmax) dtype = DType::kInt64;
   }
   if (spec.stages < 0 || spec.stages > 8) {
     return absl::InvalidArgumentError(

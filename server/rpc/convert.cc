@@ -45,27 +45,57 @@ absl::StatusOr<engine::OpSpec> DecodeOp(const v1::Op& op, int index) {
     return absl::InvalidArgumentError(absl::StrCat(
         field, ": no op kind is set; this server knows: ", engine::KnownOpNames()));
   }
+  // The kind's own message, for the check every kind shares: no fields from a newer client.
+  const google::protobuf::FieldDescriptor* kind_field =
+      op.GetDescriptor()->FindFieldByNumber(op.kind_case());
+  const google::protobuf::Message& params = op.GetReflection()->GetMessage(op, kind_field);
+  if (auto s = RejectUnknownFields(params, absl::StrCat(field, " (", kind_field->name(), ")"));
+      !s.ok()) {
+    return s;
+  }
   engine::OpSpec spec;
   switch (op.kind_case()) {
-    case v1::Op::kAffine: {
-      if (auto s = RejectUnknownFields(op.affine(), field + " (affine)"); !s.ok()) return s;
+    case v1::Op::kAffine:
       spec.kind = OpKind::kAffine;
       if (op.affine().has_alpha()) spec.alpha = op.affine().alpha();
       if (op.affine().has_beta()) spec.beta = op.affine().beta();
       return spec;
-    }
-    case v1::Op::kRelu:
-      if (auto s = RejectUnknownFields(op.relu(), field + " (relu)"); !s.ok()) return s;
-      spec.kind = OpKind::kRelu;
+    case v1::Op::kScale:
+      spec.kind = OpKind::kScale;
+      if (op.scale().has_alpha()) spec.alpha = op.scale().alpha();
       return spec;
-    case v1::Op::kSum:
-      if (auto s = RejectUnknownFields(op.sum(), field + " (sum)"); !s.ok()) return s;
-      spec.kind = OpKind::kSum;
+    case v1::Op::kAdd:
+      spec.kind = OpKind::kAdd;
+      if (op.add().has_value()) spec.value = op.add().value();
       return spec;
-    case v1::Op::kSoftmax:
-      if (auto s = RejectUnknownFields(op.softmax(), field + " (softmax)"); !s.ok()) return s;
-      spec.kind = OpKind::kSoftmax;
+    case v1::Op::kClamp:
+      spec.kind = OpKind::kClamp;
+      if (op.clamp().has_lo()) spec.lo = op.clamp().lo();
+      if (op.clamp().has_hi()) spec.hi = op.clamp().hi();
       return spec;
+    case v1::Op::kPow:
+      spec.kind = OpKind::kPow;
+      if (!op.pow().has_p()) {
+        return absl::InvalidArgumentError(absl::StrCat(field, " (pow).p: is required"));
+      }
+      spec.p = op.pow().p();
+      return spec;
+    case v1::Op::kRelu: spec.kind = OpKind::kRelu; return spec;
+    case v1::Op::kAbs: spec.kind = OpKind::kAbs; return spec;
+    case v1::Op::kSqrt: spec.kind = OpKind::kSqrt; return spec;
+    case v1::Op::kExp: spec.kind = OpKind::kExp; return spec;
+    case v1::Op::kLog: spec.kind = OpKind::kLog; return spec;
+    case v1::Op::kSigmoid: spec.kind = OpKind::kSigmoid; return spec;
+    case v1::Op::kTanh: spec.kind = OpKind::kTanh; return spec;
+    case v1::Op::kSum: spec.kind = OpKind::kSum; return spec;
+    case v1::Op::kMin: spec.kind = OpKind::kMin; return spec;
+    case v1::Op::kMax: spec.kind = OpKind::kMax; return spec;
+    case v1::Op::kMean: spec.kind = OpKind::kMean; return spec;
+    case v1::Op::kNorm2: spec.kind = OpKind::kNorm2; return spec;
+    case v1::Op::kArgmax: spec.kind = OpKind::kArgmax; return spec;
+    case v1::Op::kL2Normalize: spec.kind = OpKind::kL2Normalize; return spec;
+    case v1::Op::kStandardize: spec.kind = OpKind::kStandardize; return spec;
+    case v1::Op::kSoftmax: spec.kind = OpKind::kSoftmax; return spec;
     case v1::Op::KIND_NOT_SET:
       break;
   }
@@ -111,10 +141,16 @@ absl::StatusOr<engine::JobSpec> DecodeJobSpec(const v1::SubmitRequest& request) 
     case v1::LAUNCH_AUTO: spec.launch = engine::LaunchMode::kAuto; break;
     case v1::LAUNCH_STREAM: spec.launch = engine::LaunchMode::kStream; break;
     case v1::LAUNCH_PDL: spec.launch = engine::LaunchMode::kPdl; break;
+    case v1::LAUNCH_GRAPH: spec.launch = engine::LaunchMode::kGraph; break;
+    case v1::LAUNCH_GRAPH_PDL: spec.launch = engine::LaunchMode::kGraphPdl; break;
     default:
-      return absl::InvalidArgumentError(absl::StrCat("options.launch: unknown value ",
-                                                     options.launch(), " (auto, stream or pdl)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("options.launch: unknown value ", options.launch(),
+                       " (auto, stream, pdl, graph or graph-pdl)"));
   }
+  spec.profile = options.profile();
+  spec.explain = request.explain();
+  spec.dry_run = request.dry_run();
   spec.stages = options.stages() > 8 ? 9 : static_cast<int>(options.stages());
   spec.client_tag = request.client_tag();
   return spec;
@@ -154,6 +190,8 @@ v1::LaunchMode EncodeLaunchMode(engine::LaunchMode mode) {
     case engine::LaunchMode::kAuto: return v1::LAUNCH_AUTO;
     case engine::LaunchMode::kStream: return v1::LAUNCH_STREAM;
     case engine::LaunchMode::kPdl: return v1::LAUNCH_PDL;
+    case engine::LaunchMode::kGraph: return v1::LAUNCH_GRAPH;
+    case engine::LaunchMode::kGraphPdl: return v1::LAUNCH_GRAPH_PDL;
   }
   return v1::LAUNCH_AUTO;
 }
@@ -185,6 +223,42 @@ v1::JobEvent EncodeTiming(const std::string& job_id, const engine::JobTiming& t)
   timing->set_stream(t.stream);
   timing->set_staging(t.staging);
   timing->set_launch(t.launch);
+  timing->set_graph(t.graph);
+  for (const engine::JobTiming::Step& step : t.steps) {
+    v1::StepTiming* st = timing->add_steps();
+    st->set_step(step.step);
+    st->set_ops(step.ops);
+    st->set_kernels(step.kernels);
+    st->set_device_us(step.device_us);
+  }
+  return event;
+}
+
+v1::JobEvent EncodePlan(const std::string& job_id, const engine::PlanDescription& plan) {
+  v1::JobEvent event;
+  event.set_job_id(job_id);
+  v1::Plan* out = event.mutable_plan();
+  for (size_t i = 0; i < plan.kernels.size(); ++i) {
+    const engine::KernelDescription& k = plan.kernels[i];
+    v1::PlannedKernel* pk = out->add_kernels();
+    pk->set_index(static_cast<int>(i));
+    pk->set_name(k.name);
+    pk->set_step(k.step);
+    pk->set_ops(k.ops);
+    pk->set_rows(k.rows);
+    pk->set_cols(k.cols);
+    pk->set_blocks(k.blocks);
+    pk->set_threads(k.threads);
+  }
+  for (const engine::EdgeDescription& e : plan.edges) {
+    v1::PlanEdge* pe = out->add_edges();
+    pe->set_from(e.from);
+    pe->set_to(e.to);
+    pe->set_kind(e.kind);
+    pe->set_reason(e.reason);
+  }
+  out->set_launch(plan.launch);
+  out->set_staging(plan.staging);
   return event;
 }
 
@@ -228,8 +302,8 @@ v1::DescribeResponse EncodeDescription(const engine::EngineDescription& d,
       v1::ParamInfo* param = op->add_params();
       param->set_name(std::string(p.name));
       param->set_type("number");
-      param->set_required(false);
-      param->set_default_value(absl::StrCat(p.default_value));
+      param->set_required(p.required);
+      if (!p.required) param->set_default_value(absl::StrCat(p.default_value));
       param->set_description(std::string(p.description));
     }
     for (engine::DType dtype : info.dtypes) op->add_dtypes(EncodeDType(dtype));
@@ -241,6 +315,13 @@ v1::DescribeResponse EncodeDescription(const engine::EngineDescription& d,
   limits->set_max_rank(d.limits.max_rank);
   for (engine::Staging s : d.stagings) response.add_stagings(EncodeStaging(s));
   for (engine::LaunchMode m : d.launch_modes) response.add_launch_modes(EncodeLaunchMode(m));
+  v1::GraphCacheStats* graphs = response.mutable_graph_cache();
+  graphs->set_hits(d.graph_cache.hits);
+  graphs->set_updates(d.graph_cache.updates);
+  graphs->set_misses(d.graph_cache.misses);
+  graphs->set_evictions(d.graph_cache.evictions);
+  graphs->set_entries(d.graph_cache.entries);
+  graphs->set_capacity(d.graph_cache.capacity);
   return response;
 }
 

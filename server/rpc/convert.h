@@ -21,6 +21,7 @@ v1::Staging EncodeStaging(engine::Staging staging);
 v1::LaunchMode EncodeLaunchMode(engine::LaunchMode mode);
 
 v1::JobEvent EncodeAccepted(const engine::AcceptedInfo& info);
+v1::JobEvent EncodePlan(const std::string& job_id, const engine::PlanDescription& plan);
 v1::JobEvent EncodeTiming(const std::string& job_id, const engine::JobTiming& timing);
 v1::JobEvent EncodeDone(const std::string& job_id, const absl::Status& status);
 v1::DescribeResponse EncodeDescription(const engine::EngineDescription& description,

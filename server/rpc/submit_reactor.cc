@@ -26,6 +26,11 @@ class EventStream final : public engine::JobSink {
     Push(std::move(lock), EncodeAccepted(info));
   }
 
+  void OnPlan(const engine::PlanDescription& plan) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    Push(std::move(lock), EncodePlan(job_id_, plan));
+  }
+
   bool OnChunk(int64_t offset, const char* data, int64_t size) override {
     v1::JobEvent event;
     std::unique_lock<std::mutex> lock(mu_);

@@ -23,6 +23,14 @@ class RecordingSink : public engine::JobSink {
     info_ = info;
   }
 
+  void OnPlan(const engine::PlanDescription& plan) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    EXPECT_TRUE(accepted_) << "plan before OnAccepted";
+    EXPECT_EQ(chunks_, 0) << "plan after a chunk";
+    plan_ = plan;
+    ++plans_;
+  }
+
   bool OnChunk(int64_t offset, const char* data, int64_t size) override {
     {
       std::unique_lock<std::mutex> lock(mu_);
@@ -79,6 +87,8 @@ class RecordingSink : public engine::JobSink {
   engine::JobTiming timing() const { std::lock_guard<std::mutex> l(mu_); return timing_; }
   bool has_timing() const { std::lock_guard<std::mutex> l(mu_); return has_timing_; }
   bool accepted() const { std::lock_guard<std::mutex> l(mu_); return accepted_; }
+  engine::PlanDescription plan() const { std::lock_guard<std::mutex> l(mu_); return plan_; }
+  int plans() const { std::lock_guard<std::mutex> l(mu_); return plans_; }
   int done_calls() const { std::lock_guard<std::mutex> l(mu_); return done_calls_; }
   int chunks() const { std::lock_guard<std::mutex> l(mu_); return chunks_; }
   int64_t max_chunk() const { std::lock_guard<std::mutex> l(mu_); return max_chunk_; }
@@ -93,6 +103,8 @@ class RecordingSink : public engine::JobSink {
   bool done_ = false;
   bool has_timing_ = false;
   int done_calls_ = 0;
+  int plans_ = 0;
+  engine::PlanDescription plan_;
   int chunks_ = 0;
   int64_t max_chunk_ = 0;
   engine::AcceptedInfo info_;

@@ -5,11 +5,14 @@
 #include <array>
 #include <chrono>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cuda/ops.h"
 #include "server/engine/chunking.h"
+#include "server/engine/cuda/graph_cache.h"
+#include "server/engine/cuda/step_launcher.h"
 
 namespace gpupipe::engine {
 namespace {
@@ -39,7 +42,26 @@ struct Lane {
   void* h_output = nullptr;  // pinned
   // Timing events: before H2D, after H2D, after the kernels, after D2H.
   std::array<cudaEvent_t, 4> events{};
+  // With JobSpec::profile: one event after each plan step (the step before the first is
+  // events[1], the end of the H2D copy).
+  std::vector<cudaEvent_t> step_events;
+  std::unique_ptr<GraphCache> graphs;
+
+  StepBuffers buffers() const {
+    StepBuffers b;
+    b.d_buffers[0] = d_buffers[0];
+    b.d_buffers[1] = d_buffers[1];
+    b.d_workspace = d_workspace;
+    b.workspace_bytes = workspace_bytes;
+    return b;
+  }
 };
+
+// `auto` launches: plain PDL until the planner benchmark (bench/results/planner-h200.md) says
+// otherwise.
+constexpr LaunchMode kAutoLaunch = LaunchMode::kPdl;
+// A plan has at most one step per op.
+constexpr int kMaxPlanSteps = 64;
 
 class CudaBackend final : public Backend {
  public:
@@ -48,7 +70,9 @@ class CudaBackend final : public Backend {
     for (auto& level : lanes_) {
       for (Lane& lane : level) {
         if (lane.stream) cudaStreamSynchronize(lane.stream);
+        lane.graphs.reset();
         for (cudaEvent_t e : lane.events) if (e) cudaEventDestroy(e);
+        for (cudaEvent_t e : lane.step_events) if (e) cudaEventDestroy(e);
         for (void* p : lane.d_buffers) if (p) cudaFree(p);
         if (lane.d_workspace) cudaFree(lane.d_workspace);
         if (lane.h_input) cudaFreeHost(lane.h_input);
@@ -95,33 +119,54 @@ class CudaBackend final : public Backend {
     return {Staging::kAuto, Staging::kDirect, Staging::kPipeline};
   }
   std::vector<LaunchMode> launch_modes() const override {
-    return {LaunchMode::kAuto, LaunchMode::kStream, LaunchMode::kPdl};
+    return {LaunchMode::kAuto, LaunchMode::kStream, LaunchMode::kPdl, LaunchMode::kGraph,
+            LaunchMode::kGraphPdl};
+  }
+
+  PlanDescription Describe(const JobSpec& spec, const Plan& plan) const override {
+    const kernels::cuda::LaunchConfig config = ConfigFor(spec, nullptr);
+    PlanDescription d = DescribePlan(plan, config);
+    d.launch = LaunchModeName(ResolveLaunch(spec.launch));
+    d.staging = StagingLabel(config);
+    return d;
+  }
+
+  GraphCacheStats graph_cache_stats() const override {
+    GraphCacheStats stats;
+    for (const auto& level : lanes_) {
+      for (const Lane& lane : level) lane.graphs->AddStats(&stats);
+    }
+    return stats;
   }
 
   absl::Status Run(const JobSpec& spec, const Plan& plan, const std::string& input,
                    Priority priority, int lane_index, const ChunkEmitter& emit,
                    JobTiming* timing) override {
     Lane& lane = lanes_[static_cast<int>(priority)][lane_index];
-    const int64_t itemsize = DTypeSize(spec.dtype);
-    if (plan.max_elements * itemsize > options_.max_input_bytes) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("the job needs ", plan.max_elements * itemsize,
-                       " bytes per buffer, over this server's ", options_.max_input_bytes));
+    if (plan.max_bytes > options_.max_input_bytes) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "the job needs ", plan.max_bytes, " bytes for an intermediate result, over this "
+          "server's buffers of ", options_.max_input_bytes, " bytes"));
     }
     GPUPIPE_CUDA_RETURN(cudaSetDevice(options_.device), "cudaSetDevice");
+    if (spec.profile && plan.steps.size() > static_cast<size_t>(kMaxPlanSteps)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("options.profile: at most ", kMaxPlanSteps, " plan steps can be profiled"));
+    }
+    std::vector<int> step_kernels(plan.steps.size(), 0);
 
-    kernels::cuda::LaunchConfig config;
-    config.stream = lane.stream;
-    config.staging = spec.staging == Staging::kDirect ? kernels::cuda::Staging::kDirect
-                                                      : kernels::cuda::Staging::kPipeline;
-    config.stages = spec.stages > 0 ? spec.stages : options_.default_stages;
-    config.pdl = spec.launch != LaunchMode::kStream;
-    config.multiprocessors = device_.multiprocessors;
+    const LaunchMode launch = ResolveLaunch(spec.launch);
+    const kernels::cuda::LaunchConfig config = ConfigFor(spec, lane.stream);
+    const bool use_graph =
+        !spec.profile && (launch == LaunchMode::kGraph || launch == LaunchMode::kGraphPdl);
     timing->stream = LaneName(priority, lane_index);
-    timing->staging = config.staging == kernels::cuda::Staging::kDirect
-                          ? "direct"
-                          : absl::StrCat("pipeline(stages=", config.stages, ")");
-    timing->launch = config.pdl ? "pdl" : "stream";
+    timing->staging = StagingLabel(config);
+    timing->launch = LaunchModeName(launch);
+    if (spec.profile && launch != LaunchMode::kStream && launch != LaunchMode::kPdl) {
+      // Events between steps cannot be read back from inside a graph replay.
+      timing->launch = absl::StrCat(LaunchModeName(launch), " (profiled as ",
+                                    config.pdl ? "pdl" : "stream", ")");
+    }
 
     // Pageable request bytes go through the lane's pinned buffer: one host copy buys a DMA at
     // full PCIe speed instead of the driver's slower staged pageable path.
@@ -132,37 +177,37 @@ class CudaBackend final : public Backend {
                         "copying the input to the device");
     GPUPIPE_CUDA_RETURN(cudaEventRecord(lane.events[1], lane.stream), "cudaEventRecord");
 
-    int src = 0;
+    const StepBuffers buffers = lane.buffers();
     int kernel_count = 0;
-    for (const PlanStep& step : plan.steps) {
-      const auto* d_in = static_cast<const float*>(lane.d_buffers[src]);
-      auto* d_out = static_cast<float*>(lane.d_buffers[1 - src]);
-      int launched = 0;
-      cudaError_t err = cudaSuccess;
-      switch (step.kind) {
-        case StepKind::kElementwise:
-          err = kernels::cuda::Elementwise(d_in, d_out, step.input_elements(), step.program,
-                                           config, &launched);
-          break;
-        case StepKind::kRowSum:
-          err = kernels::cuda::RowSum(d_in, d_out, step.rows, step.cols, step.program,
-                                      lane.d_workspace, lane.workspace_bytes, config, &launched);
-          break;
-        case StepKind::kRowSoftmax:
-          err = kernels::cuda::RowSoftmax(d_in, d_out, step.rows, step.cols, step.program,
-                                          lane.d_workspace, lane.workspace_bytes, config,
-                                          &launched);
-          break;
+    if (use_graph) {
+      absl::StatusOr<GraphCache::Lookup> graph = lane.graphs->Get(
+          PlanTopologyKey(plan, config), PlanParamsKey(plan), lane.stream,
+          [&] { return LaunchPlan(plan, buffers, config, &kernel_count); });
+      if (!graph.ok()) return Abort(lane, graph.status());
+      if (graph->outcome == GraphCache::Outcome::kHit) {
+        kernel_count = static_cast<int>(DescribePlan(plan, config).kernels.size());
       }
-      if (err != cudaSuccess) {
-        cudaStreamSynchronize(lane.stream);
-        return CudaError(err, absl::StrCat("launching ", StepKindName(step.kind), " (", step.ops, ")"));
+      timing->graph = GraphOutcomeName(graph->outcome);
+      GPUPIPE_CUDA_RETURN(cudaGraphLaunch(graph->exec, lane.stream), "cudaGraphLaunch");
+    } else {
+      for (size_t i = 0; i < plan.steps.size(); ++i) {
+        const int before = kernel_count;
+        if (cudaError_t err = LaunchStep(plan, i, buffers, config, &kernel_count);
+            err != cudaSuccess) {
+          return Abort(lane, CudaError(err, absl::StrCat("launching ",
+                                                         StepKindName(plan.steps[i].kind), " (",
+                                                         plan.steps[i].ops, ")")));
+        }
+        if (spec.profile) {
+          GPUPIPE_CUDA_RETURN(cudaEventRecord(lane.step_events[i], lane.stream),
+                              "cudaEventRecord");
+          step_kernels[i] = kernel_count - before;
+        }
       }
-      kernel_count += launched;
-      src = 1 - src;
     }
+    const int src = static_cast<int>(plan.steps.size() % 2);
     GPUPIPE_CUDA_RETURN(cudaEventRecord(lane.events[2], lane.stream), "cudaEventRecord");
-    const int64_t output_bytes = plan.output_elements * itemsize;
+    const int64_t output_bytes = plan.output_elements * DTypeSize(plan.output_dtype);
     GPUPIPE_CUDA_RETURN(cudaMemcpyAsync(lane.h_output, lane.d_buffers[src], output_bytes,
                                         cudaMemcpyDeviceToHost, lane.stream),
                         "copying the output to the host");
@@ -178,6 +223,16 @@ class CudaBackend final : public Backend {
     GPUPIPE_CUDA_RETURN(cudaEventElapsedTime(&ms, lane.events[2], lane.events[3]), "timing");
     timing->d2h_us = ms * 1000.0;
     timing->kernels = kernel_count;
+    if (spec.profile) {
+      for (size_t i = 0; i < plan.steps.size(); ++i) {
+        GPUPIPE_CUDA_RETURN(cudaEventElapsedTime(&ms, i == 0 ? lane.events[1]
+                                                             : lane.step_events[i - 1],
+                                                 lane.step_events[i]),
+                            "timing");
+        timing->steps.push_back({static_cast<int>(i), plan.steps[i].ops, step_kernels[i],
+                                 ms * 1000.0});
+      }
+    }
     timing->output_ready = std::chrono::steady_clock::now();
 
     if (!EmitInChunks(static_cast<const char*>(lane.h_output), output_bytes,
@@ -189,6 +244,36 @@ class CudaBackend final : public Backend {
 
  private:
   explicit CudaBackend(const CudaBackendOptions& options) : options_(options) {}
+
+  // The launch mode `auto` stands for.
+  static LaunchMode ResolveLaunch(LaunchMode mode) {
+    return mode == LaunchMode::kAuto ? kAutoLaunch : mode;
+  }
+
+  kernels::cuda::LaunchConfig ConfigFor(const JobSpec& spec, cudaStream_t stream) const {
+    kernels::cuda::LaunchConfig config;
+    config.stream = stream;
+    config.staging = spec.staging == Staging::kDirect ? kernels::cuda::Staging::kDirect
+                                                      : kernels::cuda::Staging::kPipeline;
+    config.stages = spec.stages > 0 ? spec.stages : options_.default_stages;
+    const LaunchMode launch = ResolveLaunch(spec.launch);
+    config.pdl = launch == LaunchMode::kPdl || launch == LaunchMode::kGraphPdl;
+    config.multiprocessors = device_.multiprocessors;
+    return config;
+  }
+
+  static std::string StagingLabel(const kernels::cuda::LaunchConfig& config) {
+    return config.staging == kernels::cuda::Staging::kDirect
+               ? "direct"
+               : absl::StrCat("pipeline(stages=", config.stages, ")");
+  }
+
+  // A failed job leaves no work behind that could touch the lane's buffers under the next job.
+  static absl::Status Abort(Lane& lane, absl::Status status) {
+    cudaStreamSynchronize(lane.stream);
+    cudaGetLastError();
+    return status;
+  }
 
   absl::Status Init() {
     GPUPIPE_CUDA_RETURN(cudaSetDevice(options_.device), "cudaSetDevice");
@@ -236,6 +321,11 @@ class CudaBackend final : public Backend {
         for (cudaEvent_t& e : lane.events) {
           GPUPIPE_CUDA_RETURN(cudaEventCreateWithFlags(&e, cudaEventDefault), "cudaEventCreate");
         }
+        lane.step_events.resize(kMaxPlanSteps);
+        for (cudaEvent_t& e : lane.step_events) {
+          GPUPIPE_CUDA_RETURN(cudaEventCreateWithFlags(&e, cudaEventDefault), "cudaEventCreate");
+        }
+        lane.graphs = std::make_unique<GraphCache>(options_.graph_cache_capacity);
       }
     }
     // The pool covers every device level, also those no API level maps to yet.
@@ -270,8 +360,19 @@ class CudaBackend final : public Backend {
           config.stages = options_.default_stages;
           config.multiprocessors = device_.multiprocessors;
           GPUPIPE_CUDA_RETURN(kernels::cuda::Elementwise(d_a, d_b, 4096, program, config), "warm-up");
-          GPUPIPE_CUDA_RETURN(kernels::cuda::RowSum(d_a, d_b, 4, 1024, program, lane.d_workspace,
-                                                    lane.workspace_bytes, config),
+          GPUPIPE_CUDA_RETURN(kernels::cuda::RowReduce(d_a, d_b, 4, 1024,
+                                                       kernels::RowReduceKind::kSum, program,
+                                                       lane.d_workspace, lane.workspace_bytes,
+                                                       config),
+                              "warm-up");
+          GPUPIPE_CUDA_RETURN(kernels::cuda::RowArgmax(d_a, reinterpret_cast<int64_t*>(d_b), 4,
+                                                       1024, program, lane.d_workspace,
+                                                       lane.workspace_bytes, config),
+                              "warm-up");
+          GPUPIPE_CUDA_RETURN(kernels::cuda::RowNormalize(d_a, d_b, 4, 1024,
+                                                          kernels::RowNormalizeKind::kStandardize,
+                                                          program, lane.d_workspace,
+                                                          lane.workspace_bytes, config),
                               "warm-up");
           GPUPIPE_CUDA_RETURN(kernels::cuda::RowSoftmax(d_a, d_b, 4, 1024, program,
                                                         lane.d_workspace, lane.workspace_bytes,

@@ -23,6 +23,8 @@ struct CudaBackendOptions {
   int64_t max_input_bytes = int64_t{64} << 20;
   int64_t max_chunk_bytes = (int64_t{1} << 20) - 4096;
   int default_stages = 2;
+  // Instantiated CUDA graphs kept per lane (least recently used evicted first).
+  int graph_cache_capacity = 32;
 };
 
 // Fails with UNAVAILABLE when no usable device exists (no driver, no device, ordinal out of

@@ -7,6 +7,7 @@
 #include "server/engine/cpu_backend.h"
 #include "server/engine/cuda/cuda_backend.h"
 #include "server/engine/engine.h"
+#include "server/engine/op_catalog.h"
 #include "tests/testing/random_tensor.h"
 #include "tests/testing/recording_sink.h"
 
@@ -61,6 +62,18 @@ Engine* CudaBackendTest::cuda_ = nullptr;
 Engine* CudaBackendTest::cpu_ = nullptr;
 std::string* CudaBackendTest::skip_reason_ = nullptr;
 
+// An op with its parameter: scale(alpha), add(value), clamp(lo, hi), pow(p).
+OpSpec Op(OpKind kind, double a, double b = 0, double p = 1) {
+  OpSpec op{kind};
+  op.alpha = a;
+  op.value = b;
+  op.lo = a;
+  op.hi = b;
+  op.p = p;
+  if (kind == OpKind::kAdd) op.alpha = 1;
+  return op;
+}
+
 struct PipelineCase {
   const char* name;
   std::vector<OpSpec> ops;
@@ -77,7 +90,35 @@ std::vector<PipelineCase> Pipelines() {
       {"affine|relu|softmax", {{OpKind::kAffine, 2, 1}, {OpKind::kRelu}, {OpKind::kSoftmax}}, false},
       {"softmax|affine", {{OpKind::kSoftmax}, {OpKind::kAffine, 3, 0}}, false},
       {"sum|relu|sum", {{OpKind::kSum}, {OpKind::kRelu}, {OpKind::kSum}}, false},
+      {"scale|add|clamp|abs|sqrt", {Op(OpKind::kScale, 3), Op(OpKind::kAdd, 0, -1),
+                                    Op(OpKind::kClamp, -2, 5), {OpKind::kAbs}, {OpKind::kSqrt}},
+       true},
+      {"abs|add|log|sigmoid|tanh|exp|pow", {{OpKind::kAbs}, Op(OpKind::kAdd, 0, 1), {OpKind::kLog},
+                                            {OpKind::kSigmoid}, {OpKind::kTanh}, {OpKind::kExp},
+                                            Op(OpKind::kPow, 0, 0, 1.5)},
+       false},
+      {"min", {{OpKind::kMin}}, true},
+      {"max", {{OpKind::kMax}}, true},
+      {"mean", {{OpKind::kMean}}, false},
+      {"norm2", {{OpKind::kNorm2}}, false},
+      {"abs|argmax", {{OpKind::kAbs}, {OpKind::kArgmax}}, true},
+      {"l2normalize", {{OpKind::kL2Normalize}}, false},
+      {"standardize", {{OpKind::kStandardize}}, false},
+      {"standardize|norm2", {{OpKind::kStandardize}, {OpKind::kNorm2}}, false},
   };
+}
+
+// Whether every row op of the pipeline still has an axis to work along.
+bool ValidFor(const PipelineCase& pc, const std::vector<int64_t>& shape) {
+  size_t rank = shape.size();
+  for (const OpSpec& op : pc.ops) {
+    const OpClass op_class = GetOpInfo(op.kind).op_class;
+    if (op_class != OpClass::kElementwise) {
+      if (rank == 0) return false;
+      if (op_class == OpClass::kRowReduction) --rank;
+    }
+  }
+  return true;
 }
 
 std::vector<std::vector<int64_t>> Shapes() {
@@ -92,6 +133,7 @@ void ExpectClose(const std::vector<float>& got, const std::vector<float>& want, 
                  int64_t reduced, const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
   for (size_t i = 0; i < got.size(); ++i) {
+    if (std::isnan(got[i]) && std::isnan(want[i])) continue;
     if (exact) {
       ASSERT_EQ(std::memcmp(&got[i], &want[i], 4), 0)
           << what << " element " << i << ": " << got[i] << " vs " << want[i];
@@ -113,15 +155,7 @@ TEST_F(CudaBackendTest, MatchesTheCpuReferenceForEveryPipelineAndShape) {
       JobSpec spec;
       spec.shape = shape;
       spec.ops = pc.ops;
-      bool rank_ok = true;
-      size_t rank = shape.size();
-      for (const OpSpec& op : pc.ops) {
-        if (op.kind == OpKind::kSum || op.kind == OpKind::kSoftmax) {
-          if (rank == 0) rank_ok = false;
-          if (op.kind == OpKind::kSum) --rank;
-        }
-      }
-      if (!rank_ok) continue;
+      if (!ValidFor(pc, shape)) continue;
       int64_t count = 1;
       for (int64_t d : shape) count *= d;
       std::vector<float> x = gpupipe::testing::RandomFloats(count, seed + n++);
@@ -138,8 +172,12 @@ TEST_F(CudaBackendTest, MatchesTheCpuReferenceForEveryPipelineAndShape) {
           auto got = Run(cuda_, spec, x);
           ASSERT_TRUE(got->status().ok()) << what << ": " << got->status();
           EXPECT_EQ(got->info().output_shape, want->info().output_shape) << what;
-          ExpectClose(AsFloats(got->output()), AsFloats(want->output()), pc.exact,
-                      count / static_cast<int64_t>(AsFloats(want->output()).size()), what);
+          if (want->info().output_dtype == DType::kInt64) {
+            EXPECT_TRUE(got->output() == want->output()) << what << ": indices differ";
+          } else {
+            ExpectClose(AsFloats(got->output()), AsFloats(want->output()), pc.exact,
+                        count / static_cast<int64_t>(AsFloats(want->output()).size()), what);
+          }
           EXPECT_GT(got->timing().kernels, 0) << what;
           EXPECT_GE(got->timing().compute_us, 0.0) << what;
         }
@@ -184,6 +222,156 @@ TEST_F(CudaBackendTest, ConcurrentJobsOfAllPrioritiesGetTheRightResults) {
       ASSERT_EQ(y[k], r < 0 ? 0.0f : r) << k;
     }
   }
+}
+
+}  // namespace
+}  // namespace gpupipe::engine
+
+namespace gpupipe::engine {
+namespace {
+
+// A fresh engine per test with one lane per level, so that repeated jobs of one priority meet
+// the same lane's graph cache.
+class CudaLaunchModesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    CudaBackendOptions options;
+    options.max_input_bytes = 16 << 20;
+    options.lanes_per_level = 1;
+    options.graph_cache_capacity = 2;
+    absl::StatusOr<std::unique_ptr<Backend>> backend = CreateCudaBackend(options);
+    if (!backend.ok()) GTEST_SKIP() << "no usable CUDA device: " << backend.status();
+    EngineOptions engine_options;
+    engine_options.limits.max_input_bytes = options.max_input_bytes;
+    engine_ = Engine::Create(*std::move(backend), engine_options);
+  }
+
+  std::shared_ptr<RecordingSink> Run(JobSpec spec, const std::vector<float>& x) {
+    auto sink = std::make_shared<RecordingSink>();
+    std::string input = AsBytes(x);
+    absl::Status s = engine_->Submit(spec, input, sink);
+    EXPECT_TRUE(s.ok()) << s;
+    if (s.ok()) EXPECT_TRUE(sink->WaitDone(std::chrono::seconds(60)));
+    EXPECT_TRUE(sink->status().ok()) << sink->status();
+    return sink;
+  }
+
+  std::unique_ptr<Engine> engine_;
+};
+
+TEST_F(CudaLaunchModesTest, EveryLaunchModeAndStagingGivesIdenticalBytes) {
+  const uint64_t seed = gpupipe::testing::FreshSeed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  int n = 0;
+  for (const PipelineCase& pc : Pipelines()) {
+    for (std::vector<int64_t> shape : {std::vector<int64_t>{(1 << 20) + 3}, {64, 4097}, {1000, 33},
+                                       {2, 3, 7}}) {
+      JobSpec spec;
+      spec.shape = shape;
+      spec.ops = pc.ops;
+      if (!ValidFor(pc, shape)) continue;
+      int64_t count = 1;
+      for (int64_t d : shape) count *= d;
+      std::vector<float> x = gpupipe::testing::RandomFloats(count, seed + n++);
+      spec.launch = LaunchMode::kStream;
+      spec.staging = Staging::kDirect;
+      const std::string reference = Run(spec, x)->output();
+      for (LaunchMode launch : {LaunchMode::kStream, LaunchMode::kPdl, LaunchMode::kGraph,
+                                LaunchMode::kGraphPdl}) {
+        for (Staging staging : {Staging::kDirect, Staging::kPipeline}) {
+          for (int stages : {1, 4}) {
+            spec.launch = launch;
+            spec.staging = staging;
+            spec.stages = stages;
+            const std::string what = std::string(pc.name) + " on " + ShapeString(shape) + " " +
+                                     LaunchModeName(launch) + "/" + StagingName(staging) +
+                                     " stages " + std::to_string(stages);
+            auto got = Run(spec, x);
+            EXPECT_TRUE(got->output() == reference) << what << " differs from stream/direct";
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_F(CudaLaunchModesTest, GraphCacheHitsUpdatesAndNeverReplaysAStaleGraph) {
+  const uint64_t seed = gpupipe::testing::FreshSeed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::vector<float> x = gpupipe::testing::RandomFloats(300 * 500, seed);
+  JobSpec spec;
+  spec.shape = {300, 500};
+  spec.ops = {{OpKind::kAffine, 2, 1}, {OpKind::kRelu}, {OpKind::kSoftmax}};
+  spec.launch = LaunchMode::kGraphPdl;
+  spec.priority = Priority::kHigh;
+
+  auto stream_result = [&](JobSpec s, const std::vector<float>& in) {
+    s.launch = LaunchMode::kPdl;
+    return Run(s, in)->output();
+  };
+
+  auto first = Run(spec, x);
+  EXPECT_EQ(first->timing().graph, "miss");
+  auto second = Run(spec, x);
+  EXPECT_EQ(second->timing().graph, "hit");
+  EXPECT_EQ(second->output(), first->output());
+  EXPECT_EQ(second->timing().kernels, first->timing().kernels);
+
+  // New parameters, same topology: updated in place, and the result uses the new alpha.
+  JobSpec changed = spec;
+  changed.ops[0].alpha = -3;
+  auto updated = Run(changed, x);
+  EXPECT_EQ(updated->timing().graph, "update");
+  EXPECT_EQ(updated->output(), stream_result(changed, x));
+  EXPECT_NE(updated->output(), first->output());
+
+  // New data through a cached graph: the graph reads the lane's buffers, not stale inputs.
+  std::vector<float> y = gpupipe::testing::RandomFloats(300 * 500, seed + 1);
+  auto fresh = Run(changed, y);
+  EXPECT_EQ(fresh->timing().graph, "hit");
+  EXPECT_EQ(fresh->output(), stream_result(changed, y));
+
+  // A new shape is a new graph.
+  JobSpec reshaped = spec;
+  reshaped.shape = {500, 300};
+  auto other = Run(reshaped, x);
+  EXPECT_EQ(other->timing().graph, "miss");
+  EXPECT_EQ(other->output(), stream_result(reshaped, x));
+
+  // Capacity 2: a third topology evicts the least recently used (300 x 500).
+  JobSpec third = spec;
+  third.shape = {150, 1000};
+  EXPECT_EQ(Run(third, x)->timing().graph, "miss");
+  EXPECT_EQ(Run(spec, x)->timing().graph, "miss");
+
+  const GraphCacheStats stats = engine_->Describe().graph_cache;
+  EXPECT_EQ(stats.hits, 2);
+  EXPECT_EQ(stats.updates, 1);
+  EXPECT_EQ(stats.misses, 4);
+  EXPECT_GE(stats.evictions, 1);
+}
+
+TEST_F(CudaLaunchModesTest, ProfileTimesEveryStepAndExplainMatchesTheLaunches) {
+  const uint64_t seed = gpupipe::testing::FreshSeed();
+  std::vector<float> x = gpupipe::testing::RandomFloats(4 * (1 << 20), seed);
+  JobSpec spec;
+  spec.shape = {4, 1 << 20};
+  spec.ops = {{OpKind::kAffine, 2, 1}, {OpKind::kSoftmax}, {OpKind::kRelu}, {OpKind::kSum}};
+  spec.profile = true;
+  spec.explain = true;
+  spec.launch = LaunchMode::kPdl;
+  auto sink = Run(spec, x);
+  const JobTiming t = sink->timing();
+  ASSERT_EQ(t.steps.size(), 2u);
+  int kernels = 0;
+  for (const auto& step : t.steps) {
+    EXPECT_GT(step.device_us, 0.0);
+    kernels += step.kernels;
+  }
+  EXPECT_EQ(kernels, t.kernels);
+  EXPECT_EQ(static_cast<int>(sink->plan().kernels.size()), t.kernels);
+  EXPECT_EQ(sink->plan().edges.size(), sink->plan().kernels.size() - 1);
+  for (const auto& edge : sink->plan().edges) EXPECT_EQ(edge.kind, "pdl");
 }
 
 }  // namespace

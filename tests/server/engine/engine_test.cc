@@ -235,3 +235,75 @@ TEST(Engine, DescribeListsTheBackendAndLevels) {
 
 }  // namespace
 }  // namespace gpupipe::engine
+
+namespace gpupipe::engine {
+namespace {
+
+TEST(EngineExplain, DryRunReportsThePlanAndRunsNothing) {
+  auto engine = MakeEngine();
+  auto sink = std::make_shared<RecordingSink>();
+  JobSpec spec = Spec({4, 8}, {{OpKind::kAffine, 2, 1}, {OpKind::kRelu}, {OpKind::kSoftmax},
+                               {OpKind::kSum}});
+  spec.dry_run = true;
+  std::string input = AsBytes(std::vector<float>(32, 1.0f));
+  ASSERT_TRUE(engine->Submit(spec, input, sink).ok());
+  ASSERT_TRUE(sink->WaitDone());
+  EXPECT_TRUE(sink->status().ok());
+  EXPECT_EQ(sink->plans(), 1);
+  EXPECT_EQ(sink->chunks(), 0);
+  EXPECT_FALSE(sink->has_timing());
+  const PlanDescription plan = sink->plan();
+  ASSERT_EQ(plan.kernels.size(), 2u);
+  EXPECT_EQ(plan.kernels[0].ops, "affine+relu+softmax");
+  EXPECT_EQ(plan.kernels[1].ops, "sum");
+  ASSERT_EQ(plan.edges.size(), 1u);
+  EXPECT_EQ(plan.edges[0].from, 0);
+  EXPECT_EQ(plan.edges[0].to, 1);
+  EXPECT_EQ(sink->info().output_shape, (std::vector<int64_t>{4}));
+}
+
+TEST(EngineExplain, ExplainSendsThePlanBeforeTheResult) {
+  auto engine = MakeEngine();
+  auto sink = std::make_shared<RecordingSink>();
+  JobSpec spec = Spec({3}, {{OpKind::kRelu}});
+  spec.explain = true;
+  std::string input = AsBytes({-1, 0, 1});
+  ASSERT_TRUE(engine->Submit(spec, input, sink).ok());
+  ASSERT_TRUE(sink->WaitDone());
+  EXPECT_TRUE(sink->status().ok());
+  EXPECT_EQ(sink->plans(), 1);
+  EXPECT_EQ(AsFloats(sink->output()), (std::vector<float>{0, 0, 1}));
+}
+
+TEST(EngineExplain, ProfileTimesEveryStep) {
+  auto engine = MakeEngine();
+  auto sink = std::make_shared<RecordingSink>();
+  JobSpec spec = Spec({2, 3}, {{OpKind::kSoftmax}, {OpKind::kAffine, 2, 0}, {OpKind::kSum}});
+  spec.profile = true;
+  std::string input = AsBytes({1, 2, 3, 4, 5, 6});
+  ASSERT_TRUE(engine->Submit(spec, input, sink).ok());
+  ASSERT_TRUE(sink->WaitDone());
+  ASSERT_TRUE(sink->has_timing());
+  ASSERT_EQ(sink->timing().steps.size(), 2u);
+  EXPECT_EQ(sink->timing().steps[0].ops, "softmax");
+  EXPECT_EQ(sink->timing().steps[1].ops, "affine+sum");
+}
+
+TEST(EngineExplain, TheCpuBackendRejectsLaunchModesItCannotHonour) {
+  auto engine = MakeEngine();
+  auto sink = std::make_shared<RecordingSink>();
+  JobSpec spec = Spec({3}, {{OpKind::kRelu}});
+  spec.launch = LaunchMode::kGraph;
+  std::string input = AsBytes({-1, 0, 1});
+  absl::Status s = engine->Submit(spec, input, sink);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "options.launch: graph is not supported by the cpu backend (supported: auto)");
+  spec.launch = LaunchMode::kAuto;
+  spec.staging = Staging::kPipeline;
+  s = engine->Submit(spec, input, sink);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("options.staging: pipeline"), std::string::npos) << s;
+}
+
+}  // namespace
+}  // namespace gpupipe::engine

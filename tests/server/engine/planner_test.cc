@@ -41,16 +41,16 @@ TEST(Planner, ReductionRemovesTheLastAxis) {
       PlanJob(Spec({2, 3, 5}, {{OpKind::kSum}, {OpKind::kRelu}, {OpKind::kSum}}));
   ASSERT_TRUE(plan.ok());
   ASSERT_EQ(plan->steps.size(), 2u);
-  EXPECT_EQ(plan->steps[0].kind, StepKind::kRowSum);
+  EXPECT_EQ(plan->steps[0].kind, StepKind::kRowReduce);
   EXPECT_EQ(plan->steps[0].rows, 6);
   EXPECT_EQ(plan->steps[0].cols, 5);
-  EXPECT_EQ(plan->steps[1].kind, StepKind::kRowSum);
+  EXPECT_EQ(plan->steps[1].kind, StepKind::kRowReduce);
   EXPECT_EQ(plan->steps[1].program.count, 1);  // relu as the prologue
   EXPECT_EQ(plan->steps[1].rows, 2);
   EXPECT_EQ(plan->steps[1].cols, 3);
   EXPECT_EQ(plan->output_shape, (std::vector<int64_t>{2}));
   EXPECT_EQ(plan->output_elements, 2);
-  EXPECT_EQ(plan->max_elements, 30);
+  EXPECT_EQ(plan->max_bytes, 30 * 4);
 }
 
 TEST(Planner, OneDimensionalSumGivesAScalar) {
@@ -59,6 +59,43 @@ TEST(Planner, OneDimensionalSumGivesAScalar) {
   EXPECT_TRUE(plan->output_shape.empty());
   EXPECT_EQ(plan->output_elements, 1);
   EXPECT_EQ(plan->steps[0].rows, 1);
+}
+
+TEST(Planner, ArgmaxEndsInInt64Indices) {
+  absl::StatusOr<Plan> plan = PlanJob(Spec({1000, 1}, {{OpKind::kAbs}, {OpKind::kArgmax}}));
+  ASSERT_TRUE(plan.ok());
+  ASSERT_EQ(plan->steps.size(), 1u);
+  EXPECT_EQ(plan->steps[0].kind, StepKind::kRowArgmax);
+  EXPECT_EQ(plan->output_dtype, DType::kInt64);
+  EXPECT_EQ(plan->output_shape, (std::vector<int64_t>{1000}));
+  EXPECT_EQ(plan->max_bytes, 8000) << "1000 indices of 8 bytes outgrow the 4000-byte input";
+}
+
+TEST(Planner, ReductionKindsAndNormalizations) {
+  absl::StatusOr<Plan> plan = PlanJob(Spec({4, 5}, {{OpKind::kStandardize}, {OpKind::kNorm2}}));
+  ASSERT_TRUE(plan.ok());
+  ASSERT_EQ(plan->steps.size(), 2u);
+  EXPECT_EQ(plan->steps[0].kind, StepKind::kRowNormalize);
+  EXPECT_EQ(plan->steps[0].normalize, kernels::RowNormalizeKind::kStandardize);
+  EXPECT_EQ(plan->steps[1].kind, StepKind::kRowReduce);
+  EXPECT_EQ(plan->steps[1].reduce, kernels::RowReduceKind::kNorm2);
+}
+
+TEST(Planner, ScaleAndAddAreAffineInstructions) {
+  OpSpec scale{OpKind::kScale};
+  scale.alpha = 3;
+  OpSpec add{OpKind::kAdd};
+  add.value = 2;
+  absl::StatusOr<Plan> plan = PlanJob(Spec({2}, {scale, add}));
+  ASSERT_TRUE(plan.ok());
+  const kernels::EwProgram& p = plan->steps[0].program;
+  ASSERT_EQ(p.count, 2);
+  EXPECT_EQ(p.instrs[0].op, kernels::EwOpcode::kAffine);
+  EXPECT_EQ(p.instrs[0].a, 3.0f);
+  EXPECT_EQ(p.instrs[0].b, 0.0f);
+  EXPECT_EQ(p.instrs[1].op, kernels::EwOpcode::kAffine);
+  EXPECT_EQ(p.instrs[1].a, 1.0f);
+  EXPECT_EQ(p.instrs[1].b, 2.0f);
 }
 
 TEST(Planner, SplitsRunsLongerThanOneProgram) {

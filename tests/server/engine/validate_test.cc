@@ -107,6 +107,23 @@ TEST(ValidateJob, RejectsRowOpOnScalar) {
   EXPECT_NE(s.message().find("ops[1] (softmax)"), std::string::npos) << s;
 }
 
+TEST(ValidateJob, NothingRunsOnArgmaxIndices) {
+  JobSpec spec = ValidSpec();
+  spec.ops = {{OpKind::kArgmax}, {OpKind::kRelu}};
+  absl::Status s = ValidateJob(spec, kValidBytes, Limits{});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("ops[1] (relu): dtype int64 is not supported"), std::string::npos) << s;
+}
+
+TEST(ValidateJob, ClampBoundsMayBeInfiniteButNotNan) {
+  JobSpec spec = ValidSpec();
+  spec.ops = {{OpKind::kClamp}};
+  EXPECT_TRUE(ValidateJob(spec, kValidBytes, Limits{}).ok());
+  spec.ops[0].hi = std::nan("");
+  absl::Status s = ValidateJob(spec, kValidBytes, Limits{});
+  EXPECT_NE(s.message().find("ops[0] (clamp).hi"), std::string::npos) << s;
+}
+
 TEST(ValidateJob, RejectsStagesOutOfRange) {
   JobSpec spec = ValidSpec();
   spec.stages = 9;

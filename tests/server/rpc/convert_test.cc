@@ -42,7 +42,7 @@ TEST(DecodeJobSpec, RejectsAnOpWithNoKind) {
   absl::Status s = DecodeJobSpec(request).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("ops[3]: no op kind is set"), std::string::npos) << s;
-  EXPECT_NE(s.message().find("affine, relu, sum, softmax"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("this server knows: affine, scale, add, relu"), std::string::npos) << s;
 }
 
 TEST(DecodeJobSpec, RejectsAnOpKindFromANewerClient) {
@@ -89,6 +89,36 @@ TEST(EncodeDone, CarriesCodeAndMessage) {
   EXPECT_EQ(e.job_id(), "j1");
   EXPECT_EQ(e.done().code(), 1);
   EXPECT_EQ(e.done().message(), "gone");
+}
+
+}  // namespace
+}  // namespace gpupipe::rpc
+
+namespace gpupipe::rpc {
+namespace {
+
+TEST(DecodeJobSpec, DecodesEveryElementwiseOpWithItsDefaults) {
+  v1::SubmitRequest request = ValidRequest();
+  request.clear_ops();
+  request.add_ops()->mutable_scale()->set_alpha(3);
+  request.add_ops()->mutable_add();
+  request.add_ops()->mutable_clamp()->set_hi(2);
+  request.add_ops()->mutable_pow()->set_p(0.5);
+  absl::StatusOr<engine::JobSpec> spec = DecodeJobSpec(request);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->ops[0].alpha, 3);
+  EXPECT_EQ(spec->ops[1].value, 0);
+  EXPECT_EQ(spec->ops[2].lo, -std::numeric_limits<double>::infinity());
+  EXPECT_EQ(spec->ops[2].hi, 2);
+  EXPECT_EQ(spec->ops[3].p, 0.5);
+}
+
+TEST(DecodeJobSpec, PowWithoutItsExponentIsRejected) {
+  v1::SubmitRequest request = ValidRequest();
+  request.add_ops()->mutable_pow();
+  absl::Status s = DecodeJobSpec(request).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "ops[3] (pow).p: is required");
 }
 
 }  // namespace

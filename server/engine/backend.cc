@@ -1,0 +1,39 @@
+#include "server/engine/backend.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace gpupipe::engine {
+namespace {
+
+template <typename T>
+bool Contains(const std::vector<T>& values, T value) {
+  return std::find(values.begin(), values.end(), value) != values.end();
+}
+
+template <typename T, typename NameFn>
+std::string Names(const std::vector<T>& values, NameFn name) {
+  std::vector<std::string> names;
+  for (T v : values) names.push_back(name(v));
+  return absl::StrJoin(names, ", ");
+}
+
+}  // namespace
+
+absl::Status Backend::CheckOptions(const JobSpec& spec) const {
+  if (!Contains(stagings(), spec.staging)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "options.staging: ", StagingName(spec.staging), " is not supported by the ", name(),
+        " backend (supported: ", Names(stagings(), StagingName), ")"));
+  }
+  if (!Contains(launch_modes(), spec.launch)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "options.launch: ", LaunchModeName(spec.launch), " is not supported by the ", name(),
+        " backend (supported: ", Names(launch_modes(), LaunchModeName), ")"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace gpupipe::engine

@@ -1,0 +1,123 @@
+#include "server/engine/cuda/step_launcher.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace gpupipe::engine {
+namespace {
+
+namespace kc = kernels::cuda;
+
+std::vector<kc::KernelLaunchInfo> StepKernels(const PlanStep& step, const kc::LaunchConfig& config) {
+  switch (step.kind) {
+    case StepKind::kElementwise:
+      return kc::DescribeElementwise(step.input_elements(), config);
+    case StepKind::kRowReduce:
+      return kc::DescribeRowReduce(step.rows, step.cols, step.reduce, config);
+    case StepKind::kRowArgmax:
+      return kc::DescribeRowArgmax(step.rows, step.cols, config);
+    case StepKind::kRowSoftmax:
+      return kc::DescribeRowSoftmax(step.rows, step.cols, config);
+    case StepKind::kRowNormalize:
+      return kc::DescribeRowNormalize(step.rows, step.cols, step.normalize, config);
+  }
+  return {};
+}
+
+// Why a kernel waits for the one before it inside one step, by what the kernel does.
+const char* InStepReason(const std::string& name) {
+  auto ends_with = [&](const char* suffix) {
+    const std::string s(suffix);
+    return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
+  };
+  if (ends_with(".normalize")) return "needs each row's statistics";
+  if (ends_with(".combine")) return "combines the partial results";
+  return "reuses the workspace the kernel before reads";
+}
+
+}  // namespace
+
+cudaError_t LaunchStep(const Plan& plan, size_t index, const StepBuffers& buffers,
+                       const kc::LaunchConfig& config, int* kernels) {
+  const PlanStep& step = plan.steps[index];
+  const auto* d_in = static_cast<const float*>(buffers.d_buffers[index % 2]);
+  auto* d_out = static_cast<float*>(buffers.d_buffers[1 - index % 2]);
+  int launched = 0;
+  cudaError_t err = cudaErrorInvalidValue;
+  switch (step.kind) {
+    case StepKind::kElementwise:
+      err = kc::Elementwise(d_in, d_out, step.input_elements(), step.program, config, &launched);
+      break;
+    case StepKind::kRowReduce:
+      err = kc::RowReduce(d_in, d_out, step.rows, step.cols, step.reduce, step.program,
+                          buffers.d_workspace, buffers.workspace_bytes, config, &launched);
+      break;
+    case StepKind::kRowArgmax:
+      err = kc::RowArgmax(d_in, reinterpret_cast<int64_t*>(d_out), step.rows, step.cols,
+                          step.program, buffers.d_workspace, buffers.workspace_bytes, config,
+                          &launched);
+      break;
+    case StepKind::kRowSoftmax:
+      err = kc::RowSoftmax(d_in, d_out, step.rows, step.cols, step.program, buffers.d_workspace,
+                           buffers.workspace_bytes, config, &launched);
+      break;
+    case StepKind::kRowNormalize:
+      err = kc::RowNormalize(d_in, d_out, step.rows, step.cols, step.normalize, step.program,
+                             buffers.d_workspace, buffers.workspace_bytes, config, &launched);
+      break;
+  }
+  *kernels += launched;
+  return err;
+}
+
+cudaError_t LaunchPlan(const Plan& plan, const StepBuffers& buffers,
+                       const kc::LaunchConfig& config, int* kernels) {
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    if (cudaError_t err = LaunchStep(plan, i, buffers, config, kernels); err != cudaSuccess) {
+      return err;
+    }
+  }
+  return cudaSuccess;
+}
+
+PlanDescription DescribePlan(const Plan& plan, const kc::LaunchConfig& config) {
+  PlanDescription d;
+  const char* edge_kind = config.pdl ? "pdl" : "stream";
+  for (size_t s = 0; s < plan.steps.size(); ++s) {
+    const PlanStep& step = plan.steps[s];
+    const int first = static_cast<int>(d.kernels.size());
+    for (const kc::KernelLaunchInfo& k : StepKernels(step, config)) {
+      const int index = static_cast<int>(d.kernels.size());
+      if (index > 0) {
+        // Kernels inside one step depend on their predecessor's per-row or partial results;
+        // the first kernel of a step depends on the previous step's output.
+        const char* reason = index == first ? StepDependencyReason(step.kind)
+                                            : InStepReason(k.name);
+        d.edges.push_back({index - 1, index, edge_kind, reason});
+      }
+      d.kernels.push_back({k.name, static_cast<int>(s), step.ops, step.rows, step.cols, k.blocks,
+                           k.threads});
+    }
+  }
+  return d;
+}
+
+std::string PlanTopologyKey(const Plan& plan, const kc::LaunchConfig& config) {
+  std::string key = absl::StrCat(static_cast<int>(config.staging), "/", config.stages, "/",
+                                 config.pdl ? "pdl" : "stream");
+  for (const PlanStep& step : plan.steps) {
+    absl::StrAppend(&key, ";", static_cast<int>(step.kind), ":", step.rows, "x", step.cols);
+  }
+  return key;
+}
+
+std::string PlanParamsKey(const Plan& plan) {
+  std::string key;
+  for (const PlanStep& step : plan.steps) {
+    key.append(reinterpret_cast<const char*>(&step.program.count), sizeof(step.program.count));
+    key.append(reinterpret_cast<const char*>(step.program.instrs),
+               sizeof(kernels::EwInstr) * static_cast<size_t>(step.program.count));
+  }
+  return key;
+}
+
+}  // namespace gpupipe::engine

@@ -1,0 +1,39 @@
+// Maps the steps of a plan onto the kernel library: which kernels each step launches on a lane
+// and what they are, so that running, capturing and explaining a plan share one mapping.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/ops.h"
+#include "server/engine/plan.h"
+
+namespace gpupipe::engine {
+
+// The device memory one plan runs in: two ping-pong buffers and the kernels' workspace.
+struct StepBuffers {
+  void* d_buffers[2] = {nullptr, nullptr};
+  void* d_workspace = nullptr;
+  size_t workspace_bytes = 0;
+};
+
+// Enqueues step `index` of `plan` (reading buffer index % 2, writing the other) on
+// config.stream. Adds the kernels enqueued to `*kernels`.
+cudaError_t LaunchStep(const Plan& plan, size_t index, const StepBuffers& buffers,
+                       const kernels::cuda::LaunchConfig& config, int* kernels);
+
+// Enqueues every step; the plan's output ends in buffer plan.steps.size() % 2.
+cudaError_t LaunchPlan(const Plan& plan, const StepBuffers& buffers,
+                       const kernels::cuda::LaunchConfig& config, int* kernels);
+
+// The kernels each step launches, in order, with the edges between them.
+PlanDescription DescribePlan(const Plan& plan, const kernels::cuda::LaunchConfig& config);
+
+// Identifies the plan's graph topology (everything but kernel parameters) and, separately,
+// the parameters, for the graph cache.
+std::string PlanTopologyKey(const Plan& plan, const kernels::cuda::LaunchConfig& config);
+std::string PlanParamsKey(const Plan& plan);
+
+}  // namespace gpupipe::engine
