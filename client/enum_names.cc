@@ -3,6 +3,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 
 namespace gpupipe {
 namespace client {
@@ -46,12 +47,21 @@ std::string ShortEnumName(const google::protobuf::EnumDescriptor& type, int numb
   return value == nullptr ? absl::StrCat(number) : ShortEnumName(*value);
 }
 
+std::string FlagEnumName(const google::protobuf::EnumValueDescriptor& value) {
+  return absl::StrReplaceAll(ShortEnumName(value), {{"_", "-"}});
+}
+
+std::string FlagEnumName(const google::protobuf::EnumDescriptor& type, int number) {
+  return absl::StrReplaceAll(ShortEnumName(type, number), {{"_", "-"}});
+}
+
 const google::protobuf::EnumValueDescriptor* FindEnumValue(
     const google::protobuf::EnumDescriptor& type, absl::string_view name) {
+  const std::string normalized = absl::StrReplaceAll(name, {{"-", "_"}});
   for (int i = 0; i < type.value_count(); ++i) {
     const google::protobuf::EnumValueDescriptor* value = type.value(i);
-    if (absl::EqualsIgnoreCase(name, ShortEnumName(*value)) ||
-        absl::EqualsIgnoreCase(name, value->name())) {
+    if (absl::EqualsIgnoreCase(normalized, ShortEnumName(*value)) ||
+        absl::EqualsIgnoreCase(normalized, value->name())) {
       return value;
     }
   }
@@ -64,6 +74,12 @@ std::vector<std::string> ShortEnumNames(const google::protobuf::EnumDescriptor& 
     std::string name = ShortEnumName(*type.value(i));
     if (name != "unspecified") names.push_back(std::move(name));
   }
+  return names;
+}
+
+std::vector<std::string> FlagEnumNames(const google::protobuf::EnumDescriptor& type) {
+  std::vector<std::string> names = ShortEnumNames(type);
+  for (std::string& name : names) name = absl::StrReplaceAll(name, {{"_", "-"}});
   return names;
 }
 

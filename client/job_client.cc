@@ -55,7 +55,7 @@ absl::StatusOr<JobResult> JobClient::Submit(const v1::SubmitRequest& request,
   grpc::ClientContext context;
   SetDeadline(&context);
   std::unique_ptr<grpc::ClientReader<v1::JobEvent>> reader = stub_->Submit(&context, request);
-  ResultAssembler assembler;
+  ResultAssembler assembler(request.dry_run());
   absl::Status stream_error;
   v1::JobEvent event;
   while (reader->Read(&event)) {

@@ -47,7 +47,8 @@ class JobClient {
 
   // Runs one job and waits for its result. Errors carry the RPC's status, or the code and
   // message of the job's Done event, unchanged; a broken event stream (see ResultAssembler)
-  // yields DATA_LOSS. On an error the RPC is cancelled.
+  // yields DATA_LOSS. On an error the RPC is cancelled. With request.dry_run the result holds
+  // the plan and no output data.
   absl::StatusOr<JobResult> Submit(const v1::SubmitRequest& request, EventCallback on_event = {});
 
   const ClientOptions& options() const { return options_; }

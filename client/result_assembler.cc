@@ -38,13 +38,24 @@ absl::Status ResultAssembler::Add(const v1::JobEvent& event) {
       if (result_.accepted.job_id().empty()) result_.accepted.set_job_id(event.job_id());
       result_.output.set_dtype(a.output_dtype());
       *result_.output.mutable_shape() = a.output_shape();
-      if (expected_bytes_ <= kMaxReserve) {
+      if (!result_.dry_run && expected_bytes_ <= kMaxReserve) {
         result_.output.mutable_data()->reserve(static_cast<size_t>(expected_bytes_));
       }
       return absl::OkStatus();
     }
+    case v1::JobEvent::kPlan:
+      if (!accepted_) return Protocol("Plan before Accepted");
+      if (result_.has_plan) return Protocol("second Plan event");
+      if (chunked_) return Protocol("Plan after ResultChunk");
+      if (result_.has_timing) return Protocol("Plan after Timing");
+      result_.plan = event.plan();
+      result_.has_plan = true;
+      return absl::OkStatus();
     case v1::JobEvent::kChunk: {
       if (!accepted_) return Protocol("ResultChunk before Accepted");
+      // A server that ignores dry_run runs the job; saying so beats a confusing size error.
+      if (result_.dry_run) return Protocol("ResultChunk in a dry run (the job ran)");
+      chunked_ = true;
       const v1::ResultChunk& c = event.chunk();
       const int64_t have = static_cast<int64_t>(result_.output.data().size());
       if (c.offset() != have) {
@@ -85,6 +96,10 @@ absl::Status ResultAssembler::Add(const v1::JobEvent& event) {
 
 absl::StatusOr<JobResult> ResultAssembler::Finish() {
   if (!done_) return Protocol("stream ended without a Done event");
+  if (result_.dry_run) {
+    if (!result_.has_plan) return Protocol("dry run ended without a Plan event");
+    return std::move(result_);
+  }
   const int64_t have = static_cast<int64_t>(result_.output.data().size());
   if (have != expected_bytes_) {
     return Protocol(absl::StrCat("output is ", have, " bytes but shape ",

@@ -1,6 +1,7 @@
 // Turns the event stream of one Submit call into a result, checking that the server kept the
-// protocol: Accepted first, then ResultChunks that cover the output exactly once and in order,
-// then Timing, then exactly one Done, last.
+// protocol: Accepted first, then at most one Plan, then ResultChunks that cover the output
+// exactly once and in order, then Timing, then exactly one Done, last. A dry run (a request with
+// dry_run set) is Accepted, Plan, Done: no chunks, and no output bytes are expected.
 //
 // Pure (no I/O), so that the checks are testable without a server. Not thread-safe: one
 // assembler serves one stream, fed from one thread.
@@ -18,22 +19,29 @@ namespace client {
 
 struct JobResult {
   v1::Accepted accepted;  // job id, backend, output dtype and shape
-  v1::Tensor output;      // the assembled result: dtype, shape and all data bytes
+  // The assembled result: dtype, shape and all data bytes. In a dry run, dtype and shape only.
+  v1::Tensor output;
   v1::Timing timing;      // empty when the server sent no Timing event
   bool has_timing = false;
+  v1::Plan plan;          // empty when the server sent no Plan event
+  bool has_plan = false;
+  bool dry_run = false;   // the job was only planned; `output` holds no data
 };
 
 class ResultAssembler {
  public:
   ResultAssembler() = default;
+  // `dry_run`: the request had dry_run set, so the stream must carry a Plan and no chunks.
+  explicit ResultAssembler(bool dry_run) { result_.dry_run = dry_run; }
   ResultAssembler(const ResultAssembler&) = delete;
   ResultAssembler& operator=(const ResultAssembler&) = delete;
 
   // Consumes the next event. A Done with a non-zero code yields that code (as absl::StatusCode,
   // which numbers google.rpc.Code the same way) and the server's message. Any protocol breach
-  // (event before Accepted or after Done, a second Accepted, a chunk that is not contiguous or
-  // overruns the output, an unknown output dtype) yields DATA_LOSS or INVALID_ARGUMENT naming
-  // it. After an error the assembler must not be fed further.
+  // (event before Accepted or after Done, a second Accepted or Plan, a Plan after a chunk or
+  // Timing, a chunk that is not contiguous or overruns the output or comes in a dry run, an
+  // unknown output dtype) yields DATA_LOSS naming it. After an error the assembler must not be
+  // fed further.
   absl::Status Add(const v1::JobEvent& event);
 
   // True once a Done event has been consumed.
@@ -41,14 +49,15 @@ class ResultAssembler {
   // True once an Accepted event has been consumed.
   bool accepted() const { return accepted_; }
 
-  // The result, once a Done with code 0 arrived and the chunks filled the output exactly.
-  // Moves the output out: call at most once.
+  // The result, once a Done with code 0 arrived and the chunks filled the output exactly (in a
+  // dry run: once a Done with code 0 followed a Plan). Moves the output out: call at most once.
   absl::StatusOr<JobResult> Finish();
 
  private:
   JobResult result_;
   int64_t expected_bytes_ = 0;
   bool accepted_ = false;
+  bool chunked_ = false;  // a ResultChunk arrived (empty ones included)
   bool done_ = false;
 };
 

@@ -1,13 +1,17 @@
 #include "client/cli/args.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "client/enum_names.h"
 #include "client/ops_grammar.h"
 
@@ -17,21 +21,74 @@ namespace {
 
 constexpr size_t kMaxTagBytes = 128;
 constexpr uint32_t kMaxStages = 8;
+constexpr int kMaxRepeat = 1000;
 
 std::string Choices(const google::protobuf::EnumDescriptor& type) {
-  return absl::StrJoin(client::ShortEnumNames(type), "|");
+  return absl::StrJoin(client::FlagEnumNames(type), "|");
+}
+
+// Help text column of option descriptions, and the width help lines stay within.
+constexpr size_t kHelpIndent = 23;
+constexpr size_t kHelpWidth = 92;
+
+// `text` broken at spaces into lines of at most kHelpWidth columns, each indented by `indent`
+// spaces and ending in a newline: the list of ops grows with the proto.
+std::string Wrapped(absl::string_view text, size_t indent) {
+  std::string out;
+  std::string line;
+  for (absl::string_view word : absl::StrSplit(text, ' ', absl::SkipEmpty())) {
+    if (!line.empty() && indent + line.size() + 1 + word.size() > kHelpWidth) {
+      absl::StrAppend(&out, std::string(indent, ' '), line, "\n");
+      line.clear();
+    }
+    absl::StrAppend(&line, line.empty() ? "" : " ", word);
+  }
+  if (!line.empty()) absl::StrAppend(&out, std::string(indent, ' '), line, "\n");
+  return out;
 }
 
 absl::Status Usage(absl::string_view message) {
   return absl::InvalidArgumentError(message);
 }
 
-// Options that take a value; the rest are flags.
-const std::set<std::string>& ValueOptions() {
-  static const auto* options = new std::set<std::string>{
-      "--target", "--deadline", "--input", "--ops", "--output", "--priority",
-      "--staging", "--stages", "--launch", "--tag"};
+struct OptionSpec {
+  bool takes_value;
+  // Commands the option belongs to; empty for global options.
+  std::vector<std::string> commands;
+};
+
+const std::map<std::string, OptionSpec>& Options() {
+  static const auto* options = new std::map<std::string, OptionSpec>{
+      {"--target", {true, {}}},
+      {"--deadline", {true, {}}},
+      {"--input", {true, {"submit", "compare"}}},
+      {"--ops", {true, {"submit", "compare"}}},
+      {"--output", {true, {"submit"}}},
+      {"--priority", {true, {"submit", "compare"}}},
+      {"--staging", {true, {"submit", "compare"}}},
+      {"--stages", {true, {"submit", "compare"}}},
+      {"--launch", {true, {"submit", "compare"}}},
+      {"--tag", {true, {"submit"}}},
+      {"--repeat", {true, {"compare"}}},
+      {"--profile", {false, {"submit"}}},
+      {"--explain", {false, {"submit"}}},
+      {"--dry-run", {false, {"submit"}}},
+  };
   return *options;
+}
+
+bool IsCommand(absl::string_view name) {
+  return name == "submit" || name == "describe" || name == "compare" || name == "help" ||
+         name == "version";
+}
+
+bool IsHelpTopic(absl::string_view name) {
+  return name == "submit" || name == "describe" || name == "compare";
+}
+
+std::string BelongsTo(const std::string& option, const std::vector<std::string>& commands) {
+  return absl::StrCat("option ", option, " belongs to the ", absl::StrJoin(commands, " and "),
+                      commands.size() == 1 ? " command" : " commands");
 }
 
 template <typename Enum>
@@ -40,10 +97,38 @@ absl::Status ParseEnumOption(const std::string& option, const std::string& value
   const google::protobuf::EnumValueDescriptor* v = client::FindEnumValue(type, value);
   if (v == nullptr) {
     return Usage(absl::StrCat(option, ": unknown value '", value, "' (expected ",
-                              absl::StrJoin(client::ShortEnumNames(type), ", "), ")"));
+                              absl::StrJoin(client::FlagEnumNames(type), ", "), ")"));
   }
   *out = static_cast<Enum>(v->number());
   return absl::OkStatus();
+}
+
+// A comma-separated list of distinct values, e.g. "stream, pdl,graph".
+template <typename Enum>
+absl::Status ParseEnumList(const std::string& option, const std::string& value,
+                           const google::protobuf::EnumDescriptor& type, std::vector<Enum>* out) {
+  out->clear();
+  for (absl::string_view item : absl::StrSplit(value, ',')) {
+    item = absl::StripAsciiWhitespace(item);
+    if (item.empty()) {
+      return Usage(absl::StrCat(option, ": empty item in '", value, "' (expected a list like ",
+                                absl::StrJoin(client::FlagEnumNames(type), ","), ")"));
+    }
+    Enum e;
+    absl::Status st = ParseEnumOption(option, std::string(item), type, &e);
+    if (!st.ok()) return st;
+    if (std::find(out->begin(), out->end(), e) != out->end()) {
+      return Usage(absl::StrCat(option, ": '", client::FlagEnumName(type, e), "' listed twice"));
+    }
+    out->push_back(e);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<v1::Op>> ParseOpsOption(const std::string& text) {
+  absl::StatusOr<std::vector<v1::Op>> ops = client::ParseOps(text);
+  if (!ops.ok()) return Usage(absl::StrCat("ops: ", ops.status().message()));
+  return ops;
 }
 
 }  // namespace
@@ -51,7 +136,8 @@ absl::Status ParseEnumOption(const std::string& option, const std::string& value
 bool WantsJson(const std::vector<std::string>& argv) {
   for (size_t i = 0; i < argv.size(); ++i) {
     if (argv[i] == "--json") return true;
-    if (ValueOptions().count(argv[i]) != 0) ++i;  // skip the value: `--tag --json` is a tag
+    const auto it = Options().find(argv[i]);
+    if (it != Options().end() && it->second.takes_value) ++i;  // `--tag --json` is a tag
   }
   return false;
 }
@@ -63,21 +149,24 @@ absl::StatusOr<Args> ParseArgs(const std::vector<std::string>& argv) {
   bool version = false;
   std::string command_name;
   std::set<std::string> given;
+  // Raw values of the command's options, interpreted once all arguments are read.
+  std::map<std::string, std::string> values;
 
   for (size_t i = 0; i < argv.size(); ++i) {
     const std::string& arg = argv[i];
     if (arg.size() < 2 || arg[0] != '-') {
       if (!have_command) {
-        if (arg == "submit" || arg == "describe" || arg == "help" || arg == "version") {
+        if (IsCommand(arg)) {
           have_command = true;
           command_name = arg;
           continue;
         }
-        return Usage(absl::StrCat("unknown command '", arg, "' (commands: submit, describe)"));
+        return Usage(absl::StrCat("unknown command '", arg,
+                                  "' (commands: submit, compare, describe)"));
       }
       if (command_name == "help" && args.help_topic.empty()) {
-        if (arg != "submit" && arg != "describe") {
-          return Usage(absl::StrCat("no help for '", arg, "' (topics: submit, describe)"));
+        if (!IsHelpTopic(arg)) {
+          return Usage(absl::StrCat("no help for '", arg, "' (topics: submit, compare, describe)"));
         }
         args.help_topic = arg;
         continue;
@@ -102,23 +191,26 @@ absl::StatusOr<Args> ParseArgs(const std::vector<std::string>& argv) {
       (name == "--json" ? args.json : version) = true;
       continue;
     }
-    if (ValueOptions().count(name) == 0) {
+    const auto spec = Options().find(name);
+    if (spec == Options().end()) {
       return Usage(absl::StrCat("unknown option '", name, "'",
                                 have_command ? absl::StrCat(" for ", command_name) : "",
                                 " (see gpupipe ", have_command ? command_name + " " : "",
                                 "--help)"));
     }
-    const bool global = name == "--target" || name == "--deadline";
-    if (!global && command_name != "submit") {
-      return Usage(absl::StrCat("option ", name, " belongs to the submit command"));
+    const std::vector<std::string>& commands = spec->second.commands;
+    if (!commands.empty() &&
+        std::find(commands.begin(), commands.end(), command_name) == commands.end()) {
+      return Usage(BelongsTo(name, commands));
     }
-    if (!has_value) {
+    if (!spec->second.takes_value) {
+      if (has_value) return Usage(absl::StrCat(name, " takes no value"));
+    } else if (!has_value) {
       if (i + 1 >= argv.size()) return Usage(absl::StrCat(name, " needs a value"));
       value = argv[++i];
     }
     if (!given.insert(name).second) return Usage(absl::StrCat(name, " given twice"));
 
-    SubmitArgs& s = args.submit;
     if (name == "--target") {
       if (value.empty()) return Usage("--target: empty (expected HOST:PORT)");
       args.target = value;
@@ -129,45 +221,14 @@ absl::StatusOr<Args> ParseArgs(const std::vector<std::string>& argv) {
                                   value, "'"));
       }
       args.deadline_seconds = d;
-    } else if (name == "--input") {
-      if (value.empty()) return Usage("--input: empty path");
-      s.input = value;
-    } else if (name == "--output") {
-      if (value.empty()) return Usage("--output: empty path");
-      s.output = value;
-    } else if (name == "--ops") {
-      s.ops_text = value;
-    } else if (name == "--priority") {
-      absl::Status st = ParseEnumOption(name, value, *v1::Priority_descriptor(), &s.priority);
-      if (!st.ok()) return st;
-    } else if (name == "--staging") {
-      v1::Staging staging;
-      absl::Status st = ParseEnumOption(name, value, *v1::Staging_descriptor(), &staging);
-      if (!st.ok()) return st;
-      s.options.set_staging(staging);
-    } else if (name == "--launch") {
-      v1::LaunchMode launch;
-      absl::Status st = ParseEnumOption(name, value, *v1::LaunchMode_descriptor(), &launch);
-      if (!st.ok()) return st;
-      s.options.set_launch(launch);
-    } else if (name == "--stages") {
-      uint32_t stages;
-      if (!absl::SimpleAtoi(value, &stages) || stages > kMaxStages) {
-        return Usage(absl::StrCat("--stages: expected an integer from 0 (backend default) to ",
-                                  kMaxStages, ", got '", value, "'"));
-      }
-      s.options.set_stages(stages);
-    } else if (name == "--tag") {
-      if (value.size() > kMaxTagBytes) {
-        return Usage(absl::StrCat("--tag: ", value.size(), " bytes; at most ", kMaxTagBytes));
-      }
-      s.tag = value;
+    } else {
+      values[name] = value;
     }
   }
 
   if (help || command_name == "help") {
     args.command = Command::kHelp;
-    if (command_name == "submit" || command_name == "describe") args.help_topic = command_name;
+    if (IsHelpTopic(command_name)) args.help_topic = command_name;
     return args;
   }
   if (version || command_name == "version") {
@@ -175,18 +236,103 @@ absl::StatusOr<Args> ParseArgs(const std::vector<std::string>& argv) {
     return args;
   }
   if (!have_command) {
-    return Usage("missing command (commands: submit, describe; see gpupipe --help)");
+    return Usage("missing command (commands: submit, compare, describe; see gpupipe --help)");
   }
   if (command_name == "describe") {
     args.command = Command::kDescribe;
     return args;
   }
+
+  // Options shared by submit and compare.
+  const auto get = [&](const std::string& name) -> const std::string* {
+    const auto it = values.find(name);
+    return it == values.end() ? nullptr : &it->second;
+  };
+  std::string input;
+  if (const std::string* v = get("--input")) {
+    if (v->empty()) return Usage("--input: empty path");
+    input = *v;
+  }
+  v1::Priority priority = v1::PRIORITY_UNSPECIFIED;
+  if (const std::string* v = get("--priority")) {
+    absl::Status st = ParseEnumOption("--priority", *v, *v1::Priority_descriptor(), &priority);
+    if (!st.ok()) return st;
+  }
+  uint32_t stages = 0;
+  if (const std::string* v = get("--stages")) {
+    if (!absl::SimpleAtoi(*v, &stages) || stages > kMaxStages) {
+      return Usage(absl::StrCat("--stages: expected an integer from 0 (backend default) to ",
+                                kMaxStages, ", got '", *v, "'"));
+    }
+  }
+  const std::string* ops_text = get("--ops");
+
+  if (command_name == "compare") {
+    args.command = Command::kCompare;
+    CompareArgs& c = args.compare;
+    c.priority = priority;
+    c.stages = stages;
+    c.launches = {v1::LAUNCH_STREAM, v1::LAUNCH_PDL, v1::LAUNCH_GRAPH, v1::LAUNCH_GRAPH_PDL};
+    c.stagings = {v1::STAGING_DIRECT, v1::STAGING_PIPELINE};
+    if (const std::string* v = get("--launch")) {
+      absl::Status st = ParseEnumList("--launch", *v, *v1::LaunchMode_descriptor(), &c.launches);
+      if (!st.ok()) return st;
+    }
+    if (const std::string* v = get("--staging")) {
+      absl::Status st = ParseEnumList("--staging", *v, *v1::Staging_descriptor(), &c.stagings);
+      if (!st.ok()) return st;
+    }
+    if (const std::string* v = get("--repeat")) {
+      if (!absl::SimpleAtoi(*v, &c.repeat) || c.repeat < 1 || c.repeat > kMaxRepeat) {
+        return Usage(absl::StrCat("--repeat: expected an integer from 1 to ", kMaxRepeat,
+                                  ", got '", *v, "'"));
+      }
+    }
+    if (input.empty()) return Usage("compare: missing --input FILE.npy");
+    if (ops_text == nullptr) return Usage("compare: missing --ops PIPELINE");
+    c.input = input;
+    c.ops_text = *ops_text;
+    absl::StatusOr<std::vector<v1::Op>> ops = ParseOpsOption(c.ops_text);
+    if (!ops.ok()) return ops.status();
+    c.ops = *std::move(ops);
+    return args;
+  }
+
   args.command = Command::kSubmit;
   SubmitArgs& s = args.submit;
-  if (s.input.empty()) return Usage("submit: missing --input FILE.npy");
-  if (given.count("--ops") == 0) return Usage("submit: missing --ops PIPELINE");
-  absl::StatusOr<std::vector<v1::Op>> ops = client::ParseOps(s.ops_text);
-  if (!ops.ok()) return Usage(absl::StrCat("ops: ", ops.status().message()));
+  s.priority = priority;
+  s.options.set_stages(stages);
+  if (const std::string* v = get("--output")) {
+    if (v->empty()) return Usage("--output: empty path");
+    s.output = *v;
+  }
+  if (const std::string* v = get("--staging")) {
+    v1::Staging staging;
+    absl::Status st = ParseEnumOption("--staging", *v, *v1::Staging_descriptor(), &staging);
+    if (!st.ok()) return st;
+    s.options.set_staging(staging);
+  }
+  if (const std::string* v = get("--launch")) {
+    v1::LaunchMode launch;
+    absl::Status st = ParseEnumOption("--launch", *v, *v1::LaunchMode_descriptor(), &launch);
+    if (!st.ok()) return st;
+    s.options.set_launch(launch);
+  }
+  if (const std::string* v = get("--tag")) {
+    if (v->size() > kMaxTagBytes) {
+      return Usage(absl::StrCat("--tag: ", v->size(), " bytes; at most ", kMaxTagBytes));
+    }
+    s.tag = *v;
+  }
+  s.options.set_profile(given.count("--profile") != 0);
+  s.explain = given.count("--explain") != 0;
+  s.dry_run = given.count("--dry-run") != 0;
+  if (input.empty()) return Usage("submit: missing --input FILE.npy");
+  if (ops_text == nullptr) return Usage("submit: missing --ops PIPELINE");
+  s.input = input;
+  s.ops_text = *ops_text;
+  absl::StatusOr<std::vector<v1::Op>> ops = ParseOpsOption(s.ops_text);
+  if (!ops.ok()) return ops.status();
   s.ops = *std::move(ops);
   return args;
 }
@@ -199,7 +345,9 @@ std::string MainHelp() {
       "\n"
       "commands:\n"
       "  submit     run a pipeline on a tensor from a .npy file (gpupipe submit --help)\n"
-      "  describe   show the daemon's device, ops and limits\n"
+      "  compare    time a pipeline under every launch mode and staging strategy\n"
+      "             (gpupipe compare --help)\n"
+      "  describe   show the daemon's device, ops, launch modes and limits\n"
       "\n"
       "global options (also accepted after the command):\n"
       "  --target HOST:PORT   daemon address (default ", kDefaultTarget, ")\n"
@@ -219,18 +367,55 @@ std::string SubmitHelp() {
       "\n"
       "options:\n"
       "  --input X.npy        input tensor (<f4, <f8, <f2, <i4 or <i8, C order)\n"
-      "  --ops PIPELINE       ops joined by '|', e.g. 'affine(alpha=2, beta=1) | relu | softmax'\n"
-      "                       (ops: ", absl::StrJoin(client::KnownOps(), ", "),
-      "; see gpupipe describe)\n"
+      "  --ops PIPELINE       ops joined by '|', e.g. 'affine(alpha=2, beta=1) | relu | softmax'\n",
+      Wrapped(absl::StrCat("(ops: ", absl::StrJoin(client::KnownOps(), ", "),
+                           "; see gpupipe describe)"),
+              kHelpIndent),
       "  --output Y.npy       write the result here; without it, results of at most 16\n"
       "                       elements are printed\n"
       "  --priority P         ", Choices(*v1::Priority_descriptor()), " (default normal)\n"
-      "  --staging S          ", Choices(*v1::Staging_descriptor()),
-      " (default auto)\n"
+      "  --staging S          ", Choices(*v1::Staging_descriptor()), " (default auto)\n"
       "  --stages N           pipeline depth for --staging pipeline, 1 to 8 (0: backend default)\n"
       "  --launch L           ", Choices(*v1::LaunchMode_descriptor()), " (default auto)\n"
+      "                       stream: plain launches; pdl: dependent kernels overlap their\n"
+      "                       prologue (Programmatic Dependent Launch); graph: the plan is\n"
+      "                       captured once as a CUDA graph and replayed; graph-pdl: both\n"
+      "  --profile            time every plan step on its own and print a table of steps\n"
+      "                       (the events between steps add a little time)\n"
+      "  --explain            print the plan first: kernels, their grids and dependencies\n"
+      "  --dry-run            validate and plan only; print the plan, run nothing, write no\n"
+      "                       --output\n"
       "  --tag TEXT           free text for the daemon's log line (at most 128 bytes)\n"
       "  --json               print one JSON object instead of text\n"
+      "  --target HOST:PORT   daemon address (default ", kDefaultTarget, ")\n");
+}
+
+std::string CompareHelp() {
+  return absl::StrCat(
+      "usage: gpupipe [--target HOST:PORT] compare --input X.npy --ops PIPELINE [options]\n"
+      "\n"
+      "Runs PIPELINE on X.npy under every launch mode x staging strategy: one unmeasured\n"
+      "warm-up run per configuration, then --repeat measured runs. Prints one row per\n"
+      "configuration: the median device time (Timing.compute_us), the median end-to-end time\n"
+      "of the Submit call as the client sees it, GB/s (input + output bytes over the device\n"
+      "time), the speedup of the device time against stream/direct (or the first row when\n"
+      "stream/direct is not compared), and the graph cache status of the last run.\n"
+      "Every configuration must return the same output bytes; a difference is an error\n"
+      "(exit 1). Results are not written anywhere.\n"
+      "\n"
+      "options:\n"
+      "  --input X.npy        input tensor (<f4, <f8, <f2, <i4 or <i8, C order)\n"
+      "  --ops PIPELINE       ops joined by '|' (as for submit)\n"
+      "  --launch L,...       launch modes from ", Choices(*v1::LaunchMode_descriptor()), "\n"
+      "                       (default stream,pdl,graph,graph-pdl)\n"
+      "  --staging S,...      staging strategies from ", Choices(*v1::Staging_descriptor()),
+      "\n"
+      "                       (default direct,pipeline)\n"
+      "  --stages N           pipeline depth for --staging pipeline, 1 to 8 (0: backend default)\n"
+      "  --repeat N           measured runs per configuration, 1 to ", kMaxRepeat, " (default ",
+      kDefaultRepeat, ")\n"
+      "  --priority P         ", Choices(*v1::Priority_descriptor()), " (default normal)\n"
+      "  --json               print one JSON object instead of the table\n"
       "  --target HOST:PORT   daemon address (default ", kDefaultTarget, ")\n");
 }
 
@@ -239,7 +424,7 @@ std::string DescribeHelp() {
       "usage: gpupipe [--target HOST:PORT] describe [--json]\n"
       "\n"
       "Shows the daemon's backend, device, stream priorities, ops (with params and dtypes),\n"
-      "staging and launch modes, and request limits.\n"
+      "staging and launch modes, graph cache counters, and request limits.\n"
       "\n"
       "options:\n"
       "  --json               print the DescribeResponse as one JSON object\n"

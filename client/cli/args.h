@@ -16,7 +16,7 @@ namespace cli {
 
 inline constexpr char kDefaultTarget[] = "127.0.0.1:50051";
 
-enum class Command { kHelp, kVersion, kSubmit, kDescribe };
+enum class Command { kHelp, kVersion, kSubmit, kDescribe, kCompare };
 
 struct SubmitArgs {
   std::string input;     // --input, required
@@ -24,23 +24,42 @@ struct SubmitArgs {
   std::vector<v1::Op> ops;  // --ops, parsed
   std::string output;    // --output, optional
   v1::Priority priority = v1::PRIORITY_UNSPECIFIED;
-  v1::LaunchOptions options;  // --staging, --stages, --launch
+  v1::LaunchOptions options;  // --staging, --stages, --launch, --profile
   std::string tag;            // --tag
+  bool explain = false;       // --explain: ask for the plan and print it
+  bool dry_run = false;       // --dry-run: plan only; implies printing the plan
+};
+
+// Default configurations of `compare`: every explicit mode; "auto" only when asked for, as it
+// repeats one of them.
+inline constexpr int kDefaultRepeat = 5;
+
+struct CompareArgs {
+  std::string input;        // --input, required
+  std::string ops_text;     // --ops, required, as typed
+  std::vector<v1::Op> ops;  // --ops, parsed
+  v1::Priority priority = v1::PRIORITY_UNSPECIFIED;
+  uint32_t stages = 0;                  // --stages, for every configuration
+  std::vector<v1::LaunchMode> launches;  // --launch, in the order given
+  std::vector<v1::Staging> stagings;     // --staging, in the order given
+  int repeat = kDefaultRepeat;           // measured runs per configuration
 };
 
 struct Args {
   Command command = Command::kHelp;
-  std::string help_topic;  // for kHelp: "", "submit" or "describe"
+  std::string help_topic;  // for kHelp: "", "submit", "describe" or "compare"
   std::string target = kDefaultTarget;
   double deadline_seconds = 300;
   bool json = false;
   SubmitArgs submit;
+  CompareArgs compare;
 };
 
 // Parses the arguments after the program name. Options take their value as the next
-// argument or after '='. Global options (--target, --deadline, --help) are accepted before
-// and after the command. Fails with INVALID_ARGUMENT naming the offending argument; errors in
-// --ops read "ops: <cause>".
+// argument or after '='. Global options (--target, --deadline, --json, --help) are accepted
+// before and after the command; a command's own options only after it. Fails with
+// INVALID_ARGUMENT naming the offending argument; errors in --ops read "ops: <cause>".
+// For compare, --launch and --staging take comma-separated lists.
 absl::StatusOr<Args> ParseArgs(const std::vector<std::string>& argv);
 
 // True when `argv` asks for JSON output, judged without parsing, so that even a usage error
@@ -51,6 +70,7 @@ bool WantsJson(const std::vector<std::string>& argv);
 std::string MainHelp();
 std::string SubmitHelp();
 std::string DescribeHelp();
+std::string CompareHelp();
 
 }  // namespace cli
 }  // namespace gpupipe

@@ -3,6 +3,7 @@
 // Exit status: 0 on success, 1 on a runtime or server error, 2 on a usage error. Every error is
 // one line on stderr, "gpupipe: <cause>"; with --json, stdout also gets one JSON object
 // {"status":"error","code":...,"message":...}.
+#include <chrono>
 #include <iostream>
 #include <string>
 #include <utility>
@@ -13,6 +14,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
 #include "client/cli/args.h"
+#include "client/cli/compare.h"
 #include "client/cli/render.h"
 #include "client/job_client.h"
 #include "client/npy.h"
@@ -44,7 +46,6 @@ class Reporter {
     return Fail(exit_code, status, std::string(status.message()));
   }
 
- private:
   static std::string OneLine(absl::string_view text) {
     return absl::StrReplaceAll(absl::StripTrailingAsciiWhitespace(text), {{"\r", ""}, {"\n", " "}});
   }
@@ -52,20 +53,24 @@ class Reporter {
   bool json_;
 };
 
-// An RPC failure, worded for the person at the terminal.
+// An RPC failure, worded for the person at the terminal. `context`, when not empty, leads the
+// line and the JSON message ("compare graph/direct").
 int FailRpc(const Reporter& reporter, const Args& args, const absl::Status& status,
-            bool got_events) {
+            bool got_events, const std::string& context = "") {
   const std::string code(absl::StatusCodeToString(status.code()));
+  const std::string lead = context.empty() ? "" : context + ": ";
+  const absl::Status reported(status.code(), absl::StrCat(lead, status.message()));
   if (status.code() == absl::StatusCode::kUnavailable && !got_events) {
-    return reporter.Fail(kExitRuntime, status,
-                         absl::StrCat("cannot reach ", args.target, " (", code, ": ",
+    return reporter.Fail(kExitRuntime, reported,
+                         absl::StrCat(lead, "cannot reach ", args.target, " (", code, ": ",
                                       status.message(), ")"));
   }
-  std::string line = absl::StrCat("server ", args.target, ": ", code, ": ", status.message());
+  std::string line =
+      absl::StrCat(lead, "server ", args.target, ": ", code, ": ", status.message());
   if (status.code() == absl::StatusCode::kDeadlineExceeded) {
     absl::StrAppend(&line, " (after ", args.deadline_seconds, " s; see --deadline)");
   }
-  return reporter.Fail(kExitRuntime, status, line);
+  return reporter.Fail(kExitRuntime, reported, line);
 }
 
 absl::StatusOr<std::unique_ptr<client::JobClient>> Connect(const Args& args) {
@@ -88,6 +93,9 @@ int RunSubmit(const Args& args, const Reporter& reporter) {
   request.set_priority(s.priority);
   *request.mutable_options() = s.options;
   request.set_client_tag(s.tag);
+  // A dry run's stream carries the plan anyway; asking for it keeps that explicit.
+  request.set_explain(s.explain || s.dry_run);
+  request.set_dry_run(s.dry_run);
 
   absl::StatusOr<std::unique_ptr<client::JobClient>> client = Connect(args);
   if (!client.ok()) return reporter.Fail(kExitUsage, client.status());
@@ -101,8 +109,11 @@ int RunSubmit(const Args& args, const Reporter& reporter) {
   report.input_dtype = input->dtype;
   report.input_shape = input->shape;
   report.ops = client::FormatOps(s.ops);
+  report.explain = s.explain;
+  report.profile = s.options.profile();
   report.result = *std::move(result);
-  if (!s.output.empty()) {
+  // A dry run produces no result, so there is nothing to write.
+  if (!s.output.empty() && !s.dry_run) {
     client::NpyArray out;
     out.dtype = report.result.output.dtype();
     out.shape.assign(report.result.output.shape().begin(), report.result.output.shape().end());
@@ -115,6 +126,97 @@ int RunSubmit(const Args& args, const Reporter& reporter) {
     std::cout << SubmitJson(report).dump() << std::endl;
   } else {
     std::cout << RenderSubmitText(report);
+  }
+  return 0;
+}
+
+int RunCompare(const Args& args, const Reporter& reporter) {
+  const CompareArgs& c = args.compare;
+  absl::StatusOr<client::NpyArray> input = client::ReadNpy(c.input);
+  if (!input.ok()) return reporter.Fail(kExitRuntime, input.status());
+
+  CompareReport report;
+  report.input_path = c.input;
+  report.input_dtype = input->dtype;
+  report.input_shape = input->shape;
+  report.input_bytes = static_cast<int64_t>(input->data.size());
+  report.ops = client::FormatOps(c.ops);
+  report.repeat = c.repeat;
+
+  // One request, its options changed per configuration, so that the input is not copied.
+  v1::SubmitRequest request;
+  v1::Tensor* tensor = request.mutable_input();
+  tensor->set_dtype(input->dtype);
+  for (int64_t d : input->shape) tensor->add_shape(d);
+  *tensor->mutable_data() = std::move(input->data);
+  for (const v1::Op& op : c.ops) *request.add_ops() = op;
+  request.set_priority(c.priority);
+  request.set_client_tag("gpupipe compare");
+  request.mutable_options()->set_stages(c.stages);
+
+  absl::StatusOr<std::unique_ptr<client::JobClient>> client = Connect(args);
+  if (!client.ok()) return reporter.Fail(kExitUsage, client.status());
+
+  std::string reference;  // output bytes of the very first run
+  bool have_reference = false;
+  for (v1::LaunchMode launch : c.launches) {
+    for (v1::Staging staging : c.stagings) {
+      const std::string config = ConfigName(launch, staging);
+      request.mutable_options()->set_launch(launch);
+      request.mutable_options()->set_staging(staging);
+      CompareRow row;
+      row.launch = launch;
+      row.staging = staging;
+      // Run 0 warms up: it may capture a graph, allocate, or load code, none of which the
+      // later runs pay again.
+      for (int run = 0; run <= c.repeat; ++run) {
+        bool got_events = false;
+        const auto start = std::chrono::steady_clock::now();
+        absl::StatusOr<client::JobResult> result =
+            (*client)->Submit(request, [&](const v1::JobEvent&) { got_events = true; });
+        const double wall_us = std::chrono::duration<double, std::micro>(
+                                   std::chrono::steady_clock::now() - start)
+                                   .count();
+        if (!result.ok()) {
+          return FailRpc(reporter, args, result.status(), got_events,
+                         absl::StrCat("compare ", config));
+        }
+        if (!result->has_timing) {
+          return reporter.Fail(
+              kExitRuntime,
+              absl::DataLossError(absl::StrCat("compare ", config,
+                                               ": the server sent no Timing event, so there is "
+                                               "no device time to compare")));
+        }
+        if (!have_reference) {
+          report.backend = result->accepted.backend();
+          reference = std::move(*result->output.mutable_data());
+          have_reference = true;
+        } else if (row.first_difference < 0) {
+          row.first_difference = FirstDifference(reference, result->output.data());
+        }
+        if (run == 0) continue;
+        const v1::Timing& t = result->timing;
+        row.device_us.push_back(t.compute_us());
+        row.end_to_end_us.push_back(wall_us);
+        row.bytes_in = t.bytes_in();
+        row.bytes_out = t.bytes_out();
+        row.graph = t.graph();
+      }
+      report.rows.push_back(std::move(row));
+    }
+  }
+
+  const std::string mismatch = MismatchMessage(report);
+  if (args.json) {
+    std::cout << CompareJson(report).dump() << std::endl;
+  } else {
+    std::cout << RenderCompareText(report);
+  }
+  if (!mismatch.empty()) {
+    // The JSON object above already carries the error; stderr gets the usual one line.
+    std::cerr << "gpupipe: " << Reporter::OneLine(mismatch) << std::endl;
+    return kExitRuntime;
   }
   return 0;
 }
@@ -144,6 +246,7 @@ int Main(int argc, char** argv) {
     case Command::kHelp:
       std::cout << (args->help_topic == "submit"     ? SubmitHelp()
                     : args->help_topic == "describe" ? DescribeHelp()
+                    : args->help_topic == "compare"  ? CompareHelp()
                                                      : MainHelp());
       return 0;
     case Command::kVersion:
@@ -153,6 +256,8 @@ int Main(int argc, char** argv) {
       return RunSubmit(*args, reporter);
     case Command::kDescribe:
       return RunDescribe(*args, reporter);
+    case Command::kCompare:
+      return RunCompare(*args, reporter);
   }
   return kExitUsage;
 }

@@ -1,5 +1,6 @@
 #include "client/cli/render.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -8,6 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "client/dtype.h"
 #include "client/enum_names.h"
 #include "google/protobuf/util/json_util.h"
@@ -89,12 +92,97 @@ int64_t Elements(const v1::Tensor& t) {
   return size == 0 ? 0 : static_cast<int64_t>(t.data().size() / size);
 }
 
-// Left-aligned label column of the text renderings.
-std::string Line(absl::string_view label, absl::string_view text) {
-  return absl::StrFormat("%-10s%s\n", label, text);
+constexpr int kLabelWidth = 10;
+
+std::string OrDash(const std::string& s) { return s.empty() ? "-" : s; }
+
+nlohmann::ordered_json StringOrNull(const std::string& s) {
+  return s.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(s);
 }
 
 }  // namespace
+
+std::string Line(absl::string_view label, absl::string_view text) {
+  return absl::StrFormat("%-*s%s\n", kLabelWidth, label, text);
+}
+
+std::string FormatTable(const std::vector<std::vector<std::string>>& rows,
+                        const std::vector<bool>& right_aligned, int indent) {
+  std::vector<size_t> width;
+  for (const std::vector<std::string>& row : rows) {
+    if (width.size() < row.size()) width.resize(row.size(), 0);
+    for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
+  }
+  std::string out;
+  for (const std::vector<std::string>& row : rows) {
+    std::string line(static_cast<size_t>(std::max(indent, 0)), ' ');
+    for (size_t i = 0; i < row.size(); ++i) {
+      if (i > 0) line += "  ";
+      const std::string pad(width[i] - row[i].size(), ' ');
+      const bool right = i < right_aligned.size() && right_aligned[i];
+      line += right ? pad + row[i] : row[i] + pad;
+    }
+    absl::StrAppend(&out, absl::StripTrailingAsciiWhitespace(line), "\n");
+  }
+  return out;
+}
+
+std::string RenderPlanText(const v1::Plan& plan) {
+  std::string text =
+      Line("plan", absl::StrCat(plan.kernels_size(), plan.kernels_size() == 1 ? " kernel" : " kernels",
+                                ", launch ", OrDash(plan.launch()), ", staging ",
+                                OrDash(plan.staging())));
+  std::vector<std::vector<std::string>> rows;
+  for (const v1::PlannedKernel& k : plan.kernels()) {
+    rows.push_back({absl::StrCat("k", k.index()), OrDash(k.name()), absl::StrCat("step ", k.step()),
+                    OrDash(k.ops()), absl::StrCat(k.rows(), " x ", k.cols()),
+                    k.blocks() > 0 ? absl::StrCat("grid ", k.blocks(), " x ", k.threads())
+                                   : std::string("grid -")});
+  }
+  text += FormatTable(rows, {}, kLabelWidth);
+  for (const v1::PlanEdge& e : plan.edges()) {
+    std::string edge = absl::StrCat("k", e.from(), " -> k", e.to());
+    if (!e.kind().empty()) absl::StrAppend(&edge, " ", e.kind());
+    if (!e.reason().empty()) absl::StrAppend(&edge, ": ", e.reason());
+    text += Line("", edge);
+  }
+  return text;
+}
+
+nlohmann::ordered_json PlanJson(const v1::Plan& plan) {
+  nlohmann::ordered_json kernels = nlohmann::ordered_json::array();
+  for (const v1::PlannedKernel& k : plan.kernels()) {
+    kernels.push_back({{"index", k.index()}, {"name", k.name()},   {"step", k.step()},
+                       {"ops", k.ops()},     {"rows", k.rows()},   {"cols", k.cols()},
+                       {"blocks", k.blocks()}, {"threads", k.threads()}});
+  }
+  nlohmann::ordered_json edges = nlohmann::ordered_json::array();
+  for (const v1::PlanEdge& e : plan.edges()) {
+    edges.push_back(
+        {{"from", e.from()}, {"to", e.to()}, {"kind", e.kind()}, {"reason", e.reason()}});
+  }
+  return {{"launch", plan.launch()},
+          {"staging", plan.staging()},
+          {"kernels", std::move(kernels)},
+          {"edges", std::move(edges)}};
+}
+
+std::string RenderStepsText(const v1::Timing& timing) {
+  std::vector<std::vector<std::string>> rows = {{"step", "ops", "kernels", "device"}};
+  for (const v1::StepTiming& st : timing.steps()) {
+    rows.push_back({absl::StrCat(st.step()), OrDash(st.ops()), absl::StrCat(st.kernels()),
+                    FormatMicros(st.device_us())});
+  }
+  // The header shares the label column; the rows are indented under it.
+  std::string table = FormatTable(rows, {false, false, true, true}, 0);
+  std::string text;
+  bool first = true;
+  for (absl::string_view line : absl::StrSplit(table, '\n', absl::SkipEmpty())) {
+    text += Line(first ? "steps" : "", line);
+    first = false;
+  }
+  return text;
+}
 
 std::string FormatMicros(double us) {
   if (us < 1000) return absl::StrFormat("%.1f us", us);
@@ -151,8 +239,14 @@ nlohmann::ordered_json ValuesJson(const v1::Tensor& tensor) {
 
 std::string RenderSubmitText(const SubmitReport& r) {
   const client::JobResult& res = r.result;
+  if (res.dry_run) return RenderPlanText(res.plan);
   const v1::Tensor& out = res.output;
   std::string text;
+  if (res.has_plan) {
+    text += RenderPlanText(res.plan);
+  } else if (r.explain) {
+    text += Line("plan", "not reported by the server");
+  }
   text += Line("job",
                absl::StrCat(res.accepted.job_id(), " (backend ", res.accepted.backend(), ")"));
   text += Line("ops", r.ops);
@@ -166,12 +260,18 @@ std::string RenderSubmitText(const SubmitReport& r) {
                                         FormatMicros(t.d2h_us()), ", total ",
                                         FormatMicros(t.total_us()), ", then result stream ",
                                         FormatMicros(t.result_stream_us())));
-    text += Line("stream", absl::StrCat(t.stream().empty() ? "-" : t.stream(), ", ", t.kernels(),
-                                        t.kernels() == 1 ? " kernel" : " kernels", ", staging ",
-                                        t.staging().empty() ? "-" : t.staging(), ", launch ",
-                                        t.launch().empty() ? "-" : t.launch()));
+    std::string stream = absl::StrCat(OrDash(t.stream()), ", ", t.kernels(),
+                                      t.kernels() == 1 ? " kernel" : " kernels", ", staging ",
+                                      OrDash(t.staging()), ", launch ", OrDash(t.launch()));
+    if (!t.graph().empty()) absl::StrAppend(&stream, ", graph ", t.graph());
+    text += Line("stream", stream);
     text += Line("bytes", absl::StrFormat("in %s, out %s, %.2f GB/s", FormatBytes(t.bytes_in()),
                                           FormatBytes(t.bytes_out()), Throughput(t)));
+    if (t.steps_size() > 0) {
+      text += RenderStepsText(t);
+    } else if (r.profile) {
+      text += Line("steps", "not reported by the server");
+    }
   } else {
     text += Line("timing", "not reported by the server");
   }
@@ -194,25 +294,37 @@ nlohmann::ordered_json SubmitJson(const SubmitReport& r) {
   j["status"] = "ok";
   j["job_id"] = res.accepted.job_id();
   j["backend"] = res.accepted.backend();
+  j["dry_run"] = res.dry_run;
   j["ops"] = r.ops;
   j["input"] = {{"path", r.input_path},
                 {"shape", r.input_shape},
                 {"dtype", DTypeName(r.input_dtype)}};
   nlohmann::ordered_json output = {{"shape", ShapeOf(out.shape())},
-                           {"dtype", DTypeName(out.dtype())},
-                           {"path", r.output_path.empty() ? nlohmann::ordered_json(nullptr)
-                                                          : nlohmann::ordered_json(r.output_path)}};
-  if (Elements(out) <= kMaxShownElements) output["values"] = ValuesJson(out);
+                                   {"dtype", DTypeName(out.dtype())}};
+  if (!res.dry_run) {
+    output["path"] = StringOrNull(r.output_path);
+    if (Elements(out) <= kMaxShownElements) output["values"] = ValuesJson(out);
+  }
   j["output"] = std::move(output);
+  if (res.has_plan) j["plan"] = PlanJson(res.plan);
+  if (res.dry_run) return j;
   if (res.has_timing) {
     const v1::Timing& t = res.timing;
+    nlohmann::ordered_json steps = nlohmann::ordered_json::array();
+    for (const v1::StepTiming& st : t.steps()) {
+      steps.push_back({{"step", st.step()},
+                       {"ops", st.ops()},
+                       {"kernels", st.kernels()},
+                       {"device_us", st.device_us()}});
+    }
     j["timing"] = {{"queue_us", t.queue_us()},     {"h2d_us", t.h2d_us()},
                    {"compute_us", t.compute_us()}, {"d2h_us", t.d2h_us()},
                    {"total_us", t.total_us()},     {"bytes_in", t.bytes_in()},
                    {"bytes_out", t.bytes_out()},   {"kernels", t.kernels()},
                    {"stream", t.stream()},         {"staging", t.staging()},
-                   {"launch", t.launch()},         {"gb_per_s", Throughput(t)},
-                   {"result_stream_us", t.result_stream_us()}};
+                   {"launch", t.launch()},         {"graph", StringOrNull(t.graph())},
+                   {"gb_per_s", Throughput(t)},    {"result_stream_us", t.result_stream_us()},
+                   {"steps", std::move(steps)}};
   } else {
     j["timing"] = nullptr;
   }
@@ -275,11 +387,21 @@ std::string RenderDescribeText(const v1::DescribeResponse& d) {
   if (d.ops_size() == 0) text += Line("ops", "none");
   auto enum_list = [](const auto& values, const google::protobuf::EnumDescriptor& type) {
     std::vector<std::string> names;
-    for (int v : values) names.push_back(client::ShortEnumName(type, v));
+    for (int v : values) names.push_back(client::FlagEnumName(type, v));
     return names.empty() ? std::string("-") : absl::StrJoin(names, ", ");
   };
   text += Line("staging", enum_list(d.stagings(), *v1::Staging_descriptor()));
   text += Line("launch", enum_list(d.launch_modes(), *v1::LaunchMode_descriptor()));
+  if (d.has_graph_cache()) {
+    const v1::GraphCacheStats& g = d.graph_cache();
+    // A backend without CUDA graphs reports a cache of capacity 0.
+    text += Line("graphs", g.capacity() == 0
+                               ? std::string("no cache")
+                               : absl::StrCat(g.entries(), " of ", g.capacity(), " cached; ",
+                                              g.hits(), " hits, ", g.updates(), " updates, ",
+                                              g.misses(), " misses, ", g.evictions(),
+                                              " evictions"));
+  }
   if (d.has_limits()) {
     const v1::Limits& l = d.limits();
     text += Line("limits", absl::StrCat("input ", FormatBytes(l.max_input_bytes()), ", ",

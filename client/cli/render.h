@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "client/result_assembler.h"
 #include "gpupipe/v1/gpupipe.pb.h"
 #include "nlohmann/json.hpp"
@@ -24,14 +25,46 @@ struct SubmitReport {
   std::vector<int64_t> input_shape;
   std::string ops;          // canonical pipeline text (FormatOps)
   std::string output_path;  // empty: not written
+  bool explain = false;     // the plan was asked for (--explain)
+  bool profile = false;     // step timings were asked for (--profile)
   client::JobResult result;
 };
 
-// The human summary of a finished job, several lines, each ending in '\n'.
+// The human summary of a finished job, several lines, each ending in '\n': the plan first when
+// the server sent one, then job, ops, tensor, timing, stream (with the graph cache status in
+// graph modes), bytes, the step table when the server sent step timings, and the output. A dry
+// run renders the plan only.
 std::string RenderSubmitText(const SubmitReport& report);
 
-// {"status":"ok","job_id","backend","ops","input":{...},"output":{...},"timing":{...}}.
+// {"status":"ok","job_id","backend","dry_run","ops","input":{...},"output":{...},
+//  "plan":{...} (when the server sent one),"timing":{..., "graph", "steps":[...]}}.
+// "graph" is null outside graph modes. A dry run has no "timing" and no output values.
 nlohmann::ordered_json SubmitJson(const SubmitReport& report);
+
+// The plan as text, one line per kernel, then one per edge:
+//   plan      2 kernels, launch pdl, staging direct
+//             k0  softmax.stats  step 0  affine+softmax  64 x 100  grid 64 x 256
+//             k1  softmax.apply  step 0  affine+softmax  64 x 100  grid 64 x 256
+//             k0 -> k1 pdl: needs each row's max and sum
+// "grid -" marks a kernel that the backend runs without a launch (cpu).
+std::string RenderPlanText(const v1::Plan& plan);
+
+// {"launch","staging","kernels":[{index,name,step,ops,rows,cols,blocks,threads}],
+//  "edges":[{from,to,kind,reason}]}.
+nlohmann::ordered_json PlanJson(const v1::Plan& plan);
+
+// The per-step table of a profiled job (Timing.steps):
+//   steps     step  ops             kernels     device
+//             0     affine+softmax        2   812.0 us
+std::string RenderStepsText(const v1::Timing& timing);
+
+// Left-aligned label column of the text renderings: "label     text\n".
+std::string Line(absl::string_view label, absl::string_view text);
+
+// Rows of cells as columns two spaces apart; `right_aligned[i]` right-aligns column i (for
+// numbers). Each row becomes one line, prefixed by `indent` spaces, with no trailing spaces.
+std::string FormatTable(const std::vector<std::vector<std::string>>& rows,
+                        const std::vector<bool>& right_aligned, int indent);
 
 // The human description of a daemon.
 std::string RenderDescribeText(const v1::DescribeResponse& response);

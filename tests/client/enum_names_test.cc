@@ -33,6 +33,24 @@ TEST(EnumNamesTest, FindIgnoresCaseAndAcceptsFullNames) {
   EXPECT_EQ(FindEnumValue(priority, ""), nullptr);
 }
 
+TEST(EnumNamesTest, FlagNamesUseDashes) {
+  EXPECT_EQ(FlagEnumName(*v1::LaunchMode_descriptor(), v1::LAUNCH_GRAPH_PDL), "graph-pdl");
+  EXPECT_EQ(FlagEnumName(*v1::LaunchMode_descriptor()->FindValueByNumber(v1::LAUNCH_PDL)), "pdl");
+  EXPECT_EQ(FlagEnumName(*v1::LaunchMode_descriptor(), 99), "99");
+  // The grammar's names keep the underscore: its identifiers cannot contain '-'.
+  EXPECT_EQ(ShortEnumName(*v1::LaunchMode_descriptor(), v1::LAUNCH_GRAPH_PDL), "graph_pdl");
+  EXPECT_THAT(FlagEnumNames(*v1::LaunchMode_descriptor()),
+              ElementsAre("auto", "stream", "pdl", "graph", "graph-pdl"));
+}
+
+TEST(EnumNamesTest, FindTreatsDashAsUnderscore) {
+  const auto& launch = *v1::LaunchMode_descriptor();
+  EXPECT_EQ(FindEnumValue(launch, "graph-pdl")->number(), v1::LAUNCH_GRAPH_PDL);
+  EXPECT_EQ(FindEnumValue(launch, "graph_pdl")->number(), v1::LAUNCH_GRAPH_PDL);
+  EXPECT_EQ(FindEnumValue(launch, "LAUNCH-GRAPH-PDL")->number(), v1::LAUNCH_GRAPH_PDL);
+  EXPECT_EQ(FindEnumValue(launch, "graph-"), nullptr);
+}
+
 }  // namespace
 }  // namespace client
 }  // namespace gpupipe

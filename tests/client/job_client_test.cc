@@ -116,6 +116,54 @@ TEST_F(JobClientTest, SubmitAssemblesChunksAndReportsEvents) {
   EXPECT_EQ(service_.last_request.client_tag(), "t");
 }
 
+TEST_F(JobClientTest, SubmitKeepsThePlan) {
+  v1::JobEvent plan;
+  plan.mutable_plan()->set_launch("graph");
+  plan.mutable_plan()->add_kernels()->set_name("ew");
+  v1::JobEvent timing;
+  timing.mutable_timing()->set_graph("hit");
+  Script({Accepted({1}), plan, Chunk(0, "abcd"), timing, Done()});
+  v1::SubmitRequest request;
+  request.set_explain(true);
+  absl::StatusOr<JobResult> r = client_->Submit(request);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->has_plan);
+  EXPECT_EQ(r->plan.launch(), "graph");
+  EXPECT_EQ(r->timing.graph(), "hit");
+  EXPECT_FALSE(r->dry_run);
+  EXPECT_TRUE(service_.last_request.explain());
+}
+
+TEST_F(JobClientTest, DryRunNeedsNoOutputBytes) {
+  v1::JobEvent plan;
+  plan.mutable_plan()->add_kernels()->set_name("softmax.stats");
+  Script({Accepted({64, 100}), plan, Done()});
+  v1::SubmitRequest request;
+  request.set_dry_run(true);
+  absl::StatusOr<JobResult> r = client_->Submit(request);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->dry_run);
+  EXPECT_TRUE(r->has_plan);
+  EXPECT_TRUE(r->output.data().empty());
+  EXPECT_TRUE(service_.last_request.dry_run());
+
+  // The same stream is short for a request that is not a dry run.
+  absl::StatusOr<JobResult> ran = client_->Submit(v1::SubmitRequest());
+  ASSERT_FALSE(ran.ok());
+  EXPECT_EQ(ran.status().code(), absl::StatusCode::kDataLoss);
+}
+
+TEST_F(JobClientTest, DryRunThatRanIsAProtocolError) {
+  // A server that ignores dry_run runs the job and sends chunks.
+  Script({Accepted({1}), Chunk(0, "abcd"), Done()});
+  v1::SubmitRequest request;
+  request.set_dry_run(true);
+  absl::StatusOr<JobResult> r = client_->Submit(request);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(r.status().message(), HasSubstr("ResultChunk in a dry run"));
+}
+
 TEST_F(JobClientTest, RpcErrorKeepsCodeAndMessage) {
   Script({}, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "input.shape: rank 9 > 8"));
   absl::StatusOr<JobResult> r = client_->Submit(v1::SubmitRequest());

@@ -22,6 +22,7 @@ namespace {
 using google::protobuf::Message;
 using google::protobuf::util::MessageDifferencer;
 using ::testing::HasSubstr;
+using ::testing::StartsWith;
 using ::testing::SizeIs;
 
 std::vector<v1::Op> MustParse(const std::string& text) {
@@ -104,8 +105,9 @@ TEST(OpsGrammarTest, TrailingCommaInParams) {
 }
 
 TEST(OpsGrammarTest, UnknownOpListsKnownOps) {
-  EXPECT_EQ(ParseError("affine(alpha=2,beta=1) | relu | sofmax"),
-            "unknown op 'sofmax' at 1:33 (known: affine, relu, sum, softmax)");
+  // The list follows the proto, which grows; the first ops are stable.
+  EXPECT_THAT(ParseError("affine(alpha=2,beta=1) | relu | sofmax"),
+              StartsWith("unknown op 'sofmax' at 1:33 (known: affine, relu, sum, softmax"));
   EXPECT_THAT(ParseError("relu |\n  sofmax"), HasSubstr("unknown op 'sofmax' at 2:3"));
   EXPECT_THAT(ParseError("Relu"), HasSubstr("unknown op 'Relu' at 1:1"));
 }
@@ -203,7 +205,11 @@ TEST(OpsGrammarTest, FormatRoundTrips) {
 }
 
 TEST(OpsGrammarTest, KnownOps) {
-  EXPECT_EQ(KnownOps(), (std::vector<std::string>{"affine", "relu", "sum", "softmax"}));
+  // Proto declaration order; ops added to the proto follow these.
+  const std::vector<std::string> known = KnownOps();
+  ASSERT_GE(known.size(), 4u);
+  EXPECT_EQ(std::vector<std::string>(known.begin(), known.begin() + 4),
+            (std::vector<std::string>{"affine", "relu", "sum", "softmax"}));
 }
 
 // ---- param types gpupipe.v1 does not use yet, through a descriptor built at runtime ---------

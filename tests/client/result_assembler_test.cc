@@ -42,6 +42,25 @@ v1::JobEvent Done(int code = 0, std::string message = "") {
   return e;
 }
 
+v1::JobEvent Plan(int kernels = 2) {
+  v1::JobEvent e;
+  v1::Plan* plan = e.mutable_plan();
+  for (int i = 0; i < kernels; ++i) {
+    v1::PlannedKernel* k = plan->add_kernels();
+    k->set_index(i);
+    k->set_name(i == 0 ? "softmax.stats" : "softmax.apply");
+  }
+  if (kernels > 1) {
+    v1::PlanEdge* edge = plan->add_edges();
+    edge->set_from(0);
+    edge->set_to(1);
+    edge->set_kind("pdl");
+  }
+  plan->set_launch("pdl");
+  plan->set_staging("direct");
+  return e;
+}
+
 TEST(ResultAssemblerTest, AssemblesChunksInOrder) {
   ResultAssembler a;
   ASSERT_TRUE(a.Add(Accepted(v1::DTYPE_FLOAT32, {2, 2})).ok());
@@ -58,6 +77,118 @@ TEST(ResultAssemblerTest, AssemblesChunksInOrder) {
   EXPECT_EQ(r->output.data(), std::string(6, 'a') + std::string(10, 'b'));
   EXPECT_TRUE(r->has_timing);
   EXPECT_EQ(r->timing.total_us(), 12.5);
+}
+
+TEST(ResultAssemblerTest, KeepsThePlan) {
+  ResultAssembler a;
+  ASSERT_TRUE(a.Add(Accepted(v1::DTYPE_FLOAT32, {1})).ok());
+  ASSERT_TRUE(a.Add(Plan()).ok());
+  ASSERT_TRUE(a.Add(Chunk(0, "abcd")).ok());
+  ASSERT_TRUE(a.Add(Timing(3)).ok());
+  ASSERT_TRUE(a.Add(Done()).ok());
+  absl::StatusOr<JobResult> r = a.Finish();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->has_plan);
+  EXPECT_FALSE(r->dry_run);
+  ASSERT_EQ(r->plan.kernels_size(), 2);
+  EXPECT_EQ(r->plan.kernels(1).name(), "softmax.apply");
+  EXPECT_EQ(r->plan.edges(0).kind(), "pdl");
+  EXPECT_EQ(r->output.data(), "abcd");
+}
+
+TEST(ResultAssemblerTest, PlanIsOptional) {
+  ResultAssembler a;
+  ASSERT_TRUE(a.Add(Accepted(v1::DTYPE_FLOAT32, {1})).ok());
+  ASSERT_TRUE(a.Add(Chunk(0, "abcd")).ok());
+  ASSERT_TRUE(a.Add(Done()).ok());
+  absl::StatusOr<JobResult> r = a.Finish();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->has_plan);
+  EXPECT_EQ(r->plan.kernels_size(), 0);
+}
+
+TEST(ResultAssemblerTest, PlanOrderViolations) {
+  {
+    ResultAssembler a;
+    EXPECT_THAT(a.Add(Plan()).message(), HasSubstr("Plan before Accepted"));
+  }
+  {
+    ResultAssembler a;
+    ASSERT_TRUE(a.Add(Accepted(v1::DTYPE_FLOAT32, {1})).ok());
+    ASSERT_TRUE(a.Add(Plan()).ok());
+    absl::Status s = a.Add(Plan());
+    EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+    EXPECT_THAT(s.message(), HasSubstr("second Plan event"));
+  }
+  {
+    ResultAssembler a;
+    ASSERT_TRUE(a.Add(Accepted(v1::DTYPE_FLOAT32, {1})).ok());
+    ASSERT_TRUE(a.Add(Chunk(0, "ab")).ok());
+    EXPECT_THAT(a.Add(Plan()).message(), HasSubstr("Plan after ResultChunk"));
+  }
+  {
+    // An empty chunk still marks the start of the output.
+    ResultAssembler a;
+    ASSERT_TRUE(a.Add(Accepted(v1::DTYPE_FLOAT32, {1})).ok());
+    ASSERT_TRUE(a.Add(Chunk(0, "")).ok());
+    EXPECT_THAT(a.Add(Plan()).message(), HasSubstr("Plan after ResultChunk"));
+  }
+  {
+    ResultAssembler a;
+    ASSERT_TRUE(a.Add(Accepted(v1::DTYPE_FLOAT32, {0})).ok());
+    ASSERT_TRUE(a.Add(Timing(1)).ok());
+    EXPECT_THAT(a.Add(Plan()).message(), HasSubstr("Plan after Timing"));
+  }
+  {
+    ResultAssembler a;
+    ASSERT_TRUE(a.Add(Accepted(v1::DTYPE_FLOAT32, {0})).ok());
+    ASSERT_TRUE(a.Add(Done()).ok());
+    EXPECT_THAT(a.Add(Plan()).message(), HasSubstr("event after Done"));
+  }
+}
+
+TEST(ResultAssemblerTest, DryRunIsAcceptedPlanDone) {
+  ResultAssembler a(/*dry_run=*/true);
+  ASSERT_TRUE(a.Add(Accepted(v1::DTYPE_FLOAT32, {64, 100})).ok());
+  ASSERT_TRUE(a.Add(Plan()).ok());
+  ASSERT_TRUE(a.Add(Done()).ok());
+  absl::StatusOr<JobResult> r = a.Finish();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->dry_run);
+  EXPECT_TRUE(r->has_plan);
+  EXPECT_FALSE(r->has_timing);
+  // Shape and dtype say what the job would produce; there are no bytes.
+  EXPECT_EQ(r->output.dtype(), v1::DTYPE_FLOAT32);
+  EXPECT_THAT(r->output.shape(), ::testing::ElementsAre(64, 100));
+  EXPECT_TRUE(r->output.data().empty());
+}
+
+TEST(ResultAssemblerTest, DryRunRejectsChunksAndNeedsAPlan) {
+  {
+    ResultAssembler a(/*dry_run=*/true);
+    ASSERT_TRUE(a.Add(Accepted(v1::DTYPE_FLOAT32, {1})).ok());
+    ASSERT_TRUE(a.Add(Plan()).ok());
+    absl::Status s = a.Add(Chunk(0, "abcd"));
+    EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+    EXPECT_THAT(s.message(), HasSubstr("ResultChunk in a dry run"));
+  }
+  {
+    ResultAssembler a(/*dry_run=*/true);
+    ASSERT_TRUE(a.Add(Accepted(v1::DTYPE_FLOAT32, {1})).ok());
+    ASSERT_TRUE(a.Add(Done()).ok());
+    absl::StatusOr<JobResult> r = a.Finish();
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss);
+    EXPECT_THAT(r.status().message(), HasSubstr("dry run ended without a Plan event"));
+  }
+  {
+    // Without dry_run, a stream without chunks for a non-empty output is still short.
+    ResultAssembler a;
+    ASSERT_TRUE(a.Add(Accepted(v1::DTYPE_FLOAT32, {1})).ok());
+    ASSERT_TRUE(a.Add(Plan()).ok());
+    ASSERT_TRUE(a.Add(Done()).ok());
+    EXPECT_THAT(a.Finish().status().message(), HasSubstr("output is 0 bytes"));
+  }
 }
 
 TEST(ResultAssemblerTest, EmptyAndScalarOutputs) {

@@ -104,8 +104,11 @@ TEST_F(Cli, DescribeJsonListsTheCatalog) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   nlohmann::json j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["backend"], "cpu");
-  ASSERT_EQ(j["ops"].size(), 4u);
-  EXPECT_EQ(j["ops"][3]["name"], "softmax");
+  std::vector<std::string> names;
+  for (const auto& op : j["ops"]) names.push_back(op["name"]);
+  for (const char* op : {"affine", "relu", "sqrt", "pow", "sum", "softmax"}) {
+    EXPECT_NE(std::find(names.begin(), names.end(), op), names.end()) << op;
+  }
 }
 
 TEST_F(Cli, DescribeTextNamesTheOps) {

@@ -13,6 +13,7 @@ namespace cli {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 template <typename T>
 v1::Tensor MakeTensor(v1::DType dtype, std::vector<int64_t> shape, std::vector<T> values) {
@@ -90,7 +91,8 @@ TEST(RenderTest, SubmitText) {
             "job       job-7 (backend cuda)\n"
             "ops       affine(alpha=2) | sum\n"
             "tensor    float32[2, 3] -> float32[2]\n"
-            "timing    queue 5.0 us, h2d 10.2 us, compute 1.50 ms, d2h 4.0 us, total 2.00 ms\n"
+            "timing    queue 5.0 us, h2d 10.2 us, compute 1.50 ms, d2h 4.0 us, total 2.00 ms, "
+            "then result stream 0.0 us\n"
             "stream    high/0 (device priority -5), 2 kernels, staging direct, launch pdl\n"
             "bytes     in 24 B, out 8 B, 0.00 GB/s\n"
             "output    [3, 12]\n");
@@ -104,6 +106,168 @@ TEST(RenderTest, SubmitText) {
   SubmitReport untimed = Report();
   untimed.result.has_timing = false;
   EXPECT_THAT(RenderSubmitText(untimed), HasSubstr("timing    not reported by the server\n"));
+}
+
+v1::Plan SoftmaxPlan() {
+  v1::Plan plan;
+  plan.set_launch("pdl");
+  plan.set_staging("direct");
+  const char* names[] = {"softmax.stats", "softmax.apply"};
+  for (int i = 0; i < 2; ++i) {
+    v1::PlannedKernel* k = plan.add_kernels();
+    k->set_index(i);
+    k->set_name(names[i]);
+    k->set_step(0);
+    k->set_ops("affine+softmax");
+    k->set_rows(64);
+    k->set_cols(100);
+    k->set_blocks(i == 0 ? 64 : 132);
+    k->set_threads(256);
+  }
+  v1::PlanEdge* e = plan.add_edges();
+  e->set_from(0);
+  e->set_to(1);
+  e->set_kind("pdl");
+  e->set_reason("needs each row's max and sum");
+  return plan;
+}
+
+TEST(RenderTest, PlanText) {
+  EXPECT_EQ(RenderPlanText(SoftmaxPlan()),
+            "plan      2 kernels, launch pdl, staging direct\n"
+            "          k0  softmax.stats  step 0  affine+softmax  64 x 100  grid 64 x 256\n"
+            "          k1  softmax.apply  step 0  affine+softmax  64 x 100  grid 132 x 256\n"
+            "          k0 -> k1 pdl: needs each row's max and sum\n");
+  // CPU plans launch nothing; edges may lack a kind or a reason.
+  v1::Plan cpu;
+  v1::PlannedKernel* k = cpu.add_kernels();
+  k->set_name("ew");
+  k->set_ops("relu");
+  k->set_rows(1);
+  k->set_cols(3);
+  cpu.add_edges()->set_to(0);
+  EXPECT_EQ(RenderPlanText(cpu),
+            "plan      1 kernel, launch -, staging -\n"
+            "          k0  ew  step 0  relu  1 x 3  grid -\n"
+            "          k0 -> k0\n");
+  EXPECT_EQ(RenderPlanText(v1::Plan()), "plan      0 kernels, launch -, staging -\n");
+}
+
+TEST(RenderTest, FormatTable) {
+  EXPECT_EQ(FormatTable({{"a", "bbb", "c"}, {"dddd", "e", "12"}}, {false, true, false}, 2),
+            "  a     bbb  c\n"
+            "  dddd    e  12\n");
+  EXPECT_EQ(FormatTable({}, {}, 0), "");
+}
+
+TEST(RenderTest, SubmitTextWithPlanGraphAndSteps) {
+  SubmitReport r = Report();
+  r.explain = true;
+  r.profile = true;
+  r.result.plan = SoftmaxPlan();
+  r.result.has_plan = true;
+  r.result.timing.set_launch("graph-pdl");
+  r.result.timing.set_graph("hit");
+  v1::StepTiming* s0 = r.result.timing.add_steps();
+  s0->set_step(0);
+  s0->set_ops("affine+softmax");
+  s0->set_kernels(2);
+  s0->set_device_us(1250);
+  v1::StepTiming* s1 = r.result.timing.add_steps();
+  s1->set_step(1);
+  s1->set_ops("sum");
+  s1->set_kernels(1);
+  s1->set_device_us(12.5);
+  EXPECT_EQ(RenderSubmitText(r),
+            "plan      2 kernels, launch pdl, staging direct\n"
+            "          k0  softmax.stats  step 0  affine+softmax  64 x 100  grid 64 x 256\n"
+            "          k1  softmax.apply  step 0  affine+softmax  64 x 100  grid 132 x 256\n"
+            "          k0 -> k1 pdl: needs each row's max and sum\n"
+            "job       job-7 (backend cuda)\n"
+            "ops       affine(alpha=2) | sum\n"
+            "tensor    float32[2, 3] -> float32[2]\n"
+            "timing    queue 5.0 us, h2d 10.2 us, compute 1.50 ms, d2h 4.0 us, total 2.00 ms, "
+            "then result stream 0.0 us\n"
+            "stream    high/0 (device priority -5), 2 kernels, staging direct, launch graph-pdl, "
+            "graph hit\n"
+            "bytes     in 24 B, out 8 B, 0.00 GB/s\n"
+            "steps     step  ops             kernels   device\n"
+            "          0     affine+softmax        2  1.25 ms\n"
+            "          1     sum                   1  12.5 us\n"
+            "output    [3, 12]\n");
+}
+
+TEST(RenderTest, SubmitTextSaysWhatTheServerLeftOut) {
+  SubmitReport r = Report();
+  r.explain = true;
+  r.profile = true;
+  const std::string text = RenderSubmitText(r);
+  EXPECT_THAT(text, HasSubstr("plan      not reported by the server\n"));
+  EXPECT_THAT(text, HasSubstr("steps     not reported by the server\n"));
+  // Not asked for, not mentioned.
+  const std::string plain = RenderSubmitText(Report());
+  EXPECT_THAT(plain, Not(HasSubstr("plan")));
+  EXPECT_THAT(plain, Not(HasSubstr("steps")));
+  EXPECT_THAT(plain, Not(HasSubstr("graph")));
+}
+
+SubmitReport DryRun() {
+  SubmitReport r = Report();
+  r.result.dry_run = true;
+  r.result.has_timing = false;
+  r.result.timing.Clear();
+  r.result.output.clear_data();
+  r.result.plan = SoftmaxPlan();
+  r.result.has_plan = true;
+  r.output_path = "";
+  return r;
+}
+
+TEST(RenderTest, DryRunTextIsThePlanOnly) {
+  EXPECT_EQ(RenderSubmitText(DryRun()), RenderPlanText(SoftmaxPlan()));
+}
+
+TEST(RenderTest, DryRunJson) {
+  nlohmann::ordered_json j = SubmitJson(DryRun());
+  EXPECT_EQ(j["status"], "ok");
+  EXPECT_EQ(j["dry_run"], true);
+  EXPECT_EQ(j["output"]["shape"], nlohmann::ordered_json({2}));
+  EXPECT_FALSE(j["output"].contains("values"));
+  EXPECT_FALSE(j["output"].contains("path"));
+  EXPECT_FALSE(j.contains("timing"));
+  ASSERT_TRUE(j.contains("plan"));
+  EXPECT_EQ(j["plan"]["kernels"].size(), 2u);
+}
+
+TEST(RenderTest, SubmitJsonPlanGraphAndSteps) {
+  SubmitReport r = Report();
+  r.result.plan = SoftmaxPlan();
+  r.result.has_plan = true;
+  r.result.timing.set_graph("miss");
+  r.result.timing.set_result_stream_us(7.5);
+  v1::StepTiming* st = r.result.timing.add_steps();
+  st->set_step(0);
+  st->set_ops("affine+softmax");
+  st->set_kernels(2);
+  st->set_device_us(99.5);
+  nlohmann::ordered_json j = SubmitJson(r);
+  EXPECT_EQ(j["dry_run"], false);
+  EXPECT_EQ(j["plan"].dump(),
+            R"({"launch":"pdl","staging":"direct","kernels":[)"
+            R"({"index":0,"name":"softmax.stats","step":0,"ops":"affine+softmax","rows":64,)"
+            R"("cols":100,"blocks":64,"threads":256},)"
+            R"({"index":1,"name":"softmax.apply","step":0,"ops":"affine+softmax","rows":64,)"
+            R"("cols":100,"blocks":132,"threads":256}],)"
+            R"("edges":[{"from":0,"to":1,"kind":"pdl","reason":"needs each row's max and sum"}]})");
+  EXPECT_EQ(j["timing"]["graph"], "miss");
+  EXPECT_EQ(j["timing"]["result_stream_us"], 7.5);
+  EXPECT_EQ(j["timing"]["steps"].dump(),
+            R"([{"step":0,"ops":"affine+softmax","kernels":2,"device_us":99.5}])");
+
+  nlohmann::ordered_json plain = SubmitJson(Report());
+  EXPECT_FALSE(plain.contains("plan"));
+  EXPECT_TRUE(plain["timing"]["graph"].is_null());
+  EXPECT_EQ(plain["timing"]["steps"], nlohmann::ordered_json::array());
 }
 
 TEST(RenderTest, SubmitJson) {
@@ -171,6 +335,13 @@ v1::DescribeResponse Description() {
   d.add_stagings(v1::STAGING_AUTO);
   d.add_stagings(v1::STAGING_PIPELINE);
   d.add_launch_modes(v1::LAUNCH_PDL);
+  d.add_launch_modes(v1::LAUNCH_GRAPH_PDL);
+  v1::GraphCacheStats* g = d.mutable_graph_cache();
+  g->set_hits(120);
+  g->set_updates(4);
+  g->set_misses(8);
+  g->set_entries(3);
+  g->set_capacity(64);
   d.mutable_limits()->set_max_input_bytes(int64_t{1} << 30);
   d.mutable_limits()->set_max_ops(16);
   d.mutable_limits()->set_max_chunk_bytes(int64_t{1} << 20);
@@ -188,11 +359,16 @@ TEST(RenderTest, DescribeText) {
   EXPECT_THAT(text, HasSubstr("params: alpha (number, default 1)\n"));
   EXPECT_THAT(text, HasSubstr("dtypes: float32, float16\n"));
   EXPECT_THAT(text, HasSubstr("staging   auto, pipeline\n"));
-  EXPECT_THAT(text, HasSubstr("launch    pdl\n"));
+  EXPECT_THAT(text, HasSubstr("launch    pdl, graph-pdl\n"));
+  EXPECT_THAT(text,
+              HasSubstr("graphs    3 of 64 cached; 120 hits, 4 updates, 8 misses, 0 evictions\n"));
   EXPECT_THAT(text, HasSubstr("limits    input 1.0 GiB, 16 ops, rank 8, chunks 1.0 MiB\n"));
   v1::DescribeResponse cpu;
   cpu.set_backend("cpu");
   EXPECT_THAT(RenderDescribeText(cpu), HasSubstr("device    none (CPU backend)\n"));
+  EXPECT_THAT(RenderDescribeText(cpu), Not(HasSubstr("graphs")));
+  cpu.mutable_graph_cache();
+  EXPECT_THAT(RenderDescribeText(cpu), HasSubstr("graphs    no cache\n"));
 }
 
 TEST(RenderTest, DescribeJson) {
@@ -206,6 +382,8 @@ TEST(RenderTest, DescribeJson) {
   EXPECT_EQ(j["ops"][0]["params"][0]["default_value"], "1");
   EXPECT_EQ(j["limits"]["max_ops"], 16);
   EXPECT_EQ(j["launch_modes"][0], "LAUNCH_PDL");
+  EXPECT_EQ(j["graph_cache"]["hits"], "120");  // proto3 JSON writes int64 as a string
+  EXPECT_EQ(j["graph_cache"]["capacity"], 64);
 }
 
 TEST(RenderTest, ErrorJson) {
