@@ -24,11 +24,17 @@ for t in "${gpu_tests[@]}"; do
 done
 
 if command -v compute-sanitizer >/dev/null; then
-  for t in kernels_cuda_test server_cuda_test; do
-    compute-sanitizer --tool memcheck --error-exitcode 99 "$bundle/bin/$t" --gtest_brief=1 \
-      > "$out/memcheck-$t.log" 2>&1
-    rc=$?
-    note "memcheck $t: rc=$rc $(grep -E 'ERROR SUMMARY' "$out/memcheck-$t.log" | tail -1) $(grep -E '^\[  (PASSED|FAILED) ' "$out/memcheck-$t.log" | tr '\n' ' ')"
+  # memcheck over every GPU test binary; racecheck and synccheck over the kernel tests.
+  # SANITIZE_TOOLS narrows the set, e.g. SANITIZE_TOOLS=memcheck.
+  for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck}; do
+    tests=(kernels_cuda_test)
+    [ "$tool" = memcheck ] && tests+=(server_cuda_test)
+    for t in "${tests[@]}"; do
+      compute-sanitizer --tool "$tool" --error-exitcode 99 "$bundle/bin/$t" --gtest_brief=1 \
+        > "$out/$tool-$t.log" 2>&1
+      rc=$?
+      note "$tool $t: rc=$rc $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/$tool-$t.log" | tail -1) $(grep -E '^\[  (PASSED|FAILED) ' "$out/$tool-$t.log" | tr '\n' ' ')"
+    done
   done
 else
   note "compute-sanitizer: not found"
@@ -55,7 +61,18 @@ np.save('$work/x.npy', np.random.default_rng().standard_normal((1024, 4096), dty
     --ops 'affine(alpha=2,beta=1) | relu | softmax' --output "$work/y.npy"
   "$bundle/bin/gpupipe" --target "127.0.0.1:$port" submit --input "$work/x.npy" \
     --ops 'affine(alpha=2,beta=1) | relu | softmax' --output "$work/y.npy" --json
+  echo
+  echo "\$ gpupipe submit --input x.npy --ops 'abs | sqrt | standardize | argmax' --explain --profile --launch graph-pdl"
+  "$bundle/bin/gpupipe" --target "127.0.0.1:$port" submit --input "$work/x.npy" \
+    --ops 'abs | sqrt | standardize | argmax' --explain --profile --launch graph-pdl
+  echo
+  echo "\$ gpupipe compare --input x.npy --ops 'affine(alpha=2,beta=1) | relu | sqrt | softmax'"
+  "$bundle/bin/gpupipe" --target "127.0.0.1:$port" compare --input "$work/x.npy" \
+    --ops 'affine(alpha=2,beta=1) | relu | sqrt | softmax' --repeat 10
+  echo
+  "$bundle/bin/gpupipe" --target "127.0.0.1:$port" describe | grep -i graph
 } > "$out/e2e.log" 2>&1
+cp "$out/e2e.log" "$out/e2e-cli.log"
 python3 -c "
 import numpy as np
 x = np.load('$work/x.npy').astype(np.float64); y = np.load('$work/y.npy')

@@ -42,7 +42,7 @@ constexpr int kEwDirectUnroll = 4;
 
 // ---- entry points ----------------------------------------------------------------------------
 // d_in and d_out may alias (in place): every element is read before it is written, by the same
-// block, and no element is read twice. Hence no __restrict__ here.
+// block, and no element is read twice. Hence no here.
 
 template <int Stages>
 __global__ void __launch_bounds__(kEwThreads)

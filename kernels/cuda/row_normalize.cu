@@ -68,7 +68,7 @@ __device__ __forceinline__ float Normalize(Affine a, float x) { return (x - a.sh
 // ---- group path (short rows) -----------------------------------------------------------------
 
 __global__ void __launch_bounds__(kRowThreads)
-    NormStatsGroupKernel(const float* __restrict__ d_in, MomentStat* __restrict__ d_stats,
+    NormStatsGroupKernel(const float* d_in, MomentStat* d_stats,
                          int64_t rows, int cols, int lanes, RowNormalizeKind kind,
                          EwProgram pre) {
   const int lane = threadIdx.x % kWarpSize;
@@ -92,8 +92,8 @@ __global__ void __launch_bounds__(kRowThreads)
 }
 
 __global__ void __launch_bounds__(kRowThreads)
-    NormApplyGroupKernel(const float* __restrict__ d_in, float* __restrict__ d_out,
-                         const MomentStat* __restrict__ d_stats, int64_t rows, int cols,
+    NormApplyGroupKernel(const float* d_in, float* d_out,
+                         const MomentStat* d_stats, int64_t rows, int cols,
                          int lanes, RowNormalizeKind kind, EwProgram pre) {
   const int lane = threadIdx.x % kWarpSize;
   const int l = lane % lanes;
@@ -127,7 +127,7 @@ __global__ void __launch_bounds__(kRowThreads)
 // ---- block path (long rows, optionally split) --------------------------------------------------
 
 __global__ void __launch_bounds__(kRowThreads, kRowBlockMinBlocksPerSm)
-    NormStatsBlockKernel(const float* __restrict__ d_in, MomentStat* __restrict__ d_stats,
+    NormStatsBlockKernel(const float* d_in, MomentStat* d_stats,
                          int64_t rows, int64_t cols, int64_t splits, int64_t seg_len,
                          RowNormalizeKind kind, EwProgram pre) {
   __shared__ MomentStat scratch[kWarpSize];
@@ -152,8 +152,8 @@ __global__ void __launch_bounds__(kRowThreads, kRowBlockMinBlocksPerSm)
 }
 
 __global__ void __launch_bounds__(kRowThreads, kRowBlockMinBlocksPerSm)
-    NormApplyBlockKernel(const float* __restrict__ d_in, float* __restrict__ d_out,
-                         const MomentStat* __restrict__ d_stats, int64_t rows, int64_t cols,
+    NormApplyBlockKernel(const float* d_in, float* d_out,
+                         const MomentStat* d_stats, int64_t rows, int64_t cols,
                          int64_t splits, int64_t seg_len, RowNormalizeKind kind, EwProgram pre,
                          bool out_vec) {
   __shared__ Affine row_affine;

@@ -31,7 +31,7 @@ using detail::ReduceOp;
 // A group of `lanes` lanes (power of two <= 32) per row; warp-uniform loop bounds so the
 // full-warp shuffles see every lane.
 __global__ void __launch_bounds__(kRowThreads)
-    ReduceGroupKernel(const float* __restrict__ d_in, float* __restrict__ d_out, int64_t rows,
+    ReduceGroupKernel(const float* d_in, float* d_out, int64_t rows,
                       int cols, int lanes, RowReduceKind kind, EwProgram pre) {
   const ReduceOp op{kind};
   const int lane = threadIdx.x % kWarpSize;
@@ -56,7 +56,7 @@ __global__ void __launch_bounds__(kRowThreads)
 // A block per segment (row r, split s) of seg_len columns; writes d_dst[r * splits + s]: the
 // raw partial, or, when splits == 1 (d_dst is d_out), the row's final result.
 __global__ void __launch_bounds__(kRowThreads, kRowBlockMinBlocksPerSm)
-    ReduceBlockKernel(const float* __restrict__ d_in, float* __restrict__ d_dst, int64_t rows,
+    ReduceBlockKernel(const float* d_in, float* d_dst, int64_t rows,
                       int64_t cols, int64_t splits, int64_t seg_len, RowReduceKind kind,
                       EwProgram pre) {
   __shared__ float scratch[kWarpSize];
@@ -82,7 +82,7 @@ __global__ void __launch_bounds__(kRowThreads, kRowBlockMinBlocksPerSm)
 
 // Warp per row: merges the row's `splits` partials and finalizes.
 __global__ void __launch_bounds__(kRowThreads)
-    ReduceCombineKernel(const float* __restrict__ d_partials, float* __restrict__ d_out,
+    ReduceCombineKernel(const float* d_partials, float* d_out,
                         int64_t rows, int64_t cols, int64_t splits, RowReduceKind kind) {
   const ReduceOp op{kind};
   const int lane = threadIdx.x % kWarpSize;
@@ -106,7 +106,7 @@ __device__ __forceinline__ void PushArgmax(ArgmaxStat& st, float x, int64_t i) {
 }
 
 __global__ void __launch_bounds__(kRowThreads)
-    ArgmaxGroupKernel(const float* __restrict__ d_in, int64_t* __restrict__ d_out, int64_t rows,
+    ArgmaxGroupKernel(const float* d_in, int64_t* d_out, int64_t rows,
                       int cols, int lanes, EwProgram pre) {
   const int lane = threadIdx.x % kWarpSize;
   const int rows_per_warp = kWarpSize / lanes;
@@ -132,8 +132,8 @@ __global__ void __launch_bounds__(kRowThreads)
 // Block per segment; with splits == 1 writes the index to d_out, otherwise the segment's
 // candidate to d_partials[seg].
 __global__ void __launch_bounds__(kRowThreads, kRowBlockMinBlocksPerSm)
-    ArgmaxBlockKernel(const float* __restrict__ d_in, int64_t* __restrict__ d_out,
-                      ArgmaxStat* __restrict__ d_partials, int64_t rows, int64_t cols,
+    ArgmaxBlockKernel(const float* d_in, int64_t* d_out,
+                      ArgmaxStat* d_partials, int64_t rows, int64_t cols,
                       int64_t splits, int64_t seg_len, EwProgram pre) {
   __shared__ ArgmaxStat scratch[kWarpSize];
   const int64_t segments = rows * splits;
@@ -168,7 +168,7 @@ __global__ void __launch_bounds__(kRowThreads, kRowBlockMinBlocksPerSm)
 }
 
 __global__ void __launch_bounds__(kRowThreads)
-    ArgmaxCombineKernel(const ArgmaxStat* __restrict__ d_partials, int64_t* __restrict__ d_out,
+    ArgmaxCombineKernel(const ArgmaxStat* d_partials, int64_t* d_out,
                         int64_t rows, int64_t splits) {
   const int lane = threadIdx.x % kWarpSize;
   const int64_t first = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kWarpSize;

@@ -42,7 +42,7 @@ __device__ __forceinline__ float InverseSum(SoftmaxStat st) {
 // ---- group path (short rows) -----------------------------------------------------------------
 
 __global__ void __launch_bounds__(kRowThreads)
-    SoftmaxStatsGroupKernel(const float* __restrict__ d_in, SoftmaxStat* __restrict__ d_stats,
+    SoftmaxStatsGroupKernel(const float* d_in, SoftmaxStat* d_stats,
                             int64_t rows, int cols, int lanes, EwProgram pre) {
   const int lane = threadIdx.x % kWarpSize;
   const int rows_per_warp = kWarpSize / lanes;
@@ -65,8 +65,8 @@ __global__ void __launch_bounds__(kRowThreads)
 }
 
 __global__ void __launch_bounds__(kRowThreads)
-    SoftmaxNormGroupKernel(const float* __restrict__ d_in, float* __restrict__ d_out,
-                           const SoftmaxStat* __restrict__ d_stats, int64_t rows, int cols,
+    SoftmaxNormGroupKernel(const float* d_in, float* d_out,
+                           const SoftmaxStat* d_stats, int64_t rows, int cols,
                            int lanes, EwProgram pre) {
   const int lane = threadIdx.x % kWarpSize;
   const int l = lane % lanes;
@@ -101,7 +101,7 @@ __global__ void __launch_bounds__(kRowThreads)
 // ---- block path (long rows, optionally split) --------------------------------------------------
 
 __global__ void __launch_bounds__(kRowThreads, kRowBlockMinBlocksPerSm)
-    SoftmaxStatsBlockKernel(const float* __restrict__ d_in, SoftmaxStat* __restrict__ d_stats,
+    SoftmaxStatsBlockKernel(const float* d_in, SoftmaxStat* d_stats,
                             int64_t rows, int64_t cols, int64_t splits, int64_t seg_len,
                             EwProgram pre) {
   __shared__ SoftmaxStat scratch[kWarpSize];
@@ -131,8 +131,8 @@ __global__ void __launch_bounds__(kRowThreads, kRowBlockMinBlocksPerSm)
 }
 
 __global__ void __launch_bounds__(kRowThreads, kRowBlockMinBlocksPerSm)
-    SoftmaxNormBlockKernel(const float* __restrict__ d_in, float* __restrict__ d_out,
-                           const SoftmaxStat* __restrict__ d_stats, int64_t rows, int64_t cols,
+    SoftmaxNormBlockKernel(const float* d_in, float* d_out,
+                           const SoftmaxStat* d_stats, int64_t rows, int64_t cols,
                            int64_t splits, int64_t seg_len, EwProgram pre, bool out_vec) {
   __shared__ SoftmaxStat row_stat;
   const int64_t segments = rows * splits;

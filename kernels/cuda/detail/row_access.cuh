@@ -36,6 +36,11 @@ __device__ __forceinline__ void PrefetchL2(const void* p) {
 }
 
 // ---- element access ------------------------------------------------------------------------
+// Plain (coherent) loads only: a PDL-launched kernel starts while its predecessor is still
+// writing this kernel's input, so the non-coherent read-only path (__ldg, or what the compiler
+// picks for const pointers), which assumes the data fixed for the kernel's whole
+// lifetime, can return stale lines even after cudaGridDependencySynchronize(). Seen on the
+// H200 as wrong rows in chained row ops, only with PDL.
 
 __device__ __forceinline__ float4 ApplyEw4(const EwProgram& program, float4 v) {
   return {ApplyEw(program, v.x), ApplyEw(program, v.y), ApplyEw(program, v.z),
@@ -60,42 +65,42 @@ __device__ __forceinline__ void StoreFloat4(float* dst, float4 v, bool vec) {
 // general (cols need not be a multiple of 4), hence the head. Calls on_scalar(i, x) and
 // on_vec(i, float4 of p[i..i+3]) with i relative to p; never reads outside p[0, len).
 template <int Unroll, typename OnScalar, typename OnVec>
-__device__ __forceinline__ void VisitSegment(const float* __restrict__ p, int64_t len, int t,
+__device__ __forceinline__ void VisitSegment(const float* p, int64_t len, int t,
                                              int nthreads, OnScalar&& on_scalar, OnVec&& on_vec) {
   const int64_t misalign = static_cast<int64_t>((reinterpret_cast<uintptr_t>(p) >> 2) & 3);
   const int64_t head = min(static_cast<int64_t>((4 - misalign) & 3), len);
-  if (t < head) on_scalar(t, __ldg(p + t));
+  if (t < head) on_scalar(t, *(p + t));
 
-  const float4* __restrict__ body = reinterpret_cast<const float4*>(p + head);
+  const float4* body = reinterpret_cast<const float4*>(p + head);
   const int64_t nvec = (len - head) / 4;
   int64_t v = t;
   for (; v + (Unroll - 1) * static_cast<int64_t>(nthreads) < nvec; v += Unroll * nthreads) {
     float4 q[Unroll];
 #pragma unroll
-    for (int u = 0; u < Unroll; ++u) q[u] = __ldg(body + v + u * nthreads);
+    for (int u = 0; u < Unroll; ++u) q[u] = *(body + v + u * nthreads);
 #pragma unroll
     for (int u = 0; u < Unroll; ++u) on_vec(head + 4 * (v + u * nthreads), q[u]);
   }
-  for (; v < nvec; v += nthreads) on_vec(head + 4 * v, __ldg(body + v));
+  for (; v < nvec; v += nthreads) on_vec(head + 4 * v, *(body + v));
 
-  for (int64_t i = head + 4 * nvec + t; i < len; i += nthreads) on_scalar(i, __ldg(p + i));
+  for (int64_t i = head + 4 * nvec + t; i < len; i += nthreads) on_scalar(i, *(p + i));
 }
 
 // Visits p[0, len) for one lane `l` of a group of `lanes` lanes sharing a short row
 // (len <= a few thousand, so int indices): lane l owns elements l, l + lanes, ... Loads are
 // issued Unroll at a time so several are in flight per lane.
 template <int Unroll, typename OnScalar>
-__device__ __forceinline__ void VisitShortRow(const float* __restrict__ p, int len, int l,
+__device__ __forceinline__ void VisitShortRow(const float* p, int len, int l,
                                               int lanes, OnScalar&& on_scalar) {
   int i = l;
   for (; i + (Unroll - 1) * lanes < len; i += Unroll * lanes) {
     float x[Unroll];
 #pragma unroll
-    for (int u = 0; u < Unroll; ++u) x[u] = __ldg(p + i + u * lanes);
+    for (int u = 0; u < Unroll; ++u) x[u] = *(p + i + u * lanes);
 #pragma unroll
     for (int u = 0; u < Unroll; ++u) on_scalar(i + u * lanes, x[u]);
   }
-  for (; i < len; i += lanes) on_scalar(i, __ldg(p + i));
+  for (; i < len; i += lanes) on_scalar(i, *(p + i));
 }
 
 }  // namespace gpupipe::kernels::cuda::detail
