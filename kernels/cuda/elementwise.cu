@@ -73,7 +73,7 @@ __global__ void __launch_bounds__(kEwThreads)
   // Ragged end (< one tile): plain bounds-checked loads, by the block next in the tile order.
   if (blockIdx.x == full_tiles % gridDim.x) {
     for (int64_t i = full_tiles * kEwTileFloats + threadIdx.x; i < n; i += blockDim.x) {
-      d_out[i] = ApplyEw(program, d_in[i]);
+      d_out[i] = ApplyEw(program, __ldcg(d_in + i));
     }
   }
   detail::AllowDependentGrids();
@@ -91,17 +91,19 @@ __global__ void __launch_bounds__(kEwThreads)
   for (; v + (kEwDirectUnroll - 1) * stride < nvec; v += kEwDirectUnroll * stride) {
     float4 q[kEwDirectUnroll];
 #pragma unroll
-    for (int u = 0; u < kEwDirectUnroll; ++u) q[u] = in4[v + u * stride];
+    for (int u = 0; u < kEwDirectUnroll; ++u) q[u] = __ldcg(in4 + v + u * stride);
 #pragma unroll
     for (int u = 0; u < kEwDirectUnroll; ++u) {
       StoreFloat4(d_out + 4 * (v + u * stride), ApplyEw4(program, q[u]), out_vec);
     }
   }
-  for (; v < nvec; v += stride) StoreFloat4(d_out + 4 * v, ApplyEw4(program, in4[v]), out_vec);
+  for (; v < nvec; v += stride) {
+    StoreFloat4(d_out + 4 * v, ApplyEw4(program, __ldcg(in4 + v)), out_vec);
+  }
 
   // n % 4 trailing elements; the grid always has at least 3 threads.
   const int64_t i = 4 * nvec + tid;
-  if (i < n) d_out[i] = ApplyEw(program, d_in[i]);
+  if (i < n) d_out[i] = ApplyEw(program, __ldcg(d_in + i));
   detail::AllowDependentGrids();
 }
 

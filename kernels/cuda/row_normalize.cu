@@ -115,7 +115,7 @@ __global__ void __launch_bounds__(kRowThreads)
   for (int64_t base = warp * rows_per_warp; base < rows; base += warps * rows_per_warp) {
     const int64_t row = base + lane / lanes;
     if (row >= rows) continue;  // no collectives below
-    const Affine a = RowAffine(kind, d_stats[row], cols);
+    const Affine a = RowAffine(kind, detail::LoadThroughL2(&d_stats[row]), cols);
     float* out = d_out + row * cols;
     detail::VisitShortRow<kRowUnroll>(d_in + row * cols, cols, l, lanes, [&](int i, float x) {
       out[i] = Normalize(a, ApplyEw(pre, x));
@@ -183,7 +183,7 @@ __global__ void __launch_bounds__(kRowThreads, kRowBlockMinBlocksPerSm)
       const NormalizeMergeOp merge{kind};
       MomentStat st = detail::EmptyMomentStat();
       for (int64_t k = threadIdx.x; k < splits; k += kWarpSize) {
-        st = merge(st, d_stats[row * splits + k]);
+        st = merge(st, detail::LoadThroughL2(&d_stats[row * splits + k]));
       }
       st = detail::WarpAllReduce(st, merge);
       if (threadIdx.x == 0) row_affine = RowAffine(kind, st, cols);

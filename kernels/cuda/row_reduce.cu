@@ -92,7 +92,9 @@ __global__ void __launch_bounds__(kRowThreads)
 
   for (int64_t row = first; row < rows; row += warps) {
     float acc = op.Identity();
-    for (int64_t k = lane; k < splits; k += kWarpSize) acc = op(acc, d_partials[row * splits + k]);
+    for (int64_t k = lane; k < splits; k += kWarpSize) {
+      acc = op(acc, detail::LoadThroughL2(&d_partials[row * splits + k]));
+    }
     acc = detail::WarpAllReduce(acc, op);
     if (lane == 0) d_out[row] = op.Finalize(acc, cols);
   }
@@ -178,7 +180,7 @@ __global__ void __launch_bounds__(kRowThreads)
   for (int64_t row = first; row < rows; row += warps) {
     ArgmaxStat st = detail::EmptyArgmaxStat();
     for (int64_t k = lane; k < splits; k += kWarpSize) {
-      st = detail::MergeArgmax(st, d_partials[row * splits + k]);
+      st = detail::MergeArgmax(st, detail::LoadThroughL2(&d_partials[row * splits + k]));
     }
     st = detail::WarpAllReduce(st, detail::ArgmaxMergeOp{});
     if (lane == 0) d_out[row] = st.i;

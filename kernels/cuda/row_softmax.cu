@@ -88,7 +88,7 @@ __global__ void __launch_bounds__(kRowThreads)
   for (int64_t base = warp * rows_per_warp; base < rows; base += warps * rows_per_warp) {
     const int64_t row = base + lane / lanes;
     if (row >= rows) continue;  // no collectives below
-    const SoftmaxStat st = d_stats[row];
+    const SoftmaxStat st = detail::LoadThroughL2(&d_stats[row]);
     const float inv = InverseSum(st);
     float* out = d_out + row * cols;
     detail::VisitShortRow<kRowUnroll>(d_in + row * cols, cols, l, lanes, [&](int i, float x) {
@@ -160,7 +160,7 @@ __global__ void __launch_bounds__(kRowThreads, kRowBlockMinBlocksPerSm)
     if (threadIdx.x < kWarpSize) {
       SoftmaxStat st = detail::EmptySoftmaxStat();
       for (int64_t k = threadIdx.x; k < splits; k += kWarpSize) {
-        st = detail::MergeSoftmax(st, d_stats[row * splits + k]);
+        st = detail::MergeSoftmax(st, detail::LoadThroughL2(&d_stats[row * splits + k]));
       }
       st = detail::WarpAllReduce(st, detail::SoftmaxMergeOp{});
       if (threadIdx.x == 0) row_stat = st;

@@ -15,9 +15,14 @@ namespace gpupipe::kernels::cuda::detail {
 // so the same kernels serve config.pdl on and off.
 
 // Blocks until every grid this one depends on has completed and its writes are visible.
+// The gpu-scope acquire fence after the wait drops what this SM's L1 may still hold of the
+// primary's output: a PDL-launched grid can be resident while its predecessors run, and lines
+// it or they cached before the last writes landed would otherwise be served stale (seen on the
+// H200 as wrong rows in chained row ops under compute-sanitizer's changed timing).
 __device__ __forceinline__ void WaitForPrimaryGrids() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   cudaGridDependencySynchronize();
+  asm volatile("fence.acq_rel.gpu;" ::: "memory");
 #endif
 }
 
@@ -29,6 +34,19 @@ __device__ __forceinline__ void AllowDependentGrids() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   cudaTriggerProgrammaticLaunchCompletion();
 #endif
+}
+
+// Reads a workspace record through L2 only, for the reason given above element access: the
+// statistics of one batch replace those of the batch before in the same workspace.
+template <typename T>
+__device__ __forceinline__ T LoadThroughL2(const T* p) {
+  static_assert(sizeof(T) % sizeof(unsigned) == 0, "records are whole 4-byte words");
+  T value;
+  const auto* src = reinterpret_cast<const unsigned*>(p);
+  auto* dst = reinterpret_cast<unsigned*>(&value);
+#pragma unroll
+  for (int i = 0; i < static_cast<int>(sizeof(T) / sizeof(unsigned)); ++i) dst[i] = __ldcg(src + i);
+  return value;
 }
 
 __device__ __forceinline__ void PrefetchL2(const void* p) {
@@ -69,7 +87,7 @@ __device__ __forceinline__ void VisitSegment(const float* p, int64_t len, int t,
                                              int nthreads, OnScalar&& on_scalar, OnVec&& on_vec) {
   const int64_t misalign = static_cast<int64_t>((reinterpret_cast<uintptr_t>(p) >> 2) & 3);
   const int64_t head = min(static_cast<int64_t>((4 - misalign) & 3), len);
-  if (t < head) on_scalar(t, *(p + t));
+  if (t < head) on_scalar(t, __ldcg(p + t));
 
   const float4* body = reinterpret_cast<const float4*>(p + head);
   const int64_t nvec = (len - head) / 4;
@@ -77,13 +95,13 @@ __device__ __forceinline__ void VisitSegment(const float* p, int64_t len, int t,
   for (; v + (Unroll - 1) * static_cast<int64_t>(nthreads) < nvec; v += Unroll * nthreads) {
     float4 q[Unroll];
 #pragma unroll
-    for (int u = 0; u < Unroll; ++u) q[u] = *(body + v + u * nthreads);
+    for (int u = 0; u < Unroll; ++u) q[u] = __ldcg(body + v + u * nthreads);
 #pragma unroll
     for (int u = 0; u < Unroll; ++u) on_vec(head + 4 * (v + u * nthreads), q[u]);
   }
-  for (; v < nvec; v += nthreads) on_vec(head + 4 * v, *(body + v));
+  for (; v < nvec; v += nthreads) on_vec(head + 4 * v, __ldcg(body + v));
 
-  for (int64_t i = head + 4 * nvec + t; i < len; i += nthreads) on_scalar(i, *(p + i));
+  for (int64_t i = head + 4 * nvec + t; i < len; i += nthreads) on_scalar(i, __ldcg(p + i));
 }
 
 // Visits p[0, len) for one lane `l` of a group of `lanes` lanes sharing a short row
@@ -96,11 +114,11 @@ __device__ __forceinline__ void VisitShortRow(const float* p, int len, int l,
   for (; i + (Unroll - 1) * lanes < len; i += Unroll * lanes) {
     float x[Unroll];
 #pragma unroll
-    for (int u = 0; u < Unroll; ++u) x[u] = *(p + i + u * lanes);
+    for (int u = 0; u < Unroll; ++u) x[u] = __ldcg(p + i + u * lanes);
 #pragma unroll
     for (int u = 0; u < Unroll; ++u) on_scalar(i + u * lanes, x[u]);
   }
-  for (; i < len; i += lanes) on_scalar(i, *(p + i));
+  for (; i < len; i += lanes) on_scalar(i, __ldcg(p + i));
 }
 
 }  // namespace gpupipe::kernels::cuda::detail
