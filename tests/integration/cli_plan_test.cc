@@ -11,6 +11,7 @@
 
 #include "client/npy.h"
 #include "tests/integration/binaries.h"
+#include "tests/integration/cli_fixture.h"
 #include "tests/integration/process.h"
 #include "tests/testing/random_tensor.h"
 
@@ -23,47 +24,14 @@ bool Contains(const std::string& haystack, const std::string& needle) {
   return haystack.find(needle) != std::string::npos;
 }
 
-class CliPlan : public ::testing::Test {
+class CliPlan : public CliFixture {
  protected:
-  static void SetUpTestSuite() { daemon_ = new DaemonProcess(DaemonBinary(), {"--backend", "cpu"}); }
-  static void TearDownTestSuite() {
-    delete daemon_;
-    daemon_ = nullptr;
-  }
-  void SetUp() override {
-    ASSERT_NE(daemon_->port(), 0) << daemon_->error();
-    char tmpl[] = "/tmp/gpupipe-cli-plan-test-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override { std::system(("rm -rf " + dir_).c_str()); }
-
-  CommandResult Gpupipe(std::vector<std::string> args) {
-    args.insert(args.begin(), {CliBinary(), "--target", daemon_->target()});
-    return RunCommand(args);
-  }
-
-  std::string WriteInput(const std::vector<float>& x, std::vector<int64_t> shape) {
-    client::NpyArray array;
-    array.dtype = v1::DTYPE_FLOAT32;
-    array.shape = std::move(shape);
-    array.data = AsBytes(x);
-    const std::string path = dir_ + "/x.npy";
-    EXPECT_TRUE(client::WriteNpy(path, array).ok());
-    return path;
-  }
-
   std::string RandomInput() {
     const uint64_t seed = FreshSeed();
     RecordProperty("seed", std::to_string(seed));
     return WriteInput(RandomFloats(64 * 100, seed), {64, 100});
   }
-
-  static DaemonProcess* daemon_;
-  std::string dir_;
 };
-
-DaemonProcess* CliPlan::daemon_ = nullptr;
 
 TEST_F(CliPlan, DryRunPrintsThePlanAndWritesNothing) {
   const std::string input = RandomInput();

@@ -9,47 +9,14 @@
 #include "client/npy.h"
 #include "kernels/cpu/reference_ops.h"
 #include "tests/integration/binaries.h"
+#include "tests/integration/cli_fixture.h"
 #include "tests/integration/process.h"
 #include "tests/testing/random_tensor.h"
 
 namespace gpupipe::testing {
 namespace {
 
-class Cli : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() { daemon_ = new DaemonProcess(DaemonBinary(), {"--backend", "cpu"}); }
-  static void TearDownTestSuite() {
-    delete daemon_;
-    daemon_ = nullptr;
-  }
-  void SetUp() override {
-    ASSERT_NE(daemon_->port(), 0) << daemon_->error();
-    char tmpl[] = "/tmp/gpupipe-cli-test-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override { std::system(("rm -rf " + dir_).c_str()); }
-
-  CommandResult Gpupipe(std::vector<std::string> args) {
-    args.insert(args.begin(), {CliBinary(), "--target", daemon_->target()});
-    return RunCommand(args);
-  }
-
-  std::string WriteInput(const std::vector<float>& x, std::vector<int64_t> shape) {
-    client::NpyArray array;
-    array.dtype = v1::DTYPE_FLOAT32;
-    array.shape = std::move(shape);
-    array.data = AsBytes(x);
-    const std::string path = dir_ + "/x.npy";
-    EXPECT_TRUE(client::WriteNpy(path, array).ok());
-    return path;
-  }
-
-  static DaemonProcess* daemon_;
-  std::string dir_;
-};
-
-DaemonProcess* Cli::daemon_ = nullptr;
+using Cli = CliFixture;
 
 TEST_F(Cli, SubmitWritesTheResultAndPrintsASummary) {
   const uint64_t seed = FreshSeed();
