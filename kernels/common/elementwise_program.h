@@ -92,46 +92,101 @@ GPUPIPE_HOST_DEVICE float SigmoidF(float x) {
   return x >= 0.0f ? 1.0f / d : e / d;
 }
 
+// The transcendental opcodes, kept out of line on the device: ApplyEwN expands every opcode
+// once per value, and inlining expf/logf/tanhf/powf N times over would bloat the kernels (and
+// their instruction cache footprint) for opcodes that are compute-bound anyway. The math is
+// the same expression either way, so results do not depend on the inlining.
+#if defined(__CUDACC__)
+#define GPUPIPE_EW_COLD static __host__ __device__ __noinline__
+#else
+#define GPUPIPE_EW_COLD inline
+#endif
+
+GPUPIPE_EW_COLD float ApplyEwTranscendental(EwOpcode op, float a, float x) {
+  switch (op) {
+    case EwOpcode::kExp: return expf(x);
+    case EwOpcode::kLog: return logf(x);
+    case EwOpcode::kSigmoid: return SigmoidF(x);
+    case EwOpcode::kTanh: return tanhf(x);
+    case EwOpcode::kPow: return powf(x, a);
+    default: return x;
+  }
+}
+
+// The reference semantics of one instruction on one value.
+GPUPIPE_HOST_DEVICE float ApplyEwInstr(const EwInstr& in, float x) {
+  switch (in.op) {
+    case EwOpcode::kAffine:
+      return fmaf(in.a, x, in.b);
+    case EwOpcode::kRelu:
+      return x < 0.0f ? 0.0f : x;
+    case EwOpcode::kClamp:
+      // np.maximum then np.minimum: a NaN x survives both comparisons; a NaN bound is
+      // selected by its own (a != a) test.
+      if (x < in.a || in.a != in.a) x = in.a;
+      if (x > in.b || in.b != in.b) x = in.b;
+      return x;
+    case EwOpcode::kAbs:
+      return fabsf(x);
+    case EwOpcode::kSqrt:
+      return sqrtf(x);
+    case EwOpcode::kExp:
+    case EwOpcode::kLog:
+    case EwOpcode::kSigmoid:
+    case EwOpcode::kTanh:
+    case EwOpcode::kPow:
+      return ApplyEwTranscendental(in.op, in.a, x);
+  }
+  return x;
+}
+
+// The reference: the program applied to one value (the CPU backend and the tests use it).
 GPUPIPE_HOST_DEVICE float ApplyEw(const EwProgram& program, float x) {
+  for (int i = 0; i < program.count; ++i) x = ApplyEwInstr(program.instrs[i], x);
+  return x;
+}
+
+// The program applied to N values at once, instruction by instruction: the fetch and dispatch
+// of each instruction (block-uniform, so branch-free for the warp) is paid once per N values
+// instead of once per value, which is what keeps a long program near memory bandwidth. Each
+// value goes through exactly the operations ApplyEw applies, in the same order, so
+// ApplyEwN(p, x)[k] == ApplyEw(p, x[k]) bit for bit.
+template <int N>
+GPUPIPE_HOST_DEVICE void ApplyEwN(const EwProgram& program, float (&x)[N]) {
   for (int i = 0; i < program.count; ++i) {
-    const EwInstr& in = program.instrs[i];
+    const EwInstr in = program.instrs[i];
     switch (in.op) {
       case EwOpcode::kAffine:
-        x = fmaf(in.a, x, in.b);
+#pragma unroll
+        for (int k = 0; k < N; ++k) x[k] = fmaf(in.a, x[k], in.b);
         break;
       case EwOpcode::kRelu:
-        x = x < 0.0f ? 0.0f : x;
-        break;
-      case EwOpcode::kClamp:
-        // np.maximum then np.minimum: a NaN x survives both comparisons; a NaN bound is
-        // selected by its own (a != a) test.
-        if (x < in.a || in.a != in.a) x = in.a;
-        if (x > in.b || in.b != in.b) x = in.b;
+#pragma unroll
+        for (int k = 0; k < N; ++k) x[k] = x[k] < 0.0f ? 0.0f : x[k];
         break;
       case EwOpcode::kAbs:
-        x = fabsf(x);
+#pragma unroll
+        for (int k = 0; k < N; ++k) x[k] = fabsf(x[k]);
         break;
       case EwOpcode::kSqrt:
-        x = sqrtf(x);
+#pragma unroll
+        for (int k = 0; k < N; ++k) x[k] = sqrtf(x[k]);
         break;
-      case EwOpcode::kExp:
-        x = expf(x);
+      case EwOpcode::kClamp:
+#pragma unroll
+        for (int k = 0; k < N; ++k) {
+          float v = x[k];
+          if (v < in.a || in.a != in.a) v = in.a;
+          if (v > in.b || in.b != in.b) v = in.b;
+          x[k] = v;
+        }
         break;
-      case EwOpcode::kLog:
-        x = logf(x);
-        break;
-      case EwOpcode::kSigmoid:
-        x = SigmoidF(x);
-        break;
-      case EwOpcode::kTanh:
-        x = tanhf(x);
-        break;
-      case EwOpcode::kPow:
-        x = powf(x, in.a);
+      default:
+#pragma unroll
+        for (int k = 0; k < N; ++k) x[k] = ApplyEwTranscendental(in.op, in.a, x[k]);
         break;
     }
   }
-  return x;
 }
 
 }  // namespace gpupipe::kernels

@@ -3,7 +3,8 @@
 //    block-scoped cuda::pipeline of `stages` buffers (cp.async), then applies the program from
 //    shared memory;
 //  - kDirect: a grid-stride loop of float4 register loads, several in flight per thread.
-// Both are memory-bound; the program is interpreted per element from the kernel parameters.
+// Both are memory-bound; the program is interpreted from the kernel parameters, one
+// instruction at a time over a register array of 4 to 16 values per thread (ApplyEwN).
 // PDL: each block waits for the previous kernel of the stream before its first global access
 // (d_out may be what that kernel is still reading), and triggers its dependent after its last
 // store is issued.
@@ -29,15 +30,30 @@ namespace cg = cooperative_groups;
 using detail::ApplyEw4;
 using detail::StoreFloat4;
 
-// Tuning values below are initial choices, not yet measured on the H200.
 constexpr int kEwThreads = 256;
-// One float4 per thread per tile: 4 KiB tiles, so 8 stages still fit in 32 KiB of static
-// shared memory and several blocks stay resident per SM.
-constexpr int kEwTileFloats = kEwThreads * 4;
+// Shared-memory staging budget of one pipeline block, split into `stages` tiles: fewer stages
+// mean bigger tiles, so every stage count keeps about the same bytes in flight per block, and
+// each thread takes several float4 per tile (the program's dispatch is paid per group of
+// values, see ApplyEwN). At most 32 KiB, so 4 blocks still fit an SM's shared memory.
+constexpr int kEwPipelineBudgetFloats = 8192;
+template <int Stages>
+constexpr int EwVecsPerThread() {
+  // float4 per thread per tile: 4 (stages 1-2: 16 KiB tiles), 2 (3-4: 8 KiB), 1 (5-8: 4 KiB).
+  return Stages <= 2 ? 4 : Stages <= 4 ? 2 : 1;
+}
+template <int Stages>
+constexpr int EwTileFloats() {
+  return kEwThreads * 4 * EwVecsPerThread<Stages>();
+}
+static_assert(2 * EwTileFloats<2>() <= kEwPipelineBudgetFloats &&
+                  4 * EwTileFloats<4>() <= kEwPipelineBudgetFloats &&
+                  8 * EwTileFloats<8>() <= kEwPipelineBudgetFloats,
+              "every stage count stays within the shared-memory budget");
 // Persistent-grid sizes: blocks per SM for each strategy.
 constexpr int kEwPipelineBlocksPerSm = 4;
 constexpr int kEwDirectBlocksPerSm = 8;
-// Independent float4 loads in flight per thread in the direct path.
+// Independent float4 loads in flight per thread in the direct path; the program runs over all
+// 4 * kEwDirectUnroll values at once.
 constexpr int kEwDirectUnroll = 4;
 
 // ---- entry points ----------------------------------------------------------------------------
@@ -49,7 +65,9 @@ __global__ void __launch_bounds__(kEwThreads)
     EwPipelineKernel(const float* d_in, float* d_out, int64_t n, EwProgram program,
                      bool out_vec) {
   __shared__ ::cuda::pipeline_shared_state<::cuda::thread_scope_block, Stages> state;
-  __shared__ alignas(16) float tiles[Stages][kEwTileFloats];
+  constexpr int kVecs = EwVecsPerThread<Stages>();
+  constexpr int kTileFloats = EwTileFloats<Stages>();
+  __shared__ alignas(16) float tiles[Stages][kTileFloats];
 
   const cg::thread_block block = cg::this_thread_block();
   // Independent prologue: the pipeline's shared-memory barriers.
@@ -58,21 +76,29 @@ __global__ void __launch_bounds__(kEwThreads)
 
   // Tile t goes to block t % gridDim.x. Tiles start at multiples of 4 KiB from d_in, which is
   // 16-byte aligned, as the 16-byte cp.async requires.
-  const int64_t full_tiles = n / kEwTileFloats;
+  const int64_t full_tiles = n / kTileFloats;
   const int64_t count =
       blockIdx.x < full_tiles ? (full_tiles - 1 - blockIdx.x) / gridDim.x + 1 : 0;
 
-  detail::ForEachStagedTile<Stages, kEwTileFloats>(
+  // Thread t takes float4 number t + u * kEwThreads of the tile: conflict-free shared reads
+  // and coalesced global stores.
+  detail::ForEachStagedTile<Stages, kTileFloats>(
       block, pipe, tiles, d_in, blockIdx.x, gridDim.x, count,
       [&](int64_t tile, const float* s_tile) {
-        const float4 v = reinterpret_cast<const float4*>(s_tile)[threadIdx.x];
-        StoreFloat4(d_out + tile * kEwTileFloats + 4 * threadIdx.x, ApplyEw4(program, v),
-                    out_vec);
+        float4 q[kVecs];
+#pragma unroll
+        for (int u = 0; u < kVecs; ++u) {
+          q[u] = reinterpret_cast<const float4*>(s_tile)[threadIdx.x + u * kEwThreads];
+        }
+        detail::ApplyEwVec(program, q);
+        float* dst = d_out + tile * kTileFloats + 4 * threadIdx.x;
+#pragma unroll
+        for (int u = 0; u < kVecs; ++u) StoreFloat4(dst + 4 * u * kEwThreads, q[u], out_vec);
       });
 
   // Ragged end (< one tile): plain bounds-checked loads, by the block next in the tile order.
   if (blockIdx.x == full_tiles % gridDim.x) {
-    for (int64_t i = full_tiles * kEwTileFloats + threadIdx.x; i < n; i += blockDim.x) {
+    for (int64_t i = full_tiles * kTileFloats + threadIdx.x; i < n; i += blockDim.x) {
       d_out[i] = ApplyEw(program, __ldcg(d_in + i));
     }
   }
@@ -92,9 +118,10 @@ __global__ void __launch_bounds__(kEwThreads)
     float4 q[kEwDirectUnroll];
 #pragma unroll
     for (int u = 0; u < kEwDirectUnroll; ++u) q[u] = __ldcg(in4 + v + u * stride);
+    detail::ApplyEwVec(program, q);
 #pragma unroll
     for (int u = 0; u < kEwDirectUnroll; ++u) {
-      StoreFloat4(d_out + 4 * (v + u * stride), ApplyEw4(program, q[u]), out_vec);
+      StoreFloat4(d_out + 4 * (v + u * stride), q[u], out_vec);
     }
   }
   for (; v < nvec; v += stride) {
@@ -112,7 +139,7 @@ __global__ void __launch_bounds__(kEwThreads)
 template <int Stages>
 cudaError_t LaunchPipeline(const float* d_in, float* d_out, int64_t n, const EwProgram& program,
                            bool out_vec, detail::Launcher& launch) {
-  const int64_t full_tiles = n / kEwTileFloats;
+  const int64_t full_tiles = n / EwTileFloats<Stages>();
   const int64_t cap =
       static_cast<int64_t>(launch.config().multiprocessors) * kEwPipelineBlocksPerSm;
   const int64_t grid = std::max<int64_t>(1, std::min(full_tiles, cap));

@@ -75,16 +75,18 @@ cudaError_t RowArgmax(const float* d_in, int64_t* d_out, int64_t rows, int64_t c
                       const EwProgram& pre, void* d_workspace, size_t workspace_bytes,
                       const LaunchConfig& config, int* kernels = nullptr);
 
-// Softmax of ApplyEw(pre, x) along each row. Two kernels per batch of rows (statistics, then
-// normalization), as many batches as the workspace needs.
+// Softmax of ApplyEw(pre, x) along each row. One kernel when a row fits in registers (cols up
+// to 8192); otherwise two kernels per batch of rows (statistics, then normalization), as many
+// batches as the workspace needs.
 cudaError_t RowSoftmax(const float* d_in, float* d_out, int64_t rows, int64_t cols,
                        const EwProgram& pre, void* d_workspace, size_t workspace_bytes,
                        const LaunchConfig& config, int* kernels = nullptr);
 
 // Each row of ApplyEw(pre, x) normalized (RowNormalizeKind): x / norm2(x), or
 // (x - mean) / std with the population std; a zero (resp. constant) row gives NaN, as 0 / 0.
-// Statistics are float Welford/Chan moments (no E[x^2] - E[x]^2 cancellation). Two kernels per
-// batch of rows, as RowSoftmax.
+// Statistics are exact two-pass moments over registers (rows up to 8192 columns, one kernel)
+// or float Welford/Chan moments (longer rows, two kernels per batch of rows, as RowSoftmax);
+// neither has the E[x^2] - E[x]^2 cancellation.
 cudaError_t RowNormalize(const float* d_in, float* d_out, int64_t rows, int64_t cols,
                          RowNormalizeKind kind, const EwProgram& pre, void* d_workspace,
                          size_t workspace_bytes, const LaunchConfig& config,
@@ -98,7 +100,8 @@ cudaError_t RowNormalize(const float* d_in, float* d_out, int64_t rows, int64_t 
 //   elementwise.direct | elementwise.pipeline (by config.staging);
 //   <kind>.rows (one kernel), or <kind>.partials + <kind>.combine (split rows), with <kind>
 //     sum | min | max | mean | norm2 | argmax;
-//   <op>.stats + <op>.normalize per batch, with <op> softmax | l2normalize | standardize.
+//   <op>.rows (one kernel, rows held in registers), or <op>.stats + <op>.normalize per batch,
+//     with <op> softmax | l2normalize | standardize.
 struct KernelLaunchInfo {
   const char* name;  // static storage
   int64_t blocks;

@@ -1,5 +1,6 @@
 // RowNormalize (L2 normalization, standardization): entry points and dispatch. Structured like
-// RowSoftmax: two kernels per batch of rows, chained with PDL:
+// RowSoftmax: rows of up to detail::kResidentMaxCols columns in one kernel (<kind>.rows), each
+// row held in registers; longer rows in two kernels per batch of rows, chained with PDL:
 //  1. statistics: per segment (a row, or a slice of a long row when there are few rows) the
 //     moments {n, mean, m2} (standardize: Welford within a thread, Chan merges across threads
 //     and segments) or the sum of squares (L2), written to the workspace;
@@ -17,6 +18,7 @@
 #include "kernels/cuda/detail/launch.cuh"
 #include "kernels/cuda/detail/row_access.cuh"
 #include "kernels/cuda/detail/row_plan.cuh"
+#include "kernels/cuda/detail/row_resident.cuh"
 #include "kernels/cuda/detail/warp_reduce.cuh"
 #include "kernels/cuda/ops.h"
 
@@ -64,6 +66,66 @@ __device__ __forceinline__ Affine RowAffine(RowNormalizeKind kind, MomentStat st
 }
 
 __device__ __forceinline__ float Normalize(Affine a, float x) { return (x - a.shift) / a.scale; }
+
+// ---- single pass (rows that fit in registers) --------------------------------------------------
+// The row's values stay in registers. L2: sum of squares. Standardize: two exact passes over
+// the registers, the mean of the deviations from the row's first element x0 (so a constant row
+// has a mean of exactly x0 and m2 exactly 0, hence 0 / 0 = NaN as the reference), then
+// m2 = sum (x - mean)^2 (no E[x^2] - E[x]^2 cancellation).
+template <int K, bool kBlock>
+__global__ void __launch_bounds__(kRowThreads)
+    NormRowsKernel(const float* d_in, float* d_out, int64_t rows, int cols, int lanes,
+                   RowNormalizeKind kind, EwProgram pre) {
+  __shared__ float scratch[kWarpSize];
+  const detail::ResidentMap<kBlock> map(lanes);
+  detail::WaitForPrimaryGrids();
+
+  for (int64_t base = map.first; base < rows; base += map.step) {
+    const int64_t row = base + map.sub;
+    const bool valid = row < rows;
+    const float* p = d_in + (valid ? row : 0) * cols;
+    float x[K];
+    detail::LoadResident(p, cols, valid, map.l, map.width, pre, x);
+    Affine a;
+    if (kind == RowNormalizeKind::kL2Normalize) {
+      float ss = 0.0f;
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+        if (valid && map.l + k * map.width < cols) ss = fmaf(x[k], x[k], ss);
+      }
+      ss = detail::RowAllReduce<kBlock>(ss, detail::SumOp{}, 0.0f, map.width, scratch);
+      a = {0.0f, sqrtf(ss)};
+    } else {
+      // Every thread of the row reads x0 itself (one cached load) rather than waiting on a
+      // broadcast; ApplyEw gives exactly the value ApplyEwN gave its owner.
+      const float x0 = valid ? ApplyEw(pre, __ldcg(p)) : 0.0f;
+      float d = 0.0f;
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+        if (valid && map.l + k * map.width < cols) d += x[k] - x0;
+      }
+      d = detail::RowAllReduce<kBlock>(d, detail::SumOp{}, 0.0f, map.width, scratch);
+      const float mean = x0 + d / static_cast<float>(cols);
+      float m2 = 0.0f;
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+        const float dev = x[k] - mean;
+        if (valid && map.l + k * map.width < cols) m2 = fmaf(dev, dev, m2);
+      }
+      m2 = detail::RowAllReduce<kBlock>(m2, detail::SumOp{}, 0.0f, map.width, scratch);
+      a = {mean, sqrtf(m2 / static_cast<float>(cols))};
+    }
+    if (valid) {
+      float* out = d_out + row * cols;
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+        const int i = map.l + k * map.width;
+        if (i < cols) out[i] = Normalize(a, x[k]);
+      }
+    }
+  }
+  detail::AllowDependentGrids();
+}
 
 // ---- group path (short rows) -----------------------------------------------------------------
 
@@ -182,6 +244,8 @@ __global__ void __launch_bounds__(kRowThreads, kRowBlockMinBlocksPerSm)
     if (threadIdx.x < kWarpSize) {
       const NormalizeMergeOp merge{kind};
       MomentStat st = detail::EmptyMomentStat();
+      // Unrolled so several partials are in flight: splits reaches a few hundred.
+#pragma unroll 4
       for (int64_t k = threadIdx.x; k < splits; k += kWarpSize) {
         st = merge(st, detail::LoadThroughL2(&d_stats[row * splits + k]));
       }
@@ -211,14 +275,15 @@ __global__ void __launch_bounds__(kRowThreads, kRowBlockMinBlocksPerSm)
 // ---- dispatch --------------------------------------------------------------------------------
 
 struct NormalizeNames {
+  const char* rows;
   const char* stats;
   const char* normalize;
 };
 
 NormalizeNames NamesOf(RowNormalizeKind kind) {
   return kind == RowNormalizeKind::kL2Normalize
-             ? NormalizeNames{"l2normalize.stats", "l2normalize.normalize"}
-             : NormalizeNames{"standardize.stats", "standardize.normalize"};
+             ? NormalizeNames{"l2normalize.rows", "l2normalize.stats", "l2normalize.normalize"}
+             : NormalizeNames{"standardize.rows", "standardize.stats", "standardize.normalize"};
 }
 
 // The one sizing/dispatch path, for launching and for describing.
@@ -229,6 +294,23 @@ cudaError_t DispatchRowNormalize(const float* d_in, float* d_out, int64_t rows, 
   const detail::RowPlan plan = detail::PlanRows(rows, cols, mp, sizeof(MomentStat));
   const NormalizeNames names = NamesOf(kind);
   auto* d_stats = static_cast<MomentStat*>(d_workspace);
+  if (cols <= detail::kResidentMaxCols) {
+    const int c = static_cast<int>(cols);
+    if (plan.group && cols <= int64_t{plan.lanes} * detail::kResidentShortPerThread) {
+      const int64_t grid = detail::CapGrid(detail::CeilDiv(rows, kRowThreads / plan.lanes), mp);
+      return launch(names.rows, NormRowsKernel<detail::kResidentShortPerThread, false>, grid,
+                    kRowThreads, d_in, d_out, rows, c, plan.lanes, kind, pre);
+    }
+    // Longer rows: a block per row (many blocks, all of a row's loads in flight at once).
+    const int64_t grid = detail::CapGrid(rows, mp);
+    if (cols <= detail::kResidentMidMaxCols) {
+      return launch(names.rows, NormRowsKernel<detail::kResidentMidPerThread, true>, grid,
+                    kRowThreads, d_in, d_out, rows, c, kRowThreads, kind, pre);
+    }
+    return launch(names.rows, NormRowsKernel<detail::kResidentPerThread, true>, grid,
+                  kRowThreads, d_in, d_out, rows, c, kRowThreads, kind, pre);
+  }
+
   const bool out_vec =
       ((reinterpret_cast<uintptr_t>(d_out) - reinterpret_cast<uintptr_t>(d_in)) & 15) == 0;
 

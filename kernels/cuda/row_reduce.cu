@@ -92,6 +92,8 @@ __global__ void __launch_bounds__(kRowThreads)
 
   for (int64_t row = first; row < rows; row += warps) {
     float acc = op.Identity();
+    // Unrolled so several partials are in flight: splits reaches a few hundred.
+#pragma unroll 4
     for (int64_t k = lane; k < splits; k += kWarpSize) {
       acc = op(acc, detail::LoadThroughL2(&d_partials[row * splits + k]));
     }
@@ -179,6 +181,8 @@ __global__ void __launch_bounds__(kRowThreads)
 
   for (int64_t row = first; row < rows; row += warps) {
     ArgmaxStat st = detail::EmptyArgmaxStat();
+    // Unrolled so several partials are in flight: splits reaches a few hundred.
+#pragma unroll 4
     for (int64_t k = lane; k < splits; k += kWarpSize) {
       st = detail::MergeArgmax(st, detail::LoadThroughL2(&d_partials[row * splits + k]));
     }

@@ -1,4 +1,6 @@
-// RowSoftmax: entry points and dispatch. Two kernels per batch of rows, chained with PDL:
+// RowSoftmax: entry points and dispatch. Rows of up to detail::kResidentMaxCols columns: one
+// kernel (softmax.rows) holding each row in registers. Longer rows: two kernels per batch of
+// rows, chained with PDL:
 //  1. statistics: an online softmax {max, sum of exp(x - max)} per segment (a row, or a
 //     slice of a long row when there are few rows), written to the workspace;
 //  2. normalization: merges the row's segment statistics and writes exp(x - m) / s.
@@ -16,6 +18,7 @@
 #include "kernels/cuda/detail/launch.cuh"
 #include "kernels/cuda/detail/row_access.cuh"
 #include "kernels/cuda/detail/row_plan.cuh"
+#include "kernels/cuda/detail/row_resident.cuh"
 #include "kernels/cuda/detail/warp_reduce.cuh"
 #include "kernels/cuda/ops.h"
 
@@ -37,6 +40,51 @@ constexpr int kFloatsPerLine = 32;  // 128-byte lines
 // reference (exp(inf - inf) in the sum) gives NaN for the whole row, so match that.
 __device__ __forceinline__ float InverseSum(SoftmaxStat st) {
   return st.m == INFINITY ? NAN : 1.0f / st.s;
+}
+
+// ---- single pass (rows that fit in registers) --------------------------------------------------
+// The row's values stay in registers: exact max, then sum of exp(x - max) (one expf per
+// element, no online rescaling), then the write. Same results as the two-kernel path up to
+// float rounding: y = expf(x - m) * (1 / s), with an +inf (m = +inf) or a NaN making s, and so
+// the row, NaN, and an all -inf row NaN (exp(-inf - -inf)), as the reference.
+template <int K, bool kBlock>
+__global__ void __launch_bounds__(kRowThreads)
+    SoftmaxRowsKernel(const float* d_in, float* d_out, int64_t rows, int cols, int lanes,
+                      EwProgram pre) {
+  __shared__ float scratch[kWarpSize];
+  const detail::ResidentMap<kBlock> map(lanes);
+  detail::WaitForPrimaryGrids();
+
+  for (int64_t base = map.first; base < rows; base += map.step) {
+    const int64_t row = base + map.sub;
+    const bool valid = row < rows;
+    const float* p = d_in + (valid ? row : 0) * cols;
+    float x[K];
+    detail::LoadResident(p, cols, valid, map.l, map.width, pre, x);
+    float m = -INFINITY;
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      if (valid && map.l + k * map.width < cols) m = fmaxf(m, x[k]);
+    }
+    m = detail::RowAllReduce<kBlock>(m, detail::MaxOp{}, -INFINITY, map.width, scratch);
+    float s = 0.0f;
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      x[k] = expf(x[k] - m);
+      if (valid && map.l + k * map.width < cols) s += x[k];
+    }
+    s = detail::RowAllReduce<kBlock>(s, detail::SumOp{}, 0.0f, map.width, scratch);
+    const float inv = 1.0f / s;
+    if (valid) {
+      float* out = d_out + row * cols;
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+        const int i = map.l + k * map.width;
+        if (i < cols) out[i] = x[k] * inv;
+      }
+    }
+  }
+  detail::AllowDependentGrids();
 }
 
 // ---- group path (short rows) -----------------------------------------------------------------
@@ -159,6 +207,8 @@ __global__ void __launch_bounds__(kRowThreads, kRowBlockMinBlocksPerSm)
     // One warp merges the row's segment statistics (splits is at most a few hundred).
     if (threadIdx.x < kWarpSize) {
       SoftmaxStat st = detail::EmptySoftmaxStat();
+      // Unrolled so several partials are in flight: splits reaches a few hundred.
+#pragma unroll 4
       for (int64_t k = threadIdx.x; k < splits; k += kWarpSize) {
         st = detail::MergeSoftmax(st, detail::LoadThroughL2(&d_stats[row * splits + k]));
       }
@@ -194,6 +244,23 @@ cudaError_t DispatchRowSoftmax(const float* d_in, float* d_out, int64_t rows, in
   const int mp = launch.config().multiprocessors;
   const detail::RowPlan plan = detail::PlanRows(rows, cols, mp, sizeof(SoftmaxStat));
   auto* d_stats = static_cast<SoftmaxStat*>(d_workspace);
+  if (cols <= detail::kResidentMaxCols) {
+    const int c = static_cast<int>(cols);
+    if (plan.group && cols <= int64_t{plan.lanes} * detail::kResidentShortPerThread) {
+      const int64_t grid = detail::CapGrid(detail::CeilDiv(rows, kRowThreads / plan.lanes), mp);
+      return launch("softmax.rows", SoftmaxRowsKernel<detail::kResidentShortPerThread, false>, grid,
+                    kRowThreads, d_in, d_out, rows, c, plan.lanes, pre);
+    }
+    // Longer rows: a block per row (many blocks, all of a row's loads in flight at once).
+    const int64_t grid = detail::CapGrid(rows, mp);
+    if (cols <= detail::kResidentMidMaxCols) {
+      return launch("softmax.rows", SoftmaxRowsKernel<detail::kResidentMidPerThread, true>, grid,
+                    kRowThreads, d_in, d_out, rows, c, kRowThreads, pre);
+    }
+    return launch("softmax.rows", SoftmaxRowsKernel<detail::kResidentPerThread, true>, grid,
+                  kRowThreads, d_in, d_out, rows, c, kRowThreads, pre);
+  }
+
   const bool out_vec =
       ((reinterpret_cast<uintptr_t>(d_out) - reinterpret_cast<uintptr_t>(d_in)) & 15) == 0;
 

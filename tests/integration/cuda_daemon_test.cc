@@ -15,44 +15,95 @@
 namespace gpupipe::testing {
 namespace {
 
-TEST(CudaDaemon, CliSubmitMatchesTheCpuReference) {
-  DaemonProcess daemon(DaemonBinary(), {"--backend", "cuda", "--max-input-mib", "64"});
-  if (daemon.port() == 0) GTEST_SKIP() << "gpupiped --backend cuda did not start: " << daemon.error();
-  char tmpl[] = "/tmp/gpupipe-cuda-test-XXXXXX";
-  ASSERT_NE(mkdtemp(tmpl), nullptr);
-  const std::string dir = tmpl;
-
-  const uint64_t seed = FreshSeed();
-  SCOPED_TRACE("seed " + std::to_string(seed));
-  const int64_t rows = 300, cols = 5000;
-  std::vector<float> x = RandomFloats(rows * cols, seed);
-  client::NpyArray in{v1::DTYPE_FLOAT32, {rows, cols}, AsBytes(x)};
-  ASSERT_TRUE(client::WriteNpy(dir + "/x.npy", in).ok());
-
-  CommandResult r = RunCommand({CliBinary(), "--target", daemon.target(), "submit", "--input",
-                                dir + "/x.npy", "--ops", "affine(alpha=2,beta=1) | relu | softmax",
-                                "--output", dir + "/y.npy", "--json"});
-  ASSERT_EQ(r.exit_code, 0) << r.err << daemon.log();
-  nlohmann::json j = nlohmann::json::parse(r.out);
-  EXPECT_EQ(j["backend"], "cuda");
-  EXPECT_GE(j["timing"]["kernels"].get<int>(), 2) << "softmax is a PDL-chained pair";
-
-  kernels::EwProgram program;
-  program.Append({kernels::EwOpcode::kAffine, 2.0f, 1.0f});
-  program.Append({kernels::EwOpcode::kRelu});
-  std::vector<float> tmp(x.size()), want(x.size());
-  kernels::cpu::Elementwise(x.data(), tmp.data(), rows * cols, program);
-  kernels::cpu::RowSoftmax(tmp.data(), want.data(), rows, cols);
-  absl::StatusOr<client::NpyArray> y = client::ReadNpy(dir + "/y.npy");
-  ASSERT_TRUE(y.ok()) << y.status();
-  std::vector<float> got = AsFloats(y->data);
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    ASSERT_NEAR(got[i], want[i], 1e-9f + 2e-4f * std::fabs(want[i])) << i;
+class CudaDaemon : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    daemon_ = std::make_unique<DaemonProcess>(
+        DaemonBinary(), std::vector<std::string>{"--backend", "cuda", "--max-input-mib", "64",
+                                                 "--streams-per-priority", "1"});
+    if (daemon_->port() == 0) {
+      GTEST_SKIP() << "gpupiped --backend cuda did not start: " << daemon_->error();
+    }
+    char tmpl[] = "/tmp/gpupipe-cuda-test-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
   }
-  std::printf("%s\n", r.out.c_str());
-  EXPECT_EQ(daemon.Terminate(), 0);
-  std::system(("rm -rf " + dir).c_str());
+  void TearDown() override {
+    if (daemon_->port() != 0) EXPECT_EQ(daemon_->Terminate(), 0) << daemon_->log();
+    if (!dir_.empty()) std::system(("rm -rf " + dir_).c_str());
+  }
+
+  // Submits `affine(alpha=2,beta=1) | relu | softmax` on rows x cols with the CLI and checks
+  // the result against the CPU reference. Returns the CLI's JSON.
+  nlohmann::json SubmitAndCheck(int64_t rows, int64_t cols, std::vector<std::string> extra) {
+    const uint64_t seed = FreshSeed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::vector<float> x = RandomFloats(rows * cols, seed);
+    client::NpyArray in{v1::DTYPE_FLOAT32, {rows, cols}, AsBytes(x)};
+    EXPECT_TRUE(client::WriteNpy(dir_ + "/x.npy", in).ok());
+    std::vector<std::string> args = {CliBinary(), "--target", daemon_->target(), "submit",
+                                     "--input", dir_ + "/x.npy", "--ops",
+                                     "affine(alpha=2,beta=1) | relu | softmax", "--output",
+                                     dir_ + "/y.npy", "--json"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    CommandResult r = RunCommand(args);
+    EXPECT_EQ(r.exit_code, 0) << r.err << daemon_->log();
+    if (r.exit_code != 0) return {};
+
+    kernels::EwProgram program;
+    program.Append({kernels::EwOpcode::kAffine, 2.0f, 1.0f});
+    program.Append({kernels::EwOpcode::kRelu});
+    std::vector<float> tmp(x.size()), want(x.size());
+    kernels::cpu::Elementwise(x.data(), tmp.data(), rows * cols, program);
+    kernels::cpu::RowSoftmax(tmp.data(), want.data(), rows, cols);
+    absl::StatusOr<client::NpyArray> y = client::ReadNpy(dir_ + "/y.npy");
+    EXPECT_TRUE(y.ok()) << y.status();
+    if (!y.ok()) return {};
+    std::vector<float> got = AsFloats(y->data);
+    EXPECT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size() && i < want.size(); ++i) {
+      if (!(std::fabs(got[i] - want[i]) <= 1e-9f + 2e-4f * std::fabs(want[i]))) {
+        ADD_FAILURE() << "element " << i << ": " << got[i] << " vs " << want[i];
+        break;
+      }
+    }
+    std::printf("%s\n", r.out.c_str());
+    return nlohmann::json::parse(r.out);
+  }
+
+  std::unique_ptr<DaemonProcess> daemon_;
+  std::string dir_;
+};
+
+TEST_F(CudaDaemon, CliSubmitMatchesTheCpuReference) {
+  nlohmann::json j = SubmitAndCheck(300, 5000, {});
+  ASSERT_FALSE(j.is_null());
+  EXPECT_EQ(j["backend"], "cuda");
+  EXPECT_GE(j["timing"]["kernels"].get<int>(), 1);
+}
+
+TEST_F(CudaDaemon, LongRowSoftmaxIsAPdlChainedPair) {
+  // Rows too long for one block's registers take the statistics + normalization kernels.
+  nlohmann::json j = SubmitAndCheck(4, 300000, {"--launch", "pdl", "--explain"});
+  ASSERT_FALSE(j.is_null());
+  ASSERT_TRUE(j.contains("plan")) << j.dump();
+  const auto& kernels = j["plan"]["kernels"];
+  ASSERT_EQ(kernels.size(), 2u) << j.dump();
+  EXPECT_EQ(kernels[0]["name"], "softmax.stats");
+  EXPECT_EQ(kernels[1]["name"], "softmax.normalize");
+  ASSERT_EQ(j["plan"]["edges"].size(), 1u);
+  EXPECT_EQ(j["plan"]["edges"][0]["kind"], "pdl");
+  EXPECT_EQ(j["timing"]["kernels"], 2);
+}
+
+TEST_F(CudaDaemon, GraphModeReplaysACachedGraph) {
+  nlohmann::json first = SubmitAndCheck(64, 1000, {"--launch", "graph-pdl"});
+  nlohmann::json second = SubmitAndCheck(64, 1000, {"--launch", "graph-pdl"});
+  ASSERT_FALSE(first.is_null());
+  ASSERT_FALSE(second.is_null());
+  // One lane per priority: the second job meets the graph the first one left.
+  EXPECT_EQ(first["timing"]["graph"], "miss");
+  EXPECT_EQ(second["timing"]["graph"], "hit");
 }
 
 }  // namespace

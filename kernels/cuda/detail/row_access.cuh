@@ -15,14 +15,9 @@ namespace gpupipe::kernels::cuda::detail {
 // so the same kernels serve config.pdl on and off.
 
 // Blocks until every grid this one depends on has completed and its writes are visible.
-// The gpu-scope acquire fence after the wait drops what this SM's L1 may still hold of the
-// primary's output: a PDL-launched grid can be resident while its predecessors run, and lines
-// it or they cached before the last writes landed would otherwise be served stale (seen on the
-// H200 as wrong rows in chained row ops under compute-sanitizer's changed timing).
 __device__ __forceinline__ void WaitForPrimaryGrids() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   cudaGridDependencySynchronize();
-  asm volatile("fence.acq_rel.gpu;" ::: "memory");
 #endif
 }
 
@@ -54,15 +49,32 @@ __device__ __forceinline__ void PrefetchL2(const void* p) {
 }
 
 // ---- element access ------------------------------------------------------------------------
-// Plain (coherent) loads only: a PDL-launched kernel starts while its predecessor is still
-// writing this kernel's input, so the non-coherent read-only path (__ldg, or what the compiler
-// picks for const pointers), which assumes the data fixed for the kernel's whole
-// lifetime, can return stale lines even after cudaGridDependencySynchronize(). Seen on the
-// H200 as wrong rows in chained row ops, only with PDL.
+// Inputs are read through L2 only (ld.global.cg, __ldcg), never through the non-coherent
+// read-only path (__ldg, or what the compiler may pick for const __restrict__ pointers): that
+// path assumes the data fixed for the kernel's whole lifetime, and a PDL-launched kernel's
+// lifetime begins while its predecessor still writes this kernel's input. Every element is
+// read once, so L1 would buy nothing here anyway.
 
 __device__ __forceinline__ float4 ApplyEw4(const EwProgram& program, float4 v) {
-  return {ApplyEw(program, v.x), ApplyEw(program, v.y), ApplyEw(program, v.z),
-          ApplyEw(program, v.w)};
+  float x[4] = {v.x, v.y, v.z, v.w};
+  ApplyEwN(program, x);
+  return {x[0], x[1], x[2], x[3]};
+}
+
+// The program over U float4 at once (4 * U values per instruction dispatch), in place.
+template <int U>
+__device__ __forceinline__ void ApplyEwVec(const EwProgram& program, float4 (&q)[U]) {
+  float x[4 * U];
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    x[4 * u] = q[u].x;
+    x[4 * u + 1] = q[u].y;
+    x[4 * u + 2] = q[u].z;
+    x[4 * u + 3] = q[u].w;
+  }
+  ApplyEwN(program, x);
+#pragma unroll
+  for (int u = 0; u < U; ++u) q[u] = {x[4 * u], x[4 * u + 1], x[4 * u + 2], x[4 * u + 3]};
 }
 
 // Stores 4 consecutive floats at `dst`; `vec` says dst is 16-byte aligned.

@@ -21,8 +21,11 @@ inline constexpr int64_t kGroupMaxCols = 1024;
 inline constexpr int kGroupElemsPerLane = 4;
 // Block-path rows are split when there are fewer rows than this many blocks per SM...
 inline constexpr int kRowTargetBlocksPerSm = 4;
-// ...but never into segments shorter than this (a segment's fixed cost must stay small).
-inline constexpr int64_t kMinSegmentCols = 8192;
+// ...but never into segments shorter than this (a segment's fixed cost must stay small). 2048
+// (8 floats per thread) lets one row of 2^20 spread over 512 blocks; the previous 8192 gave 128
+// blocks, a third of the 528-block target, and 40.5 us for softmax on one row of 2^20 on the
+// H200 in this work.
+inline constexpr int64_t kMinSegmentCols = 2048;
 // Grids are capped at this many blocks per SM (the resident limit for 256-thread blocks at
 // full occupancy); kernels loop over any remaining work.
 inline constexpr int kRowMaxBlocksPerSm = 8;
