@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Configures and builds gpupipe in ./build (CUDA backend where nvcc is found).
 # Extra arguments go to CMake's configure step, e.g. -DGPUPIPE_CUDA=OFF.
+# GPUPIPE_BUILD_TARGETS limits the build to some targets, e.g. "gpupiped gpupipe".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 generator=()
@@ -10,4 +11,5 @@ if [ ! -f build/CMakeCache.txt ]; then
 elif [ $# -gt 0 ]; then
   cmake -S . -B build "$@"
 fi
-cmake --build build -j"$(nproc)"
+# shellcheck disable=SC2086
+cmake --build build -j"$(nproc)" ${GPUPIPE_BUILD_TARGETS:+--target $GPUPIPE_BUILD_TARGETS}

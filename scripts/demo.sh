@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
-bash scripts/build.sh
+GPUPIPE_BUILD_TARGETS="gpupiped gpupipe" bash scripts/build.sh
 
 work=$(mktemp -d)
 port=${GPUPIPE_DEMO_PORT:-50051}
