@@ -64,7 +64,9 @@ inline cudaError_t ValidateProgram(const EwProgram& program) {
 // before its first global read of data an earlier kernel may write AND before its first global
 // write (an earlier kernel may still be reading the buffer: the engine ping-pongs two buffers,
 // and the row ops reuse one workspace). Only index math, shared-memory setup and L2 prefetches
-// (L2 is the coherence point, so a prefetched line never goes stale) come before it. Because
+// (L2 is the coherence point, so a prefetched line never goes stale) come before it; the one
+// exception, a dependent reading an input its primary never writes after the primary's own
+// wait and trigger, is argued where it is used (RowSoftmax's segment kernels). Because
 // every kernel waits, completion is transitive: a kernel that has completed implies all earlier
 // kernels of the stream have too.
 //

@@ -53,7 +53,9 @@ struct RowPlan {
   int64_t batch_rows = 0;  // rows whose per-segment entries fit the workspace at once
 };
 
-inline RowPlan PlanRows(int64_t rows, int64_t cols, int multiprocessors, int64_t stat_bytes) {
+// `min_segment_cols` lets an op with its own segment kernels ask for longer segments.
+inline RowPlan PlanRows(int64_t rows, int64_t cols, int multiprocessors, int64_t stat_bytes,
+                        int64_t min_segment_cols = kMinSegmentCols) {
   const int64_t capacity = StatCapacity(stat_bytes);
   RowPlan plan;
   if (cols <= kGroupMaxCols) {
@@ -66,7 +68,7 @@ inline RowPlan PlanRows(int64_t rows, int64_t cols, int multiprocessors, int64_t
     const int64_t target = static_cast<int64_t>(multiprocessors) * kRowTargetBlocksPerSm;
     int64_t splits = 1;
     if (rows < target) {
-      splits = std::min({CeilDiv(target, rows), CeilDiv(cols, kMinSegmentCols),
+      splits = std::min({CeilDiv(target, rows), CeilDiv(cols, min_segment_cols),
                          capacity / rows});
       splits = std::max<int64_t>(splits, 1);
     }

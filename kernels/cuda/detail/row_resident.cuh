@@ -92,6 +92,25 @@ __device__ __forceinline__ float RowAllReduce(float v, Op op, float identity, in
   }
 }
 
+// RowAllReduce without the closing barrier, for kernels that reduce twice per row into two
+// different scratch arrays, alternating: the next write to one array is then ordered after
+// every read of it by the other reduction's barrier, which saves two __syncthreads per row.
+template <bool kBlock, typename Op>
+__device__ __forceinline__ float RowAllReduceAlternating(float v, Op op, float identity,
+                                                         int width, float* scratch) {
+  if constexpr (!kBlock) {
+    return WarpAllReduce(v, op, width);
+  } else {
+    const int lane = threadIdx.x % kWarpSize;
+    const int warp = threadIdx.x / kWarpSize;
+    v = WarpAllReduce(v, op);
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    v = lane < static_cast<int>(blockDim.x / kWarpSize) ? scratch[lane] : identity;
+    return WarpAllReduce(v, op);
+  }
+}
+
 // Loads this thread's elements of row p[0, cols) (K of them at most; 0 where past the end or
 // when !valid) and applies the program to all of them at once.
 template <int K>

@@ -783,6 +783,41 @@ TEST_F(CudaRowOpsTest, RowSoftmaxMatchesReference) {
   }
 }
 
+TEST_F(CudaRowOpsTest, RowSoftmaxSplitRowSpecialValues) {
+  // Rows split into segments: row 0 starts with whole segments of -inf (empty statistics that
+  // must drop out of the merge), row 1 holds a NaN inside an otherwise -inf stretch, row 2 is
+  // all -inf.
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  const int64_t rows = 3, cols = 10000;
+  std::vector<float> in = Random(rows * cols, -10.0f, 10.0f);
+  for (int64_t i = 0; i < 7000; ++i) in[i] = -kInf;
+  for (int64_t i = cols; i < cols + 5000; ++i) in[i] = -kInf;
+  in[cols + 10] = std::numeric_limits<float>::quiet_NaN();
+  for (int64_t i = 2 * cols; i < 3 * cols; ++i) in[i] = -kInf;
+  std::vector<float> want(in.size());
+  cpu::RowSoftmax(in.data(), want.data(), rows, cols);
+  DeviceBuffer<float> d_in(in.size()), d_out(in.size() + kGuard);
+  ASSERT_NE(d_in.get(), nullptr);
+  ASSERT_NE(d_out.get(), nullptr);
+  Upload(in, d_in.get());
+  for (const LaunchConfig& config : AllConfigs()) {
+    SCOPED_TRACE(Describe(config));
+    Poison(d_out.get(), rows * cols);
+    ASSERT_CUDA(RowSoftmax(d_in.get(), d_out.get(), rows, cols, EwProgram{}, workspace_->get(),
+                           workspace_->bytes(), config));
+    const std::vector<float> got = Download(d_out.get(), rows * cols);
+    int bad = 0;
+    for (int64_t i = 0; i < rows * cols && bad < 10; ++i) {
+      const bool ok = std::isnan(want[i]) ? std::isnan(got[i])
+                                          : std::fabs(got[i] - want[i]) <= 1e-6 + 1e-5 * want[i];
+      if (!ok) {
+        ++bad;
+        ADD_FAILURE() << "element " << i << " = " << got[i] << " want " << want[i];
+      }
+    }
+  }
+}
+
 TEST_F(CudaRowOpsTest, RowSoftmaxSpecialValues) {
   // Row 0: -inf entries get 0; row 1: a NaN makes the row NaN; row 2: all -inf is NaN.
   constexpr float kInf = std::numeric_limits<float>::infinity();
@@ -1026,7 +1061,8 @@ std::vector<std::string> Names(const std::vector<KernelLaunchInfo>& launches) {
   std::vector<std::string> names;
   for (const KernelLaunchInfo& k : launches) {
     EXPECT_GE(k.blocks, 1) << k.name;
-    EXPECT_EQ(k.threads, 256) << k.name;
+    // 256-thread blocks, or 128 for register-resident rows of at most 1024 columns.
+    EXPECT_TRUE(k.threads == 256 || k.threads == 128) << k.name << ": " << k.threads;
     names.push_back(k.name);
   }
   return names;
