@@ -216,12 +216,13 @@ class Report:
         if head:
             st, c = head
             ok = c["boundary"] <= 1.2 * c["floor"] if c["floor"] else None
-            rows.append(("C: 16 x softmax chain (32 kernels) on 1024 x 1024, cost per kernel "
-                         "boundary, graph-pdl",
+            rows.append((f"C: 16 x softmax chain ({c['kernels']} kernels) on 1024 x 1024, cost "
+                         "per kernel boundary, graph-pdl",
                          f"{us(c['boundary'])} us per boundary ({st}; chain {us(c['T'])} us, "
                          f"kernels' own {us(c['own'])} us, {c['source']})",
-                         f"floor {us(c['floor'])} us per kernel (32 empty kernels, graph-pdl, same "
-                         f"geometry); torch graph chain {us(self.tval('C', 'graph', 'hot'))} us",
+                         f"floor {us(c['floor'])} us per kernel ({c['empty_kernels']} empty kernels, "
+                         f"graph-pdl, same geometry); torch graph chain "
+                         f"{us(self.tval('C', 'graph', 'hot'))} us",
                          "<= 1.2 x floor",
                          yes_no(ok) + ("" if not c["floor"] else f" ({c['boundary'] / c['floor']:.2f} x)")))
         # D
@@ -259,6 +260,7 @@ class Report:
                 entry = {"T": j["median_us"], "kernels": k, "per_kernel": j["median_us"] / k,
                          "floor": e["median_us"] / e["kernels"] if e else None,
                          "empty_T": e["median_us"] if e else None,
+                         "empty_kernels": e["kernels"] if e else None,
                          "own": None, "boundary": None, "source": None}
                 if st in own and len(own[st][0]) == k and k > 1:
                     entry["own"] = sum(own[st][0])
@@ -296,11 +298,15 @@ class Report:
         self.w()
 
     def detail_chain(self):
-        self.w("### C: 16 x softmax on 1024 x 1024 (32 dependent kernels, hot L2)")
+        k = next((c["kernels"] for c in self.chain.values()), None)
+        self.w(f"### C: 16 x softmax on 1024 x 1024 ({k} dependent kernels, hot L2)")
         self.w()
-        self.w("Per boundary = (chain time - sum of the kernels' own durations) / 31. Floor = "
-               "time of 32 empty kernels (cudaGridDependencySynchronize + "
-               "cudaTriggerProgrammaticLaunchCompletion, the chain's own grid sizes) / 32.")
+        self.w(f"Per boundary = (chain time - sum of the kernels' own durations) / {k - 1 if k else '?'}. "
+               "Floor = time of as many empty kernels (cudaGridDependencySynchronize + "
+               "cudaTriggerProgrammaticLaunchCompletion, the chain's own grid sizes) / their "
+               "number. A negative cost means the launches overlapped more than the boundaries "
+               "cost: with PDL each kernel is resident and past its prologue before its "
+               "predecessor drains, so the chain runs shorter than its kernels run one at a time.")
         self.w()
         self.w("| staging | mode | chain us | us/kernel | per boundary us | empty chain us | empty us/kernel | boundary / floor |")
         self.w("| --- | --- | --- | --- | --- | --- | --- | --- |")

@@ -57,9 +57,11 @@ struct Lane {
   }
 };
 
-// `auto` launches: plain PDL until the planner benchmark (bench/results/planner-h200.md) says
-// otherwise.
-constexpr LaunchMode kAutoLaunch = LaunchMode::kPdl;
+// `auto` launches a shape's first job on a lane with PDL and every later one as a cached
+// graph with PDL edges. Replaying graph-pdl was the fastest mode in every case of
+// bench/results/planner-h200.md (one row of 2^20: 11.8 us against 12.4 us with pdl and 14.7 us
+// with stream; 1024 x 1024: 6.6 against 6.9 us; a chain of 16 softmaxes: 49.0 against 51.8
+// and 66.7 us), while a capture costs a one-off shape more than it saves.
 // A plan has at most one step per op.
 constexpr int kMaxPlanSteps = 64;
 
@@ -126,7 +128,9 @@ class CudaBackend final : public Backend {
   PlanDescription Describe(const JobSpec& spec, const Plan& plan) const override {
     const kernels::cuda::LaunchConfig config = ConfigFor(spec, nullptr);
     PlanDescription d = DescribePlan(plan, config);
-    d.launch = LaunchModeName(ResolveLaunch(spec.launch));
+    d.launch = spec.launch == LaunchMode::kAuto
+                   ? "auto (pdl; graph-pdl once the shape repeats on a lane)"
+                   : LaunchModeName(spec.launch);
     d.staging = StagingLabel(config);
     return d;
   }
@@ -155,13 +159,18 @@ class CudaBackend final : public Backend {
     }
     std::vector<int> step_kernels(plan.steps.size(), 0);
 
-    const LaunchMode launch = ResolveLaunch(spec.launch);
+    LaunchMode launch = ResolveLaunch(spec.launch);
     const kernels::cuda::LaunchConfig config = ConfigFor(spec, lane.stream);
+    if (spec.launch == LaunchMode::kAuto && !spec.profile &&
+        lane.graphs->SeenBefore(PlanTopologyKey(plan, config))) {
+      launch = LaunchMode::kGraphPdl;
+    }
     const bool use_graph =
         !spec.profile && (launch == LaunchMode::kGraph || launch == LaunchMode::kGraphPdl);
     timing->stream = LaneName(priority, lane_index);
     timing->staging = StagingLabel(config);
     timing->launch = LaunchModeName(launch);
+    if (spec.launch == LaunchMode::kAuto) absl::StrAppend(&timing->launch, " (auto)");
     if (spec.profile && launch != LaunchMode::kStream && launch != LaunchMode::kPdl) {
       // Events between steps cannot be read back from inside a graph replay.
       timing->launch = absl::StrCat(LaunchModeName(launch), " (profiled as ",
@@ -245,9 +254,10 @@ class CudaBackend final : public Backend {
  private:
   explicit CudaBackend(const CudaBackendOptions& options) : options_(options) {}
 
-  // The launch mode `auto` stands for.
+  // The launch mode a job's kernels are built for: `auto` runs PDL kernels, launched one by
+  // one or, once the shape repeats, from a graph (see Run).
   static LaunchMode ResolveLaunch(LaunchMode mode) {
-    return mode == LaunchMode::kAuto ? kAutoLaunch : mode;
+    return mode == LaunchMode::kAuto ? LaunchMode::kPdl : mode;
   }
 
   kernels::cuda::LaunchConfig ConfigFor(const JobSpec& spec, cudaStream_t stream) const {

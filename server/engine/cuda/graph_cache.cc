@@ -100,6 +100,21 @@ absl::StatusOr<GraphCache::Lookup> GraphCache::Get(const std::string& topology,
   return Lookup{exec, Outcome::kMiss};
 }
 
+bool GraphCache::SeenBefore(const std::string& topology) {
+  for (const Entry& e : entries_) {
+    if (e.topology == topology) return true;
+  }
+  for (auto it = seen_.begin(); it != seen_.end(); ++it) {
+    if (*it == topology) {
+      seen_.splice(seen_.begin(), seen_, it);
+      return true;
+    }
+  }
+  seen_.push_front(topology);
+  if (seen_.size() > 4 * static_cast<size_t>(capacity_)) seen_.pop_back();
+  return false;
+}
+
 void GraphCache::AddStats(GraphCacheStats* stats) const {
   stats->hits += hits_;
   stats->updates += updates_;

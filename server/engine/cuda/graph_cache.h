@@ -41,6 +41,10 @@ class GraphCache {
   absl::StatusOr<Lookup> Get(const std::string& topology, const std::string& params,
                              cudaStream_t stream, const std::function<cudaError_t()>& enqueue);
 
+  // Whether a job of this topology came here before (it is cached, or was asked about
+  // already); records the question. Remembers the last 4 x capacity topologies asked about.
+  bool SeenBefore(const std::string& topology);
+
   // Adds this cache's counters to `stats`.
   void AddStats(GraphCacheStats* stats) const;
 
@@ -55,7 +59,8 @@ class GraphCache {
                                       const std::function<cudaError_t()>& enqueue);
 
   const int capacity_;
-  std::list<Entry> entries_;  // most recently used first
+  std::list<Entry> entries_;       // most recently used first
+  std::list<std::string> seen_;    // topologies asked about by SeenBefore, most recent first
   std::atomic<int64_t> hits_{0}, updates_{0}, misses_{0}, evictions_{0};
   std::atomic<int> size_{0};
 };

@@ -356,6 +356,27 @@ TEST_F(CudaLaunchModesTest, GraphCacheHitsUpdatesAndNeverReplaysAStaleGraph) {
   EXPECT_GE(stats.evictions, 1);
 }
 
+TEST_F(CudaLaunchModesTest, AutoCapturesAGraphOnceAShapeRepeats) {
+  const uint64_t seed = gpupipe::testing::FreshSeed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::vector<float> x = gpupipe::testing::RandomFloats(64 * 3000, seed);
+  JobSpec spec;
+  spec.shape = {64, 3000};
+  spec.ops = {{OpKind::kAffine, 0.5, 0}, {OpKind::kStandardize}};
+  spec.priority = Priority::kLow;
+  spec.launch = LaunchMode::kAuto;
+  auto first = Run(spec, x);
+  auto second = Run(spec, x);
+  auto third = Run(spec, x);
+  EXPECT_EQ(first->timing().launch, "pdl (auto)");
+  EXPECT_EQ(first->timing().graph, "");
+  EXPECT_EQ(second->timing().launch, "graph-pdl (auto)");
+  EXPECT_EQ(second->timing().graph, "miss");
+  EXPECT_EQ(third->timing().graph, "hit");
+  EXPECT_EQ(second->output(), first->output());
+  EXPECT_EQ(third->output(), first->output());
+}
+
 TEST_F(CudaLaunchModesTest, ProfileTimesEveryStepAndExplainMatchesTheLaunches) {
   const uint64_t seed = gpupipe::testing::FreshSeed();
   std::vector<float> x = gpupipe::testing::RandomFloats(4 * (1 << 20), seed);

@@ -46,7 +46,9 @@ void CUPTIAPI OnRuntimeApi(void* userdata, CUpti_CallbackDomain domain, CUpti_Ca
       !counts->recording) {
     return;
   }
-  cudaStream_t stream = reinterpret_cast<cudaStream_t>(1);  // "not stream-ordered"
+  // Only stream-ordered calls name a stream; the others cannot touch the NULL stream.
+  bool ordered = true;
+  cudaStream_t stream = nullptr;
   switch (cbid) {
     case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060:
       stream = static_cast<const cudaLaunchKernelExC_v11060_params*>(info->functionParams)
@@ -62,12 +64,13 @@ void CUPTIAPI OnRuntimeApi(void* userdata, CUpti_CallbackDomain domain, CUpti_Ca
       stream = static_cast<const cudaGraphLaunch_v10000_params*>(info->functionParams)->stream;
       break;
     default:
+      ordered = false;
       break;
   }
   std::lock_guard<std::mutex> lock(counts->mu);
   ++counts->calls[cbid];
   counts->names[cbid] = info->functionName;
-  if (IsNullStream(stream)) ++counts->null_stream[info->functionName];
+  if (ordered && IsNullStream(stream)) ++counts->null_stream[info->functionName];
 }
 
 TEST(HotPath, SteadyStateJobsMakeNoImplicitlySynchronizingCalls) {
