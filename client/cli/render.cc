@@ -167,19 +167,34 @@ nlohmann::ordered_json PlanJson(const v1::Plan& plan) {
           {"edges", std::move(edges)}};
 }
 
+// A table whose header shares the label column; the rows are indented under it.
+static std::string LabeledTable(const char* label,
+                                const std::vector<std::vector<std::string>>& rows,
+                                const std::vector<bool>& right_aligned) {
+  std::string table = FormatTable(rows, right_aligned, 0);
+  std::string text;
+  bool first = true;
+  for (absl::string_view line : absl::StrSplit(table, '\n', absl::SkipEmpty())) {
+    text += Line(first ? label : "", line);
+    first = false;
+  }
+  return text;
+}
+
 std::string RenderStepsText(const v1::Timing& timing) {
   std::vector<std::vector<std::string>> rows = {{"step", "ops", "kernels", "device"}};
   for (const v1::StepTiming& st : timing.steps()) {
     rows.push_back({absl::StrCat(st.step()), OrDash(st.ops()), absl::StrCat(st.kernels()),
                     FormatMicros(st.device_us())});
   }
-  // The header shares the label column; the rows are indented under it.
-  std::string table = FormatTable(rows, {false, false, true, true}, 0);
-  std::string text;
-  bool first = true;
-  for (absl::string_view line : absl::StrSplit(table, '\n', absl::SkipEmpty())) {
-    text += Line(first ? "steps" : "", line);
-    first = false;
+  std::string text = LabeledTable("steps", rows, {false, false, true, true});
+  if (timing.kernel_times_size() > 0) {
+    std::vector<std::vector<std::string>> kernels = {{"kernel", "name", "step", "device"}};
+    for (const v1::KernelTiming& k : timing.kernel_times()) {
+      kernels.push_back({absl::StrCat("k", k.index()), OrDash(k.name()), absl::StrCat(k.step()),
+                         FormatMicros(k.device_us())});
+    }
+    text += LabeledTable("kernels", kernels, {false, false, true, true});
   }
   return text;
 }
@@ -317,6 +332,13 @@ nlohmann::ordered_json SubmitJson(const SubmitReport& r) {
                        {"kernels", st.kernels()},
                        {"device_us", st.device_us()}});
     }
+    nlohmann::ordered_json kernel_times = nlohmann::ordered_json::array();
+    for (const v1::KernelTiming& k : t.kernel_times()) {
+      kernel_times.push_back({{"index", k.index()},
+                              {"name", k.name()},
+                              {"step", k.step()},
+                              {"device_us", k.device_us()}});
+    }
     j["timing"] = {{"queue_us", t.queue_us()},     {"h2d_us", t.h2d_us()},
                    {"compute_us", t.compute_us()}, {"d2h_us", t.d2h_us()},
                    {"total_us", t.total_us()},     {"bytes_in", t.bytes_in()},
@@ -324,7 +346,8 @@ nlohmann::ordered_json SubmitJson(const SubmitReport& r) {
                    {"stream", t.stream()},         {"staging", t.staging()},
                    {"launch", t.launch()},         {"graph", StringOrNull(t.graph())},
                    {"gb_per_s", Throughput(t)},    {"result_stream_us", t.result_stream_us()},
-                   {"steps", std::move(steps)}};
+                   {"steps", std::move(steps)},
+                   {"kernel_times", std::move(kernel_times)}};
   } else {
     j["timing"] = nullptr;
   }

@@ -38,12 +38,22 @@ enum class Staging {
 inline constexpr int kMinStages = 1;
 inline constexpr int kMaxStages = 8;
 
+// Optional per-kernel timing: after each kernel it launches, an op records the next of
+// `events` on its stream, while any are left, and counts it in `used`. The events between
+// kernels keep dependent kernels from overlapping, so profiled times run slightly high.
+struct KernelProfile {
+  cudaEvent_t* events = nullptr;
+  int capacity = 0;
+  int used = 0;
+};
+
 struct LaunchConfig {
   cudaStream_t stream = nullptr;
   Staging staging = Staging::kPipeline;
   int stages = 2;         // kMinStages..kMaxStages, used by kPipeline
   bool pdl = true;        // every launch carries the Programmatic Dependent Launch attribute
   int multiprocessors = 132;  // of the target device; sizes persistent grids
+  KernelProfile* profile = nullptr;  // optional, see KernelProfile
 };
 
 // y[i] = ApplyEw(program, x[i]) for i < n (n >= 0). d_out may equal d_in.

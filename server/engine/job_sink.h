@@ -44,6 +44,14 @@ struct JobTiming {
     double device_us = 0;
   };
   std::vector<Step> steps;  // with JobSpec::profile
+
+  struct Kernel {
+    int index = 0;
+    std::string name;
+    int step = 0;
+    double device_us = 0;
+  };
+  std::vector<Kernel> kernel_times;  // with JobSpec::profile, where kernels run on a device
 };
 
 // Receives the events of one accepted job, in this order: OnAccepted, OnPlan (when the job asked

@@ -231,6 +231,13 @@ v1::JobEvent EncodeTiming(const std::string& job_id, const engine::JobTiming& t)
     st->set_kernels(step.kernels);
     st->set_device_us(step.device_us);
   }
+  for (const engine::JobTiming::Kernel& kernel : t.kernel_times) {
+    v1::KernelTiming* kt = timing->add_kernel_times();
+    kt->set_index(kernel.index);
+    kt->set_name(kernel.name);
+    kt->set_step(kernel.step);
+    kt->set_device_us(kernel.device_us);
+  }
   return event;
 }
 

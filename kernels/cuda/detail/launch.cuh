@@ -115,10 +115,14 @@ class Launcher {
       describe_->push_back({name, grid, threads});
       return cudaSuccess;
     }
-    const cudaError_t err =
+    cudaError_t err =
         LaunchKernel(kernel, dim3(static_cast<unsigned>(grid)), dim3(threads), config_.stream,
                      config_.pdl, std::forward<Args>(args)...);
     if (err == cudaSuccess && kernels_ != nullptr) ++*kernels_;
+    KernelProfile* profile = config_.profile;
+    if (err == cudaSuccess && profile != nullptr && profile->used < profile->capacity) {
+      err = cudaEventRecord(profile->events[profile->used++], config_.stream);
+    }
     return err;
   }
 

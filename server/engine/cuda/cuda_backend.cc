@@ -42,9 +42,9 @@ struct Lane {
   void* h_output = nullptr;  // pinned
   // Timing events: before H2D, after H2D, after the kernels, after D2H.
   std::array<cudaEvent_t, 4> events{};
-  // With JobSpec::profile: one event after each plan step (the step before the first is
+  // With JobSpec::profile: one event after each kernel (the one before the first kernel is
   // events[1], the end of the H2D copy).
-  std::vector<cudaEvent_t> step_events;
+  std::vector<cudaEvent_t> kernel_events;
   std::unique_ptr<GraphCache> graphs;
 
   StepBuffers buffers() const {
@@ -62,8 +62,8 @@ struct Lane {
 // bench/results/planner-h200.md (one row of 2^20: 11.8 us against 12.4 us with pdl and 14.7 us
 // with stream; 1024 x 1024: 6.6 against 6.9 us; a chain of 16 softmaxes: 49.0 against 51.8
 // and 66.7 us), while a capture costs a one-off shape more than it saves.
-// A plan has at most one step per op.
-constexpr int kMaxPlanSteps = 64;
+// Kernels one profiled job may launch (events are allocated per lane at start).
+constexpr int kMaxProfiledKernels = 256;
 
 class CudaBackend final : public Backend {
  public:
@@ -74,7 +74,7 @@ class CudaBackend final : public Backend {
         if (lane.stream) cudaStreamSynchronize(lane.stream);
         lane.graphs.reset();
         for (cudaEvent_t e : lane.events) if (e) cudaEventDestroy(e);
-        for (cudaEvent_t e : lane.step_events) if (e) cudaEventDestroy(e);
+        for (cudaEvent_t e : lane.kernel_events) if (e) cudaEventDestroy(e);
         for (void* p : lane.d_buffers) if (p) cudaFree(p);
         if (lane.d_workspace) cudaFree(lane.d_workspace);
         if (lane.h_input) cudaFreeHost(lane.h_input);
@@ -153,14 +153,19 @@ class CudaBackend final : public Backend {
           "server's buffers of ", options_.max_input_bytes, " bytes"));
     }
     GPUPIPE_CUDA_RETURN(cudaSetDevice(options_.device), "cudaSetDevice");
-    if (spec.profile && plan.steps.size() > static_cast<size_t>(kMaxPlanSteps)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("options.profile: at most ", kMaxPlanSteps, " plan steps can be profiled"));
-    }
-    std::vector<int> step_kernels(plan.steps.size(), 0);
-
     LaunchMode launch = ResolveLaunch(spec.launch);
-    const kernels::cuda::LaunchConfig config = ConfigFor(spec, lane.stream);
+    kernels::cuda::LaunchConfig config = ConfigFor(spec, lane.stream);
+    kernels::cuda::KernelProfile profile{lane.kernel_events.data(), kMaxProfiledKernels, 0};
+    PlanDescription profiled;
+    if (spec.profile) {
+      profiled = DescribePlan(plan, config);
+      if (profiled.kernels.size() > static_cast<size_t>(kMaxProfiledKernels)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("options.profile: the plan launches ", profiled.kernels.size(),
+                         " kernels; at most ", kMaxProfiledKernels, " can be timed"));
+      }
+      config.profile = &profile;
+    }
     if (spec.launch == LaunchMode::kAuto && !spec.profile &&
         lane.graphs->SeenBefore(PlanTopologyKey(plan, config))) {
       launch = LaunchMode::kGraphPdl;
@@ -172,7 +177,7 @@ class CudaBackend final : public Backend {
     timing->launch = LaunchModeName(launch);
     if (spec.launch == LaunchMode::kAuto) absl::StrAppend(&timing->launch, " (auto)");
     if (spec.profile && launch != LaunchMode::kStream && launch != LaunchMode::kPdl) {
-      // Events between steps cannot be read back from inside a graph replay.
+      // Events between kernels cannot be read back from inside a graph replay.
       timing->launch = absl::StrCat(LaunchModeName(launch), " (profiled as ",
                                     config.pdl ? "pdl" : "stream", ")");
     }
@@ -200,17 +205,11 @@ class CudaBackend final : public Backend {
       GPUPIPE_CUDA_RETURN(cudaGraphLaunch(graph->exec, lane.stream), "cudaGraphLaunch");
     } else {
       for (size_t i = 0; i < plan.steps.size(); ++i) {
-        const int before = kernel_count;
         if (cudaError_t err = LaunchStep(plan, i, buffers, config, &kernel_count);
             err != cudaSuccess) {
           return Abort(lane, CudaError(err, absl::StrCat("launching ",
                                                          StepKindName(plan.steps[i].kind), " (",
                                                          plan.steps[i].ops, ")")));
-        }
-        if (spec.profile) {
-          GPUPIPE_CUDA_RETURN(cudaEventRecord(lane.step_events[i], lane.stream),
-                              "cudaEventRecord");
-          step_kernels[i] = kernel_count - before;
         }
       }
     }
@@ -233,13 +232,8 @@ class CudaBackend final : public Backend {
     timing->d2h_us = ms * 1000.0;
     timing->kernels = kernel_count;
     if (spec.profile) {
-      for (size_t i = 0; i < plan.steps.size(); ++i) {
-        GPUPIPE_CUDA_RETURN(cudaEventElapsedTime(&ms, i == 0 ? lane.events[1]
-                                                             : lane.step_events[i - 1],
-                                                 lane.step_events[i]),
-                            "timing");
-        timing->steps.push_back({static_cast<int>(i), plan.steps[i].ops, step_kernels[i],
-                                 ms * 1000.0});
+      if (absl::Status s = ReadProfile(lane, plan, profiled, profile.used, timing); !s.ok()) {
+        return s;
       }
     }
     timing->output_ready = std::chrono::steady_clock::now();
@@ -276,6 +270,33 @@ class CudaBackend final : public Backend {
     return config.staging == kernels::cuda::Staging::kDirect
                ? "direct"
                : absl::StrCat("pipeline(stages=", config.stages, ")");
+  }
+
+  // Per-kernel and per-step device times from the events recorded after every kernel.
+  static absl::Status ReadProfile(const Lane& lane, const Plan& plan,
+                                  const PlanDescription& kernels, int recorded,
+                                  JobTiming* timing) {
+    if (recorded != static_cast<int>(kernels.kernels.size())) {
+      return absl::InternalError(absl::StrCat("profiling: ", recorded, " kernel events for ",
+                                              kernels.kernels.size(), " planned kernels"));
+    }
+    timing->steps.clear();
+    for (size_t i = 0; i < plan.steps.size(); ++i) {
+      timing->steps.push_back({static_cast<int>(i), plan.steps[i].ops, 0, 0.0});
+    }
+    for (int k = 0; k < recorded; ++k) {
+      float ms = 0;
+      GPUPIPE_CUDA_RETURN(cudaEventElapsedTime(&ms, k == 0 ? lane.events[1]
+                                                           : lane.kernel_events[k - 1],
+                                               lane.kernel_events[k]),
+                          "timing");
+      const KernelDescription& d = kernels.kernels[k];
+      timing->kernel_times.push_back({k, d.name, d.step, ms * 1000.0});
+      JobTiming::Step& step = timing->steps[static_cast<size_t>(d.step)];
+      ++step.kernels;
+      step.device_us += ms * 1000.0;
+    }
+    return absl::OkStatus();
   }
 
   // A failed job leaves no work behind that could touch the lane's buffers under the next job.
@@ -331,8 +352,8 @@ class CudaBackend final : public Backend {
         for (cudaEvent_t& e : lane.events) {
           GPUPIPE_CUDA_RETURN(cudaEventCreateWithFlags(&e, cudaEventDefault), "cudaEventCreate");
         }
-        lane.step_events.resize(kMaxPlanSteps);
-        for (cudaEvent_t& e : lane.step_events) {
+        lane.kernel_events.resize(kMaxProfiledKernels);
+        for (cudaEvent_t& e : lane.kernel_events) {
           GPUPIPE_CUDA_RETURN(cudaEventCreateWithFlags(&e, cudaEventDefault), "cudaEventCreate");
         }
         lane.graphs = std::make_unique<GraphCache>(options_.graph_cache_capacity);

@@ -197,6 +197,31 @@ TEST(RenderTest, SubmitTextWithPlanGraphAndSteps) {
             "output    [3, 12]\n");
 }
 
+TEST(RenderTest, ProfiledKernelsFollowTheSteps) {
+  SubmitReport r = Report();
+  r.profile = true;
+  v1::StepTiming* step = r.result.timing.add_steps();
+  step->set_step(0);
+  step->set_ops("softmax");
+  step->set_kernels(2);
+  step->set_device_us(30);
+  for (int k = 0; k < 2; ++k) {
+    v1::KernelTiming* kt = r.result.timing.add_kernel_times();
+    kt->set_index(k);
+    kt->set_name(k == 0 ? "softmax.stats" : "softmax.normalize");
+    kt->set_step(0);
+    kt->set_device_us(k == 0 ? 12.5 : 17.5);
+  }
+  const std::string text = RenderSubmitText(r);
+  EXPECT_THAT(text, HasSubstr("kernels   kernel  name               step   device\n"
+                              "          k0      softmax.stats         0  12.5 us\n"
+                              "          k1      softmax.normalize     0  17.5 us\n"));
+  const nlohmann::ordered_json j = SubmitJson(r);
+  ASSERT_EQ(j["timing"]["kernel_times"].size(), 2u);
+  EXPECT_EQ(j["timing"]["kernel_times"][1]["name"], "softmax.normalize");
+  EXPECT_EQ(j["timing"]["kernel_times"][1]["device_us"], 17.5);
+}
+
 TEST(RenderTest, SubmitTextSaysWhatTheServerLeftOut) {
   SubmitReport r = Report();
   r.explain = true;

@@ -396,6 +396,18 @@ TEST_F(CudaLaunchModesTest, ProfileTimesEveryStepAndExplainMatchesTheLaunches) {
   }
   EXPECT_EQ(kernels, t.kernels);
   EXPECT_EQ(static_cast<int>(sink->plan().kernels.size()), t.kernels);
+  // One time per kernel, in launch order, named as the plan names it; they add up to the steps.
+  ASSERT_EQ(static_cast<int>(t.kernel_times.size()), t.kernels);
+  double kernel_sum = 0, step_sum = 0;
+  for (size_t k = 0; k < t.kernel_times.size(); ++k) {
+    EXPECT_EQ(t.kernel_times[k].name, sink->plan().kernels[k].name);
+    EXPECT_EQ(t.kernel_times[k].step, sink->plan().kernels[k].step);
+    EXPECT_GT(t.kernel_times[k].device_us, 0.0);
+    kernel_sum += t.kernel_times[k].device_us;
+  }
+  for (const auto& step : t.steps) step_sum += step.device_us;
+  EXPECT_NEAR(kernel_sum, step_sum, 1e-6 * step_sum);
+  EXPECT_LE(step_sum, t.compute_us * 1.001);
   EXPECT_EQ(sink->plan().edges.size(), sink->plan().kernels.size() - 1);
   for (const auto& edge : sink->plan().edges) EXPECT_EQ(edge.kind, "pdl");
 }
