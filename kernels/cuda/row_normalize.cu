@@ -32,10 +32,6 @@ using detail::kWarpSize;
 using detail::MomentStat;
 using detail::NormalizeMergeOp;
 
-// As in RowSoftmax: floats of its first segment each normalization block asks L2 for before
-// waiting on the statistics kernel.
-constexpr int64_t kNormPrefetchFloats = 8192;
-constexpr int kFloatsPerLine = 32;  // 128-byte lines
 
 __device__ __forceinline__ void Push(RowNormalizeKind kind, MomentStat& st, float x) {
   if (kind == RowNormalizeKind::kL2Normalize) {
@@ -163,15 +159,8 @@ __global__ void __launch_bounds__(kRowThreads)
   const int64_t warp = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kWarpSize;
   const int64_t warps = static_cast<int64_t>(gridDim.x) * blockDim.x / kWarpSize;
 
-  // Prologue, independent of the statistics: pull this lane's first row slice towards L2.
-  {
-    const int64_t row = warp * rows_per_warp + lane / lanes;
-    if (row < rows) {
-      for (int i = l * kFloatsPerLine; i < cols; i += lanes * kFloatsPerLine) {
-        detail::PrefetchL2(d_in + row * cols + i);
-      }
-    }
-  }
+  // Prologue, independent of the statistics: this lane's first row slice towards L2.
+  detail::PrefetchRowSlice(d_in, rows, cols, warp * rows_per_warp + lane / lanes, l, lanes);
   detail::WaitForPrimaryGrids();
 
   for (int64_t base = warp * rows_per_warp; base < rows; base += warps * rows_per_warp) {
@@ -221,18 +210,9 @@ __global__ void __launch_bounds__(kRowThreads, kRowBlockMinBlocksPerSm)
   __shared__ Affine row_affine;
   const int64_t segments = rows * splits;
 
-  // Prologue, independent of the statistics: pull the start of this block's first segment
-  // towards L2 while the statistics kernel drains.
-  if (blockIdx.x < segments) {
-    const int64_t row = blockIdx.x / splits;
-    const int64_t begin = (blockIdx.x - row * splits) * seg_len;
-    const int64_t len = min(min(seg_len, cols - begin), kNormPrefetchFloats);
-    const float* p = d_in + row * cols + begin;
-    for (int64_t i = static_cast<int64_t>(threadIdx.x) * kFloatsPerLine; i < len;
-         i += static_cast<int64_t>(blockDim.x) * kFloatsPerLine) {
-      detail::PrefetchL2(p + i);
-    }
-  }
+  // Prologue, independent of the statistics: the start of this block's first segment towards
+  // L2 while the statistics kernel drains.
+  detail::PrefetchFirstSegment(d_in, cols, splits, seg_len, segments);
   detail::WaitForPrimaryGrids();
 
   for (int64_t seg = blockIdx.x; seg < segments; seg += gridDim.x) {

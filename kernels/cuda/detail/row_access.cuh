@@ -48,6 +48,43 @@ __device__ __forceinline__ void PrefetchL2(const void* p) {
   asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
 }
 
+// ---- normalization prologues ---------------------------------------------------------------
+// A normalization kernel (softmax, l2normalize, standardize) cannot read its statistics before
+// cudaGridDependencySynchronize(), but it can ask L2 for its input meanwhile: L2 is the
+// coherence point, so a prefetched line never goes stale, and the statistics kernel has written
+// nothing the prefetch reads.
+
+// Floats of its first segment each normalization block asks L2 for before its wait (initial
+// value, not measured separately on the H200), and the floats of one 128-byte line.
+inline constexpr int64_t kNormPrefetchFloats = 8192;
+inline constexpr int kFloatsPerLine = 32;
+
+// Group path (a warp's lanes share a row): this lane's slice of `row`, if the row exists.
+__device__ __forceinline__ void PrefetchRowSlice(const float* d_in, int64_t rows, int64_t cols,
+                                                 int64_t row, int lane_in_row, int lanes) {
+  if (row >= rows) return;
+  for (int64_t i = static_cast<int64_t>(lane_in_row) * kFloatsPerLine; i < cols;
+       i += static_cast<int64_t>(lanes) * kFloatsPerLine) {
+    PrefetchL2(d_in + row * cols + i);
+  }
+}
+
+// Block path (rows split into `splits` segments of `seg_len`): the start of this block's first
+// segment.
+__device__ __forceinline__ void PrefetchFirstSegment(const float* d_in, int64_t cols,
+                                                     int64_t splits, int64_t seg_len,
+                                                     int64_t segments) {
+  if (blockIdx.x >= segments) return;
+  const int64_t row = blockIdx.x / splits;
+  const int64_t begin = (blockIdx.x - row * splits) * seg_len;
+  const int64_t len = min(min(seg_len, cols - begin), kNormPrefetchFloats);
+  const float* p = d_in + row * cols + begin;
+  for (int64_t i = static_cast<int64_t>(threadIdx.x) * kFloatsPerLine; i < len;
+       i += static_cast<int64_t>(blockDim.x) * kFloatsPerLine) {
+    PrefetchL2(p + i);
+  }
+}
+
 // ---- element access ------------------------------------------------------------------------
 // Inputs are read through L2 only (ld.global.cg, __ldcg), never through the non-coherent
 // read-only path (__ldg, or what the compiler may pick for const __restrict__ pointers): that
