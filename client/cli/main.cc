@@ -79,20 +79,27 @@ absl::StatusOr<std::unique_ptr<client::JobClient>> Connect(const Args& args) {
   return client::JobClient::Create(args.target, options);
 }
 
+// A request carrying `input` (moved in, so its bytes are not copied) through `ops`.
+v1::SubmitRequest MakeRequest(client::NpyArray& input, const std::vector<v1::Op>& ops,
+                              v1::Priority priority, const std::string& tag) {
+  v1::SubmitRequest request;
+  v1::Tensor* tensor = request.mutable_input();
+  tensor->set_dtype(input.dtype);
+  for (int64_t d : input.shape) tensor->add_shape(d);
+  *tensor->mutable_data() = std::move(input.data);
+  for (const v1::Op& op : ops) *request.add_ops() = op;
+  request.set_priority(priority);
+  request.set_client_tag(tag);
+  return request;
+}
+
 int RunSubmit(const Args& args, const Reporter& reporter) {
   const SubmitArgs& s = args.submit;
   absl::StatusOr<client::NpyArray> input = client::ReadNpy(s.input);
   if (!input.ok()) return reporter.Fail(kExitRuntime, input.status());
 
-  v1::SubmitRequest request;
-  v1::Tensor* tensor = request.mutable_input();
-  tensor->set_dtype(input->dtype);
-  for (int64_t d : input->shape) tensor->add_shape(d);
-  *tensor->mutable_data() = std::move(input->data);
-  for (const v1::Op& op : s.ops) *request.add_ops() = op;
-  request.set_priority(s.priority);
+  v1::SubmitRequest request = MakeRequest(*input, s.ops, s.priority, s.tag);
   *request.mutable_options() = s.options;
-  request.set_client_tag(s.tag);
   // A dry run's stream carries the plan anyway; asking for it keeps that explicit.
   request.set_explain(s.explain || s.dry_run);
   request.set_dry_run(s.dry_run);
@@ -144,14 +151,7 @@ int RunCompare(const Args& args, const Reporter& reporter) {
   report.repeat = c.repeat;
 
   // One request, its options changed per configuration, so that the input is not copied.
-  v1::SubmitRequest request;
-  v1::Tensor* tensor = request.mutable_input();
-  tensor->set_dtype(input->dtype);
-  for (int64_t d : input->shape) tensor->add_shape(d);
-  *tensor->mutable_data() = std::move(input->data);
-  for (const v1::Op& op : c.ops) *request.add_ops() = op;
-  request.set_priority(c.priority);
-  request.set_client_tag("gpupipe compare");
+  v1::SubmitRequest request = MakeRequest(*input, c.ops, c.priority, "gpupipe compare");
   request.mutable_options()->set_stages(c.stages);
 
   absl::StatusOr<std::unique_ptr<client::JobClient>> client = Connect(args);
