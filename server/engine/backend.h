@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "server/engine/input_source.h"
 #include "server/engine/plan.h"
 #include "server/engine/job_sink.h"
 #include "server/engine/types.h"
@@ -68,11 +69,12 @@ class Backend {
 
   virtual GraphCacheStats graph_cache_stats() const { return {}; }
 
-  // Runs `plan` on `input` (validated bytes) on the given lane and emits the output through
-  // `emit`. Fills the device phases of `timing` and the fields it knows. Only one call per lane
+  // Runs `plan` on `input` (validated size; its bytes may still be arriving: wait for them
+  // with InputSource::WaitForBytes, and return its failure if the upload fails) on the given
+  // lane and emits the output through `emit`. Fills the device phases of `timing` and the fields it knows. Only one call per lane
   // at a time; calls on different lanes may run concurrently. Returns CANCELLED if `emit`
   // returned false.
-  virtual absl::Status Run(const JobSpec& spec, const Plan& plan, const std::string& input,
+  virtual absl::Status Run(const JobSpec& spec, const Plan& plan, InputSource& input,
                            Priority priority, int lane, const ChunkEmitter& emit,
                            JobTiming* timing) = 0;
 };

@@ -48,14 +48,16 @@ class CpuBackend final : public Backend {
     return d;
   }
 
-  absl::Status Run(const JobSpec& spec, const Plan& plan, const std::string& input,
+  absl::Status Run(const JobSpec& spec, const Plan& plan, InputSource& input,
                    Priority priority, int lane, const ChunkEmitter& emit,
                    JobTiming* timing) override {
     const auto start = std::chrono::steady_clock::now();
     auto step_start = start;
     int step_index = 0;
+    absl::StatusOr<const char*> input_bytes = input.WaitForBytes(input.size());
+    if (!input_bytes.ok()) return input_bytes.status();
     std::vector<float> current(plan.input_elements);
-    std::memcpy(current.data(), input.data(), input.size());
+    std::memcpy(current.data(), *input_bytes, static_cast<size_t>(input.size()));
     std::vector<float> next;
     // argmax yields int64 indices; validation guarantees nothing runs after it.
     std::vector<int64_t> indices;

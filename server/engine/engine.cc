@@ -5,6 +5,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -25,7 +26,7 @@ double MicrosBetween(Clock::time_point a, Clock::time_point b) {
 struct QueuedJob {
   std::string id;
   JobSpec spec;
-  std::string input;
+  std::shared_ptr<InputSource> input;
   Plan plan;
   std::shared_ptr<JobSink> sink;
   Clock::time_point accepted_at;
@@ -48,8 +49,12 @@ class Engine::Impl {
 
   ~Impl() { Shutdown(); }
 
-  absl::Status Submit(JobSpec spec, std::string& input, std::shared_ptr<JobSink> sink) {
-    if (absl::Status s = ValidateJob(spec, static_cast<int64_t>(input.size()), options_.limits);
+  // `take_input` is called only once the job is accepted, so a rejected job leaves the
+  // caller's bytes alone.
+  absl::Status Submit(JobSpec spec, int64_t input_size,
+                      const std::function<std::shared_ptr<InputSource>()>& take_input,
+                      std::shared_ptr<JobSink> sink) {
+    if (absl::Status s = ValidateJob(spec, input_size, options_.limits);
         !s.ok()) {
       return s;
     }
@@ -65,7 +70,7 @@ class Engine::Impl {
         return absl::UnavailableError("the server is shutting down");
       }
       if (queued_jobs_ >= options_.max_queued_jobs ||
-          queued_bytes_ + static_cast<int64_t>(input.size()) > options_.max_queued_bytes) {
+          queued_bytes_ + input_size > options_.max_queued_bytes) {
         return absl::ResourceExhaustedError(absl::StrFormat(
             "the server is busy: %d jobs (%d bytes) queued; retry later", queued_jobs_,
             queued_bytes_));
@@ -73,14 +78,14 @@ class Engine::Impl {
       job->id = absl::StrFormat("%s-%06d", id_prefix_, ++next_id_);
       job->accepted_at = Clock::now();
       job->spec = std::move(spec);
-      job->input = std::move(input);
+      job->input = take_input();
       job->plan = *std::move(plan);
       job->sink = std::move(sink);
       job->sink->OnAccepted(AcceptedInfo{job->id, job->plan.output_dtype, job->plan.output_shape,
                                          backend_->name()});
       if (job->spec.explain) job->sink->OnPlan(backend_->Describe(job->spec, job->plan));
       ++queued_jobs_;
-      queued_bytes_ += static_cast<int64_t>(job->input.size());
+      queued_bytes_ += job->input->size();
       ++in_flight_;
       queues_[static_cast<int>(job->spec.priority)].push_back(std::move(job));
     }
@@ -156,7 +161,7 @@ class Engine::Impl {
         job = std::move(queue.front());
         queue.pop_front();
         --queued_jobs_;
-        queued_bytes_ -= static_cast<int64_t>(job->input.size());
+        queued_bytes_ -= job->input->size();
       }
       Run(*job, priority, lane);
     }
@@ -166,7 +171,7 @@ class Engine::Impl {
     JobTiming timing;
     const Clock::time_point started = Clock::now();
     timing.queue_us = MicrosBetween(job.accepted_at, started);
-    timing.bytes_in = static_cast<int64_t>(job.input.size());
+    timing.bytes_in = job.input->size();
     if (job.sink->Cancelled()) {
       Finish(job, absl::CancelledError("the client went away before the job ran"), timing);
       return;
@@ -175,7 +180,7 @@ class Engine::Impl {
       return job.sink->OnChunk(offset, data, size);
     };
     absl::Status status =
-        backend_->Run(job.spec, job.plan, job.input, priority, lane, emit, &timing);
+        backend_->Run(job.spec, job.plan, *job.input, priority, lane, emit, &timing);
     const Clock::time_point finished = Clock::now();
     if (timing.output_ready == Clock::time_point{}) timing.output_ready = finished;
     timing.total_us = MicrosBetween(job.accepted_at, timing.output_ready);
@@ -223,7 +228,16 @@ std::unique_ptr<Engine> Engine::Create(std::unique_ptr<Backend> backend, EngineO
 }
 
 absl::Status Engine::Submit(JobSpec spec, std::string& input, std::shared_ptr<JobSink> sink) {
-  return impl_->Submit(std::move(spec), input, std::move(sink));
+  return impl_->Submit(
+      std::move(spec), static_cast<int64_t>(input.size()),
+      [&input] { return InputSource::Complete(std::move(input)); }, std::move(sink));
+}
+
+absl::Status Engine::Submit(JobSpec spec, std::shared_ptr<InputSource> input,
+                            std::shared_ptr<JobSink> sink) {
+  const int64_t size = input->size();
+  return impl_->Submit(
+      std::move(spec), size, [&input] { return std::move(input); }, std::move(sink));
 }
 
 EngineDescription Engine::Describe() const { return impl_->Describe(); }

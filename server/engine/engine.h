@@ -18,6 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "server/engine/backend.h"
+#include "server/engine/input_source.h"
 #include "server/engine/job_sink.h"
 #include "server/engine/limits.h"
 #include "server/engine/types.h"
@@ -65,6 +66,11 @@ class Engine {
   // On OK the sink has received OnAccepted and will receive the rest of the job's events.
   // `input` is moved from only on success.
   absl::Status Submit(JobSpec spec, std::string& input, std::shared_ptr<JobSink> sink);
+  // As above, for an input that may still be arriving: its size() must match the spec, and the
+  // job may start before the last byte is there. A failed upload (InputSource::Fail) ends the
+  // job with that status.
+  absl::Status Submit(JobSpec spec, std::shared_ptr<InputSource> input,
+                      std::shared_ptr<JobSink> sink);
 
   EngineDescription Describe() const;
 

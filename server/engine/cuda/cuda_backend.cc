@@ -143,7 +143,7 @@ class CudaBackend final : public Backend {
     return stats;
   }
 
-  absl::Status Run(const JobSpec& spec, const Plan& plan, const std::string& input,
+  absl::Status Run(const JobSpec& spec, const Plan& plan, InputSource& input,
                    Priority priority, int lane_index, const ChunkEmitter& emit,
                    JobTiming* timing) override {
     Lane& lane = lanes_[static_cast<int>(priority)][lane_index];
@@ -184,7 +184,9 @@ class CudaBackend final : public Backend {
 
     // Pageable request bytes go through the lane's pinned buffer: one host copy buys a DMA at
     // full PCIe speed instead of the driver's slower staged pageable path.
-    std::memcpy(lane.h_input, input.data(), input.size());
+    absl::StatusOr<const char*> input_bytes = input.WaitForBytes(input.size());
+    if (!input_bytes.ok()) return input_bytes.status();
+    std::memcpy(lane.h_input, *input_bytes, static_cast<size_t>(input.size()));
     GPUPIPE_CUDA_RETURN(cudaEventRecord(lane.events[0], lane.stream), "cudaEventRecord");
     GPUPIPE_CUDA_RETURN(cudaMemcpyAsync(lane.d_buffers[0], lane.h_input, input.size(),
                                         cudaMemcpyHostToDevice, lane.stream),

@@ -1,0 +1,74 @@
+#include "server/engine/input_source.h"
+
+#include <cstring>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+
+namespace gpupipe::engine {
+
+std::shared_ptr<InputSource> InputSource::Complete(std::string bytes) {
+  const auto n = static_cast<int64_t>(bytes.size());
+  return std::shared_ptr<InputSource>(new InputSource(std::move(bytes), n));
+}
+
+std::shared_ptr<InputSource> InputSource::Streaming(int64_t size) {
+  // Not value-initialized memory would be nicer, but std::string gives a stable buffer that
+  // the Complete path shares; the zero fill costs far less than the upload.
+  return std::shared_ptr<InputSource>(new InputSource(std::string(size, '\0'), 0));
+}
+
+InputSource::InputSource(std::string buffer, int64_t available)
+    : size_(static_cast<int64_t>(buffer.size())), buffer_(std::move(buffer)),
+      available_(available) {}
+
+absl::StatusOr<const char*> InputSource::WaitForBytes(int64_t bytes) {
+  if (bytes < 0 || bytes > size_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("asked for ", bytes, " input bytes of ", size_));
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  arrived_.wait(lock, [&] { return available_ >= bytes || !failure_.ok(); });
+  if (available_ >= bytes) return buffer_.data();
+  return failure_;
+}
+
+int64_t InputSource::available() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return available_;
+}
+
+absl::Status InputSource::Append(const char* data, int64_t n) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!failure_.ok()) return failure_;
+  if (n < 0 || n > size_ - available_) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "input: ", available_ + n, " bytes sent, but the shape and dtype give ", size_));
+  }
+  // Only the producer writes past available_, and readers never look there, so the copy can
+  // run unlocked.
+  char* dst = buffer_.data() + available_;
+  lock.unlock();
+  if (n > 0) std::memcpy(dst, data, static_cast<size_t>(n));
+  lock.lock();
+  available_ += n;
+  lock.unlock();
+  arrived_.notify_all();
+  return absl::OkStatus();
+}
+
+void InputSource::Fail(absl::Status status) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!failure_.ok() || status.ok()) return;
+    failure_ = std::move(status);
+  }
+  arrived_.notify_all();
+}
+
+absl::Status InputSource::failure() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return failure_;
+}
+
+}  // namespace gpupipe::engine
