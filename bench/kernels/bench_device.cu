@@ -21,8 +21,8 @@ __global__ void FillKernel(float* d, int64_t n, uint32_t mixed_seed) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const uint32_t h = Mix32(static_cast<uint32_t>(i) + mixed_seed);  // wraps mod 2^32
-    const int q = static_cast<int>(h >> 23) - 256;
-    d[i] = q == 0 ? 0.5f : static_cast<float>(q) * (1.0f / 256.0f);
+    const int q = static_cast<int>(h >> 24);  // 0..255
+    d[i] = static_cast<float>(2 * q - 255) * (1.0f / 256.0f);
   }
 }
 
