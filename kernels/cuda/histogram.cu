@@ -170,6 +170,10 @@ HistArgs PlanHistogram(int64_t rows, int64_t cols, int32_t bins, double lo, doub
   a.copies = std::clamp(kSmemCounters / bins, 1, kMaxCopies);
   const int64_t grid_target = static_cast<int64_t>(kBlocksPerSm) * multiprocessors;
   a.parts = std::max<int64_t>(1, grid_target / rows);
+  // Clearing and merging cost copies * bins a work item: no more copies than the item has
+  // values per bin (short rows get one copy).
+  const int64_t per_item = detail::CeilDiv(cols, a.parts);
+  a.copies = static_cast<int32_t>(std::clamp<int64_t>(per_item / bins, 1, a.copies));
   // A shared counter of one block counts at most ceil(cols / parts / threads) * threads values.
   const bool fits_u32 = detail::CeilDiv(cols, a.parts) < (int64_t{1} << 32) - kThreads;
   if (bins > kSmemCounters || !fits_u32) {
