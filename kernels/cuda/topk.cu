@@ -41,9 +41,8 @@ constexpr int kTopkWarpMaxK = 32;
 constexpr int64_t kTopkWarpItemsPerSm = 32;
 constexpr int64_t kTopkRadixItemsPerSm = 4;
 constexpr int64_t kTopkMinSegment = 4096;
-// Persistent grids: blocks per multiprocessor at most; items are round-robin.
-constexpr int64_t kTopkWarpBlocksPerSm = 64;
-constexpr int64_t kTopkRadixBlocksPerSm = 16;
+// A warp (block) per item, so the hardware balances them; kernels loop only past this grid.
+constexpr int64_t kTopkMaxGrid = int64_t{1} << 30;
 
 template <typename T>
 struct TopkTraits;
@@ -326,15 +325,13 @@ bool MakePlan(int64_t rows, int64_t cols, int32_t k, ElementType type, int multi
 template <typename T>
 cudaError_t LaunchPass(const char* name, const T* d_in, T* d_out, const TopkGeometry& g,
                        bool warp, detail::Launcher& launch) {
-  const int64_t sms = launch.config().multiprocessors;
   const int64_t items = g.rows * g.segments;
   if (warp) {
-    const int64_t grid = std::min(detail::CeilDiv(items, kTopkThreads / kWarp),
-                                  sms * kTopkWarpBlocksPerSm);
+    const int64_t grid = std::min(detail::CeilDiv(items, kTopkThreads / kWarp), kTopkMaxGrid);
     if (g.k <= 16) return launch(name, TopkWarpKernel<T, 16>, grid, kTopkThreads, d_in, d_out, g);
     return launch(name, TopkWarpKernel<T, 32>, grid, kTopkThreads, d_in, d_out, g);
   }
-  const int64_t grid = std::min(items, sms * kTopkRadixBlocksPerSm);
+  const int64_t grid = std::min(items, kTopkMaxGrid);
   return launch(name, TopkRadixKernel<T>, grid, kTopkThreads, d_in, d_out, g);
 }
 
