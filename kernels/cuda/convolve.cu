@@ -33,8 +33,8 @@ constexpr int kConvThreads = 256;
 constexpr int kConvPerThread = 8;
 constexpr int kConvTile = kConvThreads * kConvPerThread;
 static_assert(kMaxConvolveTaps % kConvPerThread == 0, "taps are processed in whole blocks");
-// Persistent grid: at most this many blocks per multiprocessor; tiles are round-robin.
-constexpr int kConvBlocksPerSm = 16;
+// A block per tile (the hardware balances them); the kernel loops only past this grid size.
+constexpr int64_t kConvMaxGrid = int64_t{1} << 30;
 
 template <typename T>
 struct ConvTraits;
@@ -207,9 +207,7 @@ cudaError_t DispatchTyped(const void* d_in, void* d_out, const ConvGeometry& g,
   for (int i = 0; i < g.taps; ++i) p.v[i] = taps == nullptr ? Acc(0) : static_cast<Acc>(taps[i]);
   for (int i = g.taps; i < kMaxConvolveTaps; ++i) p.v[i] = Acc(0);
   const int64_t tiles = g.rows * g.tiles_per_row;
-  const int64_t grid =
-      std::min<int64_t>(tiles, static_cast<int64_t>(launch.config().multiprocessors) *
-                                   kConvBlocksPerSm);
+  const int64_t grid = std::min(tiles, kConvMaxGrid);
   return launch("convolve.tiles", ConvolveTilesKernel<T>, grid, kConvThreads,
                 static_cast<const T*>(d_in), static_cast<T*>(d_out), g, p);
 }

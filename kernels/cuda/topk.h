@@ -25,19 +25,21 @@ namespace gpupipe::kernels::cuda {
 
 inline constexpr int32_t kMaxTopk = 1024;
 
-// Workspace RowTopk needs for these arguments (0 today; sized per call so that long rows may
-// later be split over blocks without an API change).
+// Workspace RowTopk needs for these arguments under any LaunchConfig (element-aligned): 0
+// unless few long rows are split into segments (see below); then rows x segments x k values.
 size_t RowTopkWorkspaceBytes(int64_t rows, int64_t cols, int32_t k, ElementType in_type);
 
 // Row r of d_out (k elements) = the k largest values of row r of d_in, descending.
 // k <= 32: one warp per row keeps a sorted register list per lane, then the warp merges;
 // k > 32: one block per row finds the k-th largest by radix select, then sorts the larger
-// values in shared memory.
+// values in shared memory. Few long rows are split into segments whose top ks go to the
+// workspace, then a second kernel of the same kind takes each row's top k of those.
 cudaError_t RowTopk(const void* d_in, ElementType in_type, void* d_out, int64_t rows,
                     int64_t cols, int32_t k, void* d_workspace, size_t workspace_bytes,
                     const LaunchConfig& config, int* kernels = nullptr);
 
-// What RowTopk would launch (see Describe* in ops.h): "topk.warp" or "topk.radix".
+// What RowTopk would launch (see Describe* in ops.h): "topk.warp" or "topk.radix", preceded
+// by "topk.warp_partials" or "topk.radix_partials" when rows are split.
 std::vector<KernelLaunchInfo> DescribeRowTopk(int64_t rows, int64_t cols, int32_t k,
                                               ElementType in_type, const LaunchConfig& config);
 
