@@ -1,5 +1,7 @@
 #include "server/engine/cuda/step_launcher.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "kernels/cuda/convolve.h"
 #include "kernels/cuda/cumsum.h"
@@ -124,6 +126,34 @@ cudaError_t LaunchStep(const Plan& plan, size_t index, const StepBuffers& buffer
   return err;
 }
 
+
+size_t PlanWorkspaceBytes(const Plan& plan) {
+  size_t bytes = kc::RowOpsWorkspaceBytes();
+  for (const PlanStep& step : plan.steps) {
+    const kernels::ElementType type = ToElementType(step.in_dtype);
+    switch (step.kind) {
+      case StepKind::kRowCumsum:
+        bytes = std::max(bytes, kc::RowCumsumWorkspaceBytes(step.rows, step.cols));
+        break;
+      case StepKind::kRowHistogram:
+        bytes = std::max(bytes, kc::RowHistogramWorkspaceBytes(step.rows, step.cols,
+                                                               static_cast<int32_t>(step.op.bins)));
+        break;
+      case StepKind::kRowConvolve:
+        bytes = std::max(bytes, kc::ConvolveWorkspaceBytes(
+                                    step.rows, step.cols,
+                                    static_cast<int32_t>(step.op.taps.size()), type));
+        break;
+      case StepKind::kRowTopk:
+        bytes = std::max(bytes, kc::RowTopkWorkspaceBytes(step.rows, step.cols,
+                                                          static_cast<int32_t>(step.op.k), type));
+        break;
+      default:
+        break;
+    }
+  }
+  return bytes;
+}
 
 cudaError_t LaunchPlan(const Plan& plan, const StepBuffers& buffers,
                        const kc::LaunchConfig& config, int* kernels) {
