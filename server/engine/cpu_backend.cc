@@ -7,9 +7,25 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/reference_ops.h"
 #include "server/engine/chunking.h"
+#include "server/engine/cpu_row_ops.h"
 
 namespace gpupipe::engine {
 namespace {
+
+// A tensor's bytes, aligned for any element type.
+class Buffer {
+ public:
+  Buffer() = default;
+  explicit Buffer(size_t bytes) { Resize(bytes); }
+  void Resize(size_t bytes) { words_.resize((bytes + 7) / 8); }
+  void* data() { return words_.data(); }
+  const void* data() const { return words_.data(); }
+  float* f32() { return reinterpret_cast<float*>(words_.data()); }
+  void swap(Buffer& other) { words_.swap(other.words_); }
+
+ private:
+  std::vector<uint64_t> words_;
+};
 
 class CpuBackend final : public Backend {
  public:
@@ -56,36 +72,43 @@ class CpuBackend final : public Backend {
     int step_index = 0;
     absl::StatusOr<const char*> input_bytes = input.WaitForBytes(input.size());
     if (!input_bytes.ok()) return input_bytes.status();
-    std::vector<float> current(plan.input_elements);
+    // Byte buffers (8-byte aligned): steps read and write the dtypes of their plan step.
+    Buffer current(static_cast<size_t>(input.size()));
     std::memcpy(current.data(), *input_bytes, static_cast<size_t>(input.size()));
-    std::vector<float> next;
-    // argmax yields int64 indices; validation guarantees nothing runs after it.
-    std::vector<int64_t> indices;
+    Buffer next;
     for (const PlanStep& step : plan.steps) {
       // Row ops apply their prologue program first, as the kernels do on load.
-      if (step.kind != StepKind::kElementwise) {
-        kernels::cpu::Elementwise(current.data(), current.data(), step.input_elements(),
+      if (step.kind != StepKind::kElementwise && !step.resizes()) {
+        kernels::cpu::Elementwise(current.f32(), current.f32(), step.input_elements(),
                                   step.program);
       }
-      next.resize(step.output_elements());
+      next.Resize(static_cast<size_t>(step.output_elements() * step.output_itemsize()));
       switch (step.kind) {
         case StepKind::kElementwise:
-          kernels::cpu::Elementwise(current.data(), next.data(), step.input_elements(),
+          kernels::cpu::Elementwise(current.f32(), next.f32(), step.input_elements(),
                                     step.program);
           break;
         case StepKind::kRowReduce:
-          kernels::cpu::RowReduce(current.data(), next.data(), step.rows, step.cols, step.reduce);
+          kernels::cpu::RowReduce(current.f32(), next.f32(), step.rows, step.cols, step.reduce);
           break;
         case StepKind::kRowArgmax:
-          indices.resize(step.rows);
-          kernels::cpu::RowArgmax(current.data(), indices.data(), step.rows, step.cols);
+          kernels::cpu::RowArgmax(current.f32(), static_cast<int64_t*>(next.data()), step.rows,
+                                  step.cols);
           break;
         case StepKind::kRowSoftmax:
-          kernels::cpu::RowSoftmax(current.data(), next.data(), step.rows, step.cols);
+          kernels::cpu::RowSoftmax(current.f32(), next.f32(), step.rows, step.cols);
           break;
         case StepKind::kRowNormalize:
-          kernels::cpu::RowNormalize(current.data(), next.data(), step.rows, step.cols,
+          kernels::cpu::RowNormalize(current.f32(), next.f32(), step.rows, step.cols,
                                      step.normalize);
+          break;
+        case StepKind::kRowCumsum:
+        case StepKind::kRowHistogram:
+        case StepKind::kRowConvolve:
+        case StepKind::kRowTopk:
+          if (absl::Status s = RunRowResizeOnCpu(step, current.data(), next.data()); !s.ok()) {
+            return s;
+          }
           break;
       }
       current.swap(next);
@@ -106,9 +129,7 @@ class CpuBackend final : public Backend {
     timing->kernels = 0;
     const int64_t bytes = plan.output_elements * DTypeSize(plan.output_dtype);
     timing->output_ready = std::chrono::steady_clock::now();
-    const char* output = plan.output_dtype == DType::kInt64
-                             ? reinterpret_cast<const char*>(indices.data())
-                             : reinterpret_cast<const char*>(current.data());
+    const char* output = static_cast<const char*>(current.data());
     if (!EmitInChunks(output, bytes,
                       options_.max_chunk_bytes, emit)) {
       return absl::CancelledError("the client went away while the result was streamed");

@@ -1,5 +1,6 @@
 #include "server/engine/op_catalog.h"
 
+#include <algorithm>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -9,6 +10,9 @@ namespace gpupipe::engine {
 const std::vector<OpInfo>& OpCatalog() {
   constexpr double kInf = std::numeric_limits<double>::infinity();
   const std::vector<DType> f32 = {DType::kFloat32};
+  const std::vector<DType> numeric = {DType::kFloat32, DType::kFloat64, DType::kFloat16,
+                                      DType::kInt32};
+  const std::vector<DType> floats = {DType::kFloat32, DType::kFloat64, DType::kFloat16};
   static const auto* catalog = new std::vector<OpInfo>{
       {OpKind::kAffine, "affine", OpClass::kElementwise,
        "y = alpha * x + beta, computed as one fused multiply-add",
@@ -47,6 +51,30 @@ const std::vector<OpInfo>& OpCatalog() {
        "x / norm2(x) along the last axis; a zero row gives NaN", {}, f32},
       {OpKind::kStandardize, "standardize", OpClass::kRowMultipass,
        "(x - mean) / std along the last axis, population std; a constant row gives NaN", {}, f32},
+      {OpKind::kCumsum, "cumsum", OpClass::kRowScan,
+       "np.cumsum along the last axis (same shape); float16 accumulates in float32, int32 gives "
+       "int64",
+       {}, numeric},
+      {OpKind::kHistogram, "histogram", OpClass::kRowResize,
+       "np.histogram(row, bins, range=(lo, hi)) counts per row: the last axis becomes bins int64 "
+       "counts; equal-width bins, the last closed on the right; values outside [lo, hi] and NaN "
+       "are not counted",
+       {{"bins", 10, "number of bins, 1 to 65536", false, "integer"},
+        {"lo", 0, "lower edge of the first bin (finite)", /*required=*/true},
+        {"hi", 0, "upper edge of the last bin (finite, above lo)", /*required=*/true}},
+       numeric},
+      {OpKind::kConvolve, "convolve", OpClass::kRowResize,
+       "np.convolve(row, taps, mode) along the last axis: N + M - 1 outputs (full), max(N, M) "
+       "(same) or max(N, M) - min(N, M) + 1 (valid) for N elements and M taps",
+       {{"taps", 0, "filter taps, 1 to 1024 finite numbers", /*required=*/true, "number list"},
+        {"mode", 0, "full, same or valid", false, "enum: full, same, valid", "full"}},
+       floats},
+      {OpKind::kTopk, "topk", OpClass::kRowResize,
+       "the k largest values of each row in descending order (np.sort(row)[::-1][:k]; a NaN "
+       "counts as the largest): the last axis becomes k",
+       {{"k", 0, "values kept per row, 1 to min(row length, 1024)", /*required=*/true,
+         "integer"}},
+       numeric},
   };
   return *catalog;
 }
@@ -63,11 +91,38 @@ const char* OpClassName(OpClass op_class) {
     case OpClass::kElementwise: return "elementwise";
     case OpClass::kRowReduction: return "row-reduction";
     case OpClass::kRowMultipass: return "row-multipass";
+    case OpClass::kRowScan: return "row-scan";
+    case OpClass::kRowResize: return "row-resize";
   }
   return "unknown";
 }
 
 bool IsElementwise(OpKind kind) { return GetOpInfo(kind).op_class == OpClass::kElementwise; }
+
+DType OpOutputDType(const OpSpec& op, DType in) {
+  switch (op.kind) {
+    case OpKind::kArgmax:
+    case OpKind::kHistogram: return DType::kInt64;
+    case OpKind::kCumsum: return in == DType::kInt32 ? DType::kInt64 : in;
+    default: return in;
+  }
+}
+
+int64_t OpOutputCols(const OpSpec& op, int64_t cols) {
+  const auto m = static_cast<int64_t>(op.taps.size());
+  switch (op.kind) {
+    case OpKind::kHistogram: return op.bins;
+    case OpKind::kTopk: return op.k;
+    case OpKind::kConvolve:
+      switch (op.mode) {
+        case ConvolveMode::kFull: return cols + m - 1;
+        case ConvolveMode::kSame: return std::max(cols, m);
+        case ConvolveMode::kValid: return std::max(cols, m) - std::min(cols, m) + 1;
+      }
+      return cols;
+    default: return cols;
+  }
+}
 
 std::string KnownOpNames() {
   std::string names;

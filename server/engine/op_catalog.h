@@ -14,6 +14,8 @@ enum class OpClass {
   kElementwise,    // applies to every element; fused into runs
   kRowReduction,   // reduces the last axis away
   kRowMultipass,   // needs a per-row result before it can write (e.g. softmax)
+  kRowScan,        // a running result along the last axis (cumsum); keeps the shape
+  kRowResize,      // replaces the last axis by one of another length (histogram, topk, ...)
 };
 
 struct ParamInfo {
@@ -21,6 +23,8 @@ struct ParamInfo {
   double default_value;  // unused when required
   const char* description;
   bool required = false;
+  const char* type = "number";          // as Describe shows it
+  const char* default_text = nullptr;   // the default when it is not a number (an enum name)
 };
 
 struct OpInfo {
@@ -36,6 +40,12 @@ struct OpInfo {
 const std::vector<OpInfo>& OpCatalog();
 const OpInfo& GetOpInfo(OpKind kind);
 bool IsElementwise(OpKind kind);
+
+// Output rules of the ops that change the last axis or the dtype, shared by validation and the
+// planner: the dtype an op leaves for `in`, and the last axis it leaves for a row of `cols`
+// (cols itself for ops that keep it; not meaningful for reductions, which remove it).
+DType OpOutputDType(const OpSpec& op, DType in);
+int64_t OpOutputCols(const OpSpec& op, int64_t cols);
 const char* OpClassName(OpClass op_class);  // "elementwise", ...
 // "affine, relu, sum, softmax"
 std::string KnownOpNames();

@@ -18,7 +18,12 @@
 
 namespace gpupipe::engine {
 
-enum class StepKind { kElementwise, kRowReduce, kRowArgmax, kRowSoftmax, kRowNormalize };
+// kRowCumsum .. kRowTopk take no prologue: a run of elementwise ops before them is a step of
+// its own. They run on every dtype their op accepts (in_dtype / out_dtype).
+enum class StepKind {
+  kElementwise, kRowReduce, kRowArgmax, kRowSoftmax, kRowNormalize,
+  kRowCumsum, kRowHistogram, kRowConvolve, kRowTopk,
+};
 
 struct PlanStep {
   StepKind kind = StepKind::kElementwise;
@@ -29,12 +34,23 @@ struct PlanStep {
   int64_t rows = 1;  // elementwise steps: 1 row of all elements
   int64_t cols = 1;
   std::string ops;  // the ops this step runs, e.g. "affine+relu+softmax"
+  DType in_dtype = DType::kFloat32;
+  DType out_dtype = DType::kFloat32;  // argmax and histogram: int64; cumsum of int32: int64
+  // kRowCumsum .. kRowTopk: the op with its parameters, and the row length it leaves.
+  OpSpec op;
+  int64_t out_cols = 0;
 
   int64_t input_elements() const { return rows * cols; }
   bool reduces() const { return kind == StepKind::kRowReduce || kind == StepKind::kRowArgmax; }
-  int64_t output_elements() const { return reduces() ? rows : rows * cols; }
-  // float32, except argmax's int64 indices.
-  int64_t output_itemsize() const { return kind == StepKind::kRowArgmax ? 8 : 4; }
+  bool resizes() const {
+    return kind == StepKind::kRowCumsum || kind == StepKind::kRowHistogram ||
+           kind == StepKind::kRowConvolve || kind == StepKind::kRowTopk;
+  }
+  int64_t output_elements() const {
+    return reduces() ? rows : resizes() ? rows * out_cols : rows * cols;
+  }
+  int64_t input_itemsize() const { return DTypeSize(in_dtype); }
+  int64_t output_itemsize() const { return DTypeSize(out_dtype); }
 };
 
 struct Plan {
@@ -47,7 +63,8 @@ struct Plan {
   int64_t max_bytes = 0;
 };
 
-// "elementwise", "row-reduce", "row-argmax", "row-softmax", "row-normalize"
+// "elementwise", "row-reduce", "row-argmax", "row-softmax", "row-normalize", "row-cumsum",
+// "row-histogram", "row-convolve", "row-topk"
 const char* StepKindName(StepKind kind);
 
 // A plan as a backend will run it: every kernel launch and the dependencies between them.

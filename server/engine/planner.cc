@@ -35,7 +35,7 @@ kernels::EwInstr ToInstr(const OpSpec& op) {
 
 class PlanBuilder {
  public:
-  explicit PlanBuilder(const JobSpec& spec) : shape_(spec.shape) {
+  explicit PlanBuilder(const JobSpec& spec) : shape_(spec.shape), dtype_(spec.dtype) {
     plan_.output_dtype = spec.dtype;
     plan_.input_elements = ElementCount(spec.shape);
     plan_.max_bytes = plan_.input_elements * DTypeSize(spec.dtype);
@@ -50,6 +50,8 @@ class PlanBuilder {
   absl::Status AddRowOp(const OpSpec& op, PlanStep step) {
     if (shape_.empty()) return absl::InternalError("row op on a scalar passed validation");
     step.program = pending_;
+    step.in_dtype = dtype_;
+    step.out_dtype = step.kind == StepKind::kRowArgmax ? DType::kInt64 : dtype_;
     step.cols = shape_.back();
     step.rows = ElementCount(std::vector<int64_t>(shape_.begin(), shape_.end() - 1));
     AppendLabel(op);
@@ -57,7 +59,29 @@ class PlanBuilder {
     pending_ = {};
     pending_label_.clear();
     if (step.reduces()) shape_.pop_back();
-    if (step.kind == StepKind::kRowArgmax) plan_.output_dtype = DType::kInt64;
+    dtype_ = step.out_dtype;
+    plan_.output_dtype = dtype_;
+    plan_.steps.push_back(std::move(step));
+    return absl::OkStatus();
+  }
+
+  // cumsum, histogram, convolve, topk: no prologue, so a pending elementwise run is flushed
+  // into a step of its own first.
+  absl::Status AddResizingRowOp(const OpSpec& op, StepKind kind) {
+    if (shape_.empty()) return absl::InternalError("row op on a scalar passed validation");
+    if (pending_.count > 0) FlushElementwise();
+    PlanStep step;
+    step.kind = kind;
+    step.op = op;
+    step.in_dtype = dtype_;
+    step.out_dtype = OpOutputDType(op, dtype_);
+    step.cols = shape_.back();
+    step.rows = ElementCount(std::vector<int64_t>(shape_.begin(), shape_.end() - 1));
+    step.out_cols = OpOutputCols(op, step.cols);
+    step.ops = GetOpInfo(op.kind).name;
+    shape_.back() = step.out_cols;
+    dtype_ = step.out_dtype;
+    plan_.output_dtype = dtype_;
     plan_.steps.push_back(std::move(step));
     return absl::OkStatus();
   }
@@ -67,7 +91,7 @@ class PlanBuilder {
     plan_.output_shape = shape_;
     plan_.output_elements = ElementCount(shape_);
     for (const PlanStep& s : plan_.steps) {
-      plan_.max_bytes = std::max({plan_.max_bytes, s.input_elements() * 4,
+      plan_.max_bytes = std::max({plan_.max_bytes, s.input_elements() * s.input_itemsize(),
                                   s.output_elements() * s.output_itemsize()});
     }
     return std::move(plan_);
@@ -80,6 +104,8 @@ class PlanBuilder {
     step.program = pending_;
     step.rows = 1;
     step.cols = ElementCount(shape_);
+    step.in_dtype = dtype_;
+    step.out_dtype = dtype_;
     step.ops = std::move(pending_label_);
     pending_ = {};
     pending_label_.clear();
@@ -93,6 +119,7 @@ class PlanBuilder {
 
   Plan plan_;
   std::vector<int64_t> shape_;
+  DType dtype_;
   kernels::EwProgram pending_;
   std::string pending_label_;
 };
@@ -106,6 +133,10 @@ const char* StepKindName(StepKind kind) {
     case StepKind::kRowArgmax: return "row-argmax";
     case StepKind::kRowSoftmax: return "row-softmax";
     case StepKind::kRowNormalize: return "row-normalize";
+    case StepKind::kRowCumsum: return "row-cumsum";
+    case StepKind::kRowHistogram: return "row-histogram";
+    case StepKind::kRowConvolve: return "row-convolve";
+    case StepKind::kRowTopk: return "row-topk";
   }
   return "unknown";
 }
@@ -117,6 +148,10 @@ const char* StepDependencyReason(StepKind kind) {
     case StepKind::kRowArgmax: return "reduces the previous op's output";
     case StepKind::kRowSoftmax:
     case StepKind::kRowNormalize: return "normalizes the previous op's output";
+    case StepKind::kRowCumsum: return "scans the previous op's output";
+    case StepKind::kRowHistogram: return "counts the previous op's output";
+    case StepKind::kRowConvolve: return "filters the previous op's output";
+    case StepKind::kRowTopk: return "selects from the previous op's output";
   }
   return "";
 }
@@ -126,6 +161,18 @@ absl::StatusOr<Plan> PlanJob(const JobSpec& spec) {
   for (const OpSpec& op : spec.ops) {
     if (IsElementwise(op.kind)) {
       builder.AddElementwise(op);
+      continue;
+    }
+    StepKind resizing = StepKind::kElementwise;
+    switch (op.kind) {
+      case OpKind::kCumsum: resizing = StepKind::kRowCumsum; break;
+      case OpKind::kHistogram: resizing = StepKind::kRowHistogram; break;
+      case OpKind::kConvolve: resizing = StepKind::kRowConvolve; break;
+      case OpKind::kTopk: resizing = StepKind::kRowTopk; break;
+      default: break;
+    }
+    if (resizing != StepKind::kElementwise) {
+      if (absl::Status s = builder.AddResizingRowOp(op, resizing); !s.ok()) return s;
       continue;
     }
     PlanStep step;

@@ -55,6 +55,15 @@ const char* LaunchModeName(LaunchMode mode) {
   return "unknown";
 }
 
+const char* ConvolveModeName(ConvolveMode mode) {
+  switch (mode) {
+    case ConvolveMode::kFull: return "full";
+    case ConvolveMode::kSame: return "same";
+    case ConvolveMode::kValid: return "valid";
+  }
+  return "unknown";
+}
+
 std::string ShapeString(const std::vector<int64_t>& shape) {
   return "[" + absl::StrJoin(shape, ", ") + "]";
 }

@@ -24,7 +24,12 @@ enum class OpKind {
   kSum, kMin, kMax, kMean, kNorm2, kArgmax,
   // row multi-pass
   kSoftmax, kL2Normalize, kStandardize,
+  // row scans and ops that replace the last axis
+  kCumsum, kHistogram, kConvolve, kTopk,
 };
+
+// np.convolve's modes.
+enum class ConvolveMode { kFull, kSame, kValid };
 
 // One op with its parameters, defaults already applied. Each kind reads only its own fields.
 struct OpSpec {
@@ -32,9 +37,13 @@ struct OpSpec {
   double alpha = 1.0;  // affine, scale
   double beta = 0.0;   // affine
   double value = 0.0;  // add
-  double lo = -std::numeric_limits<double>::infinity();  // clamp
-  double hi = std::numeric_limits<double>::infinity();   // clamp
+  double lo = -std::numeric_limits<double>::infinity();  // clamp; histogram (required there)
+  double hi = std::numeric_limits<double>::infinity();   // clamp; histogram (required there)
   double p = 1.0;      // pow
+  int64_t bins = 10;   // histogram (NumPy's default)
+  std::vector<double> taps;                  // convolve
+  ConvolveMode mode = ConvolveMode::kFull;   // convolve
+  int64_t k = 0;       // topk (required)
 };
 
 struct JobSpec {
@@ -56,6 +65,7 @@ int64_t DTypeSize(DType dtype);
 const char* PriorityName(Priority priority);  // "low", "normal", "high"
 const char* StagingName(Staging staging);     // "auto", "direct", "pipeline"
 const char* LaunchModeName(LaunchMode mode);  // "auto", "stream", "pdl", "graph", "graph-pdl"
+const char* ConvolveModeName(ConvolveMode mode);  // "full", "same", "valid"
 std::string ShapeString(const std::vector<int64_t>& shape);  // "[2, 3]"
 
 }  // namespace gpupipe::engine

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -19,6 +22,59 @@ std::string DTypeList(const std::vector<DType>& dtypes) {
   std::vector<std::string> names;
   for (DType d : dtypes) names.push_back(DTypeName(d));
   return absl::StrJoin(names, ", ");
+}
+
+// Limits of the ops that replace the last axis (documented in the proto and the catalog).
+constexpr int64_t kMaxHistogramBins = 65536;
+constexpr size_t kMaxConvolveTaps = 1024;
+constexpr int64_t kMaxTopk = 1024;
+
+// Parameters of cumsum, histogram, convolve and topk; `cols` is the op's row length.
+absl::Status ValidateRowResizeParams(size_t index, const OpSpec& op, const OpInfo& info,
+                                     int64_t cols) {
+  const std::string field = OpField(index, info);
+  switch (op.kind) {
+    case OpKind::kHistogram:
+      if (op.bins < 1 || op.bins > kMaxHistogramBins) {
+        return absl::InvalidArgumentError(absl::StrCat(field, ".bins: ", op.bins,
+                                                       " is out of range 1..", kMaxHistogramBins));
+      }
+      for (auto [name, value] : {std::pair<const char*, double>{"lo", op.lo}, {"hi", op.hi}}) {
+        if (!std::isfinite(value)) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(field, ".", name, ": must be a finite number, got ", value));
+        }
+      }
+      if (!(op.lo < op.hi) || !std::isfinite(op.hi - op.lo)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            field, ": lo (", op.lo, ") must be below hi (", op.hi, ") with a finite hi - lo"));
+      }
+      return absl::OkStatus();
+    case OpKind::kConvolve:
+      if (op.taps.empty() || op.taps.size() > kMaxConvolveTaps) {
+        return absl::InvalidArgumentError(absl::StrCat(field, ".taps: ", op.taps.size(),
+                                                       " taps given; 1 to ", kMaxConvolveTaps,
+                                                       " are required"));
+      }
+      for (size_t i = 0; i < op.taps.size(); ++i) {
+        // Taps become float32 for float32 and float16 rows: a finite double may overflow.
+        if (!std::isfinite(op.taps[i]) ||
+            std::fabs(op.taps[i]) > std::numeric_limits<float>::max()) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              field, ".taps[", i, "]: must be a finite float32 value, got ", op.taps[i]));
+        }
+      }
+      return absl::OkStatus();
+    case OpKind::kTopk:
+      if (op.k < 1 || op.k > std::min(cols, kMaxTopk)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            field, ".k: ", op.k, " is out of range 1..", std::min(cols, kMaxTopk), " (k is at most ",
+            kMaxTopk, " and at most the row length ", cols, ")"));
+      }
+      return absl::OkStatus();
+    default:
+      return absl::OkStatus();
+  }
 }
 
 absl::Status ValidateOp(size_t index, const OpSpec& op, DType dtype, size_t rank_before) {
@@ -117,13 +173,28 @@ absl::Status ValidateJob(const JobSpec& spec, int64_t input_bytes, const Limits&
     return absl::InvalidArgumentError(absl::StrCat("ops: ", spec.ops.size(),
                                                    " ops exceed the limit of ", limits.max_ops));
   }
-  // Each op sees the rank and dtype the ops before it leave.
-  size_t rank = spec.shape.size();
+  // Each op sees the shape and dtype the ops before it leave.
+  std::vector<int64_t> shape = spec.shape;
   DType dtype = spec.dtype;
   for (size_t i = 0; i < spec.ops.size(); ++i) {
-    if (absl::Status s = ValidateOp(i, spec.ops[i], dtype, rank); !s.ok()) return s;
-    if (GetOpInfo(spec.ops[i].kind).op_class == OpClass::kRowReduction) --rank;
-    if (spec.ops[i].kind == OpKind::kArgmax) dtype = DType::kInt64;
+    const OpSpec& op = spec.ops[i];
+    const OpInfo& info = GetOpInfo(op.kind);
+    if (absl::Status s = ValidateOp(i, op, dtype, shape.size()); !s.ok()) return s;
+    const int64_t cols = shape.empty() ? 1 : shape.back();
+    if (absl::Status s = ValidateRowResizeParams(i, op, info, cols); !s.ok()) return s;
+    if (info.op_class == OpClass::kRowReduction) {
+      shape.pop_back();
+    } else if (info.op_class == OpClass::kRowResize) {
+      shape.back() = OpOutputCols(op, shape.back());
+    }
+    dtype = OpOutputDType(op, dtype);
+    // Intermediate results live in buffers of the input limit's size.
+    const int64_t count = ElementCount(shape);
+    if (count < 0 || count > limits.max_input_bytes / DTypeSize(dtype)) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          OpField(i, info), ": its result, shape ", ShapeString(shape), " of ", DTypeName(dtype),
+          ", needs more than this server's limit of ", limits.max_input_bytes, " bytes"));
+    }
   }
   if (spec.stages < 0 || spec.stages > 8) {
     return absl::InvalidArgumentError(

@@ -96,6 +96,43 @@ absl::StatusOr<engine::OpSpec> DecodeOp(const v1::Op& op, int index) {
     case v1::Op::kL2Normalize: spec.kind = OpKind::kL2Normalize; return spec;
     case v1::Op::kStandardize: spec.kind = OpKind::kStandardize; return spec;
     case v1::Op::kSoftmax: spec.kind = OpKind::kSoftmax; return spec;
+    case v1::Op::kCumsum: spec.kind = OpKind::kCumsum; return spec;
+    case v1::Op::kHistogram: {
+      const v1::HistogramOp& h = op.histogram();
+      spec.kind = OpKind::kHistogram;
+      if (h.has_bins()) spec.bins = h.bins();
+      if (!h.has_lo() || !h.has_hi()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            field, " (histogram).", h.has_lo() ? "hi" : "lo",
+            ": is required (the range of the bins, e.g. histogram(bins=256, lo=0, hi=1))"));
+      }
+      spec.lo = h.lo();
+      spec.hi = h.hi();
+      return spec;
+    }
+    case v1::Op::kConvolve: {
+      const v1::ConvolveOp& c = op.convolve();
+      spec.kind = OpKind::kConvolve;
+      spec.taps.assign(c.taps().begin(), c.taps().end());
+      switch (c.mode()) {
+        case v1::ConvolveOp::MODE_UNSPECIFIED:
+        case v1::ConvolveOp::MODE_FULL: spec.mode = engine::ConvolveMode::kFull; break;
+        case v1::ConvolveOp::MODE_SAME: spec.mode = engine::ConvolveMode::kSame; break;
+        case v1::ConvolveOp::MODE_VALID: spec.mode = engine::ConvolveMode::kValid; break;
+        default:
+          return absl::InvalidArgumentError(absl::StrCat(
+              field, " (convolve).mode: unknown value ", c.mode(), " (full, same or valid)"));
+      }
+      return spec;
+    }
+    case v1::Op::kTopk:
+      spec.kind = OpKind::kTopk;
+      if (!op.topk().has_k()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(field, " (topk).k: is required (values kept per row, e.g. topk(k=16))"));
+      }
+      spec.k = op.topk().k();
+      return spec;
     case v1::Op::KIND_NOT_SET:
       break;
   }
@@ -308,9 +345,12 @@ v1::DescribeResponse EncodeDescription(const engine::EngineDescription& d,
     for (const engine::ParamInfo& p : info.params) {
       v1::ParamInfo* param = op->add_params();
       param->set_name(std::string(p.name));
-      param->set_type("number");
+      param->set_type(std::string(p.type));
       param->set_required(p.required);
-      if (!p.required) param->set_default_value(absl::StrCat(p.default_value));
+      if (!p.required) {
+        param->set_default_value(p.default_text != nullptr ? std::string(p.default_text)
+                                                           : absl::StrCat(p.default_value));
+      }
       param->set_description(std::string(p.description));
     }
     for (engine::DType dtype : info.dtypes) op->add_dtypes(EncodeDType(dtype));

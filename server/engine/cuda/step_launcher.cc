@@ -1,6 +1,13 @@
 #include "server/engine/cuda/step_launcher.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
+#include "kernels/cuda/convolve.h"
+#include "kernels/cuda/cumsum.h"
+#include "kernels/cuda/histogram.h"
+#include "kernels/cuda/topk.h"
+#include "server/engine/kernel_types.h"
 
 namespace gpupipe::engine {
 namespace {
@@ -19,6 +26,20 @@ std::vector<kc::KernelLaunchInfo> StepKernels(const PlanStep& step, const kc::La
       return kc::DescribeRowSoftmax(step.rows, step.cols, config);
     case StepKind::kRowNormalize:
       return kc::DescribeRowNormalize(step.rows, step.cols, step.normalize, config);
+    case StepKind::kRowCumsum:
+      return kc::DescribeRowCumsum(ToElementType(step.in_dtype), step.rows, step.cols, config);
+    case StepKind::kRowHistogram:
+      return kc::DescribeRowHistogram(ToElementType(step.in_dtype), step.rows, step.cols,
+                                      static_cast<int32_t>(step.op.bins), /*accumulate=*/false,
+                                      config);
+    case StepKind::kRowConvolve:
+      return kc::DescribeRowConvolve(step.rows, step.cols,
+                                     static_cast<int32_t>(step.op.taps.size()),
+                                     ToKernelConvolveMode(step.op.mode), ToElementType(step.in_dtype),
+                                     config);
+    case StepKind::kRowTopk:
+      return kc::DescribeRowTopk(step.rows, step.cols, static_cast<int32_t>(step.op.k),
+                                 ToElementType(step.in_dtype), config);
   }
   return {};
 }
@@ -31,7 +52,37 @@ const char* InStepReason(const std::string& name) {
   };
   if (ends_with(".normalize")) return "needs each row's statistics";
   if (ends_with(".combine")) return "combines the partial results";
+  if (ends_with(".lookback")) return "needs the tile status records reset";
+  if (ends_with(".rows") || ends_with(".split") || ends_with(".global")) {
+    return "adds into the counts the kernel before zeroed";
+  }
   return "reuses the workspace the kernel before reads";
+}
+
+// cumsum, histogram, convolve, topk: untyped buffers, the step's dtypes.
+cudaError_t LaunchRowResizeStep(const PlanStep& step, const void* d_in, void* d_out,
+                                const StepBuffers& buffers, const kc::LaunchConfig& config,
+                                int* launched) {
+  const kernels::ElementType type = ToElementType(step.in_dtype);
+  const OpSpec& op = step.op;
+  switch (step.kind) {
+    case StepKind::kRowCumsum:
+      return kc::RowCumsum(d_in, type, d_out, step.rows, step.cols, /*d_carry=*/nullptr,
+                           buffers.d_workspace, buffers.workspace_bytes, config, launched);
+    case StepKind::kRowHistogram:
+      return kc::RowHistogram(d_in, type, static_cast<int64_t*>(d_out), step.rows, step.cols,
+                              static_cast<int32_t>(op.bins), op.lo, op.hi, /*accumulate=*/false,
+                              buffers.d_workspace, buffers.workspace_bytes, config, launched);
+    case StepKind::kRowConvolve:
+      return kc::RowConvolve(d_in, type, d_out, step.rows, step.cols, op.taps.data(),
+                             static_cast<int32_t>(op.taps.size()), ToKernelConvolveMode(op.mode),
+                             buffers.d_workspace, buffers.workspace_bytes, config, launched);
+    case StepKind::kRowTopk:
+      return kc::RowTopk(d_in, type, d_out, step.rows, step.cols, static_cast<int32_t>(op.k),
+                         buffers.d_workspace, buffers.workspace_bytes, config, launched);
+    default:
+      return cudaErrorInvalidValue;
+  }
 }
 
 }  // namespace
@@ -64,9 +115,44 @@ cudaError_t LaunchStep(const Plan& plan, size_t index, const StepBuffers& buffer
       err = kc::RowNormalize(d_in, d_out, step.rows, step.cols, step.normalize, step.program,
                              buffers.d_workspace, buffers.workspace_bytes, config, &launched);
       break;
+    case StepKind::kRowCumsum:
+    case StepKind::kRowHistogram:
+    case StepKind::kRowConvolve:
+    case StepKind::kRowTopk:
+      err = LaunchRowResizeStep(step, d_in, d_out, buffers, config, &launched);
+      break;
   }
   *kernels += launched;
   return err;
+}
+
+
+size_t PlanWorkspaceBytes(const Plan& plan) {
+  size_t bytes = kc::RowOpsWorkspaceBytes();
+  for (const PlanStep& step : plan.steps) {
+    const kernels::ElementType type = ToElementType(step.in_dtype);
+    switch (step.kind) {
+      case StepKind::kRowCumsum:
+        bytes = std::max(bytes, kc::RowCumsumWorkspaceBytes(step.rows, step.cols));
+        break;
+      case StepKind::kRowHistogram:
+        bytes = std::max(bytes, kc::RowHistogramWorkspaceBytes(step.rows, step.cols,
+                                                               static_cast<int32_t>(step.op.bins)));
+        break;
+      case StepKind::kRowConvolve:
+        bytes = std::max(bytes, kc::ConvolveWorkspaceBytes(
+                                    step.rows, step.cols,
+                                    static_cast<int32_t>(step.op.taps.size()), type));
+        break;
+      case StepKind::kRowTopk:
+        bytes = std::max(bytes, kc::RowTopkWorkspaceBytes(step.rows, step.cols,
+                                                          static_cast<int32_t>(step.op.k), type));
+        break;
+      default:
+        break;
+    }
+  }
+  return bytes;
 }
 
 cudaError_t LaunchPlan(const Plan& plan, const StepBuffers& buffers,
@@ -106,6 +192,10 @@ std::string PlanTopologyKey(const Plan& plan, const kc::LaunchConfig& config) {
                                  config.pdl ? "pdl" : "stream");
   for (const PlanStep& step : plan.steps) {
     absl::StrAppend(&key, ";", static_cast<int>(step.kind), ":", step.rows, "x", step.cols);
+    if (step.resizes()) {
+      absl::StrAppend(&key, ":", static_cast<int>(step.in_dtype), ":", step.op.bins, ":",
+                      step.op.k, ":", step.op.taps.size(), ":", static_cast<int>(step.op.mode));
+    }
   }
   return key;
 }
@@ -116,6 +206,13 @@ std::string PlanParamsKey(const Plan& plan) {
     key.append(reinterpret_cast<const char*>(&step.program.count), sizeof(step.program.count));
     key.append(reinterpret_cast<const char*>(step.program.instrs),
                sizeof(kernels::EwInstr) * static_cast<size_t>(step.program.count));
+    if (step.resizes()) {
+      // Kernel parameters of the new row ops: the histogram range and the convolution taps.
+      key.append(reinterpret_cast<const char*>(&step.op.lo), sizeof(step.op.lo));
+      key.append(reinterpret_cast<const char*>(&step.op.hi), sizeof(step.op.hi));
+      key.append(reinterpret_cast<const char*>(step.op.taps.data()),
+                 sizeof(double) * step.op.taps.size());
+    }
   }
   return key;
 }

@@ -24,6 +24,13 @@ struct StepBuffers {
 cudaError_t LaunchStep(const Plan& plan, size_t index, const StepBuffers& buffers,
                        const kernels::cuda::LaunchConfig& config, int* kernels);
 
+// The workspace the plan's steps may need: the largest of RowOpsWorkspaceBytes() and the new
+// row ops' *WorkspaceBytes for their shapes (cumsum's look-back records, topk's segment
+// partials; topk's is sized for any multiprocessor count, so an upper bound). A lane whose
+// workspace is smaller fails such a step with cudaErrorInvalidValue; the backend sizes lanes
+// with this (or checks against it) once the memory pool knows its largest job.
+size_t PlanWorkspaceBytes(const Plan& plan);
+
 // Enqueues every step; the plan's output ends in buffer plan.steps.size() % 2.
 cudaError_t LaunchPlan(const Plan& plan, const StepBuffers& buffers,
                        const kernels::cuda::LaunchConfig& config, int* kernels);

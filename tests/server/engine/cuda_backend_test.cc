@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <random>
 
 #include "server/engine/cpu_backend.h"
 #include "server/engine/cuda/cuda_backend.h"
@@ -410,6 +412,83 @@ TEST_F(CudaLaunchModesTest, ProfileTimesEveryStepAndExplainMatchesTheLaunches) {
   EXPECT_LE(step_sum, t.compute_us * 1.001);
   EXPECT_EQ(sink->plan().edges.size(), sink->plan().kernels.size() - 1);
   for (const auto& edge : sink->plan().edges) EXPECT_EQ(edge.kind, "pdl");
+}
+
+}  // namespace
+}  // namespace gpupipe::engine
+
+namespace gpupipe::engine {
+namespace {
+
+// cumsum and histogram through the CUDA backend, byte for byte against the CPU backend:
+// cumsum inputs are small integers (every partial sum is exact in float), histograms are exact.
+TEST_F(CudaBackendTest, CumsumAndHistogramMatchTheCpuBackendExactly) {
+  const uint64_t seed = gpupipe::testing::FreshSeed();
+  SCOPED_TRACE("seed " + std::to_string(seed) + " (replay with GPUPIPE_TEST_SEED)");
+  OpSpec cumsum{OpKind::kCumsum};
+  OpSpec affine{OpKind::kAffine};
+  affine.alpha = 2;
+  affine.beta = 1;
+  OpSpec hist{OpKind::kHistogram};
+  hist.bins = 256;
+  hist.lo = 0;
+  hist.hi = 1;
+  OpSpec int_hist{OpKind::kHistogram};
+  int_hist.bins = 7;
+  int_hist.lo = -3;
+  int_hist.hi = 3;
+  struct Case {
+    const char* name;
+    DType dtype;
+    std::vector<OpSpec> ops;
+  };
+  const std::vector<Case> cases = {
+      {"cumsum", DType::kFloat32, {cumsum}},
+      {"affine|cumsum", DType::kFloat32, {affine, cumsum}},
+      {"cumsum int32", DType::kInt32, {cumsum}},
+      {"histogram", DType::kFloat32, {hist}},
+      {"cumsum|histogram", DType::kFloat32, {cumsum, int_hist}},
+      {"histogram int32", DType::kInt32, {int_hist}},
+  };
+  const std::vector<std::vector<int64_t>> shapes = {
+      {1}, {4097}, {(1 << 20) + 3}, {1000, 33}, {64, 4097}, {2, 1 << 20}, {600, 3000}};
+  int n = 0;
+  for (const Case& c : cases) {
+    for (const auto& shape : shapes) {
+      JobSpec spec;
+      spec.dtype = c.dtype;
+      spec.shape = shape;
+      spec.ops = c.ops;
+      int64_t count = 1;
+      for (int64_t d : shape) count *= d;
+      std::mt19937_64 rng(seed + n++);
+      std::uniform_int_distribution<int> small(-3, 3);
+      std::uniform_real_distribution<float> unit(-0.2f, 1.2f);
+      const bool real = c.ops[0].kind == OpKind::kHistogram && c.dtype == DType::kFloat32;
+      // Input bytes carried in a float vector (int32 values keep their bit patterns).
+      std::vector<float> x(static_cast<size_t>(count));
+      for (float& v : x) {
+        if (c.dtype == DType::kInt32) {
+          const int32_t k = small(rng);
+          std::memcpy(&v, &k, 4);
+        } else {
+          v = real ? unit(rng) : static_cast<float>(small(rng));
+        }
+      }
+      auto want = Run(cpu_, spec, x);
+      ASSERT_TRUE(want->status().ok()) << want->status();
+      for (LaunchMode launch : {LaunchMode::kStream, LaunchMode::kPdl, LaunchMode::kGraphPdl}) {
+        spec.launch = launch;
+        const std::string what = std::string(c.name) + " on " + ShapeString(shape) + " " +
+                                 LaunchModeName(launch);
+        auto got = Run(cuda_, spec, x);
+        ASSERT_TRUE(got->status().ok()) << what << ": " << got->status();
+        EXPECT_EQ(got->info().output_shape, want->info().output_shape) << what;
+        EXPECT_EQ(got->info().output_dtype, want->info().output_dtype) << what;
+        EXPECT_TRUE(got->output() == want->output()) << what << ": results differ";
+      }
+    }
+  }
 }
 
 }  // namespace

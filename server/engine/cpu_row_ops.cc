@@ -1,0 +1,46 @@
+#include "server/engine/cpu_row_ops.h"
+
+#include "absl/strings/str_cat.h"
+#include "kernels/common/convolve_geometry.h"
+#include "kernels/cpu/convolve_reference.h"
+#include "kernels/cpu/cumsum_reference.h"
+#include "kernels/cpu/histogram_reference.h"
+#include "kernels/cpu/topk_reference.h"
+#include "server/engine/kernel_types.h"
+
+namespace gpupipe::engine {
+
+absl::Status RunRowResizeOnCpu(const PlanStep& step, const void* in, void* out) {
+  const kernels::ElementType type = ToElementType(step.in_dtype);
+  const OpSpec& op = step.op;
+  bool ok = false;
+  switch (step.kind) {
+    case StepKind::kRowCumsum:
+      ok = kernels::cpu::RowCumsum(in, type, out, step.rows, step.cols);
+      break;
+    case StepKind::kRowHistogram:
+      ok = kernels::cpu::RowHistogram(in, type, static_cast<int64_t*>(out), step.rows, step.cols,
+                                       static_cast<int32_t>(op.bins), op.lo, op.hi,
+                                       /*accumulate=*/false);
+      break;
+    case StepKind::kRowConvolve:
+      ok = kernels::cpu::RowConvolve(in, type, out, step.rows, step.cols, op.taps.data(),
+                                     static_cast<int32_t>(op.taps.size()),
+                                     ToKernelConvolveMode(op.mode));
+      break;
+    case StepKind::kRowTopk:
+      ok = kernels::cpu::RowTopk(in, type, out, step.rows, step.cols, static_cast<int32_t>(op.k));
+      break;
+    default:
+      break;
+  }
+  if (!ok) {
+    return absl::InternalError(absl::StrCat("step ", step.ops, " (", StepKindName(step.kind),
+                                            ") was rejected by the CPU reference for ",
+                                            DTypeName(step.in_dtype), " ", step.rows, "x",
+                                            step.cols));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace gpupipe::engine
