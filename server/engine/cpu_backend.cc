@@ -6,10 +6,61 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/reference_ops.h"
+#include "server/engine/chunk_plan.h"
 #include "server/engine/chunking.h"
 
 namespace gpupipe::engine {
 namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double MicrosBetween(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::micro>(b - a).count();
+}
+
+// Runs `plan` on `n` floats at `input` with the reference ops; the result is in `*values` or,
+// for argmax, in `*indices`. Adds each step's host time to `step_us` (one entry per step).
+void RunPlanOnHost(const Plan& plan, const float* input, std::vector<float>* values,
+                   std::vector<int64_t>* indices, std::vector<double>* step_us) {
+  std::vector<float>& current = *values;
+  current.assign(input, input + plan.input_elements);
+  std::vector<float> next;
+  auto step_start = Clock::now();
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    const PlanStep& step = plan.steps[i];
+    // Row ops apply their prologue program first, as the kernels do on load.
+    if (step.kind != StepKind::kElementwise) {
+      kernels::cpu::Elementwise(current.data(), current.data(), step.input_elements(),
+                                step.program);
+    }
+    next.resize(step.output_elements());
+    switch (step.kind) {
+      case StepKind::kElementwise:
+        kernels::cpu::Elementwise(current.data(), next.data(), step.input_elements(),
+                                  step.program);
+        break;
+      case StepKind::kRowReduce:
+        kernels::cpu::RowReduce(current.data(), next.data(), step.rows, step.cols, step.reduce);
+        break;
+      case StepKind::kRowArgmax:
+        // argmax yields int64 indices; validation guarantees nothing runs after it.
+        indices->resize(step.rows);
+        kernels::cpu::RowArgmax(current.data(), indices->data(), step.rows, step.cols);
+        break;
+      case StepKind::kRowSoftmax:
+        kernels::cpu::RowSoftmax(current.data(), next.data(), step.rows, step.cols);
+        break;
+      case StepKind::kRowNormalize:
+        kernels::cpu::RowNormalize(current.data(), next.data(), step.rows, step.cols,
+                                   step.normalize);
+        break;
+    }
+    current.swap(next);
+    const auto now = Clock::now();
+    (*step_us)[i] += MicrosBetween(step_start, now);
+    step_start = now;
+  }
+}
 
 class CpuBackend final : public Backend {
  public:
@@ -48,71 +99,68 @@ class CpuBackend final : public Backend {
     return d;
   }
 
+  // Chunk by chunk, as the CUDA backend's pipeline (without the overlap): each chunk waits only
+  // for its own input bytes, and its result is emitted before the next chunk runs.
   absl::Status Run(const JobSpec& spec, const Plan& plan, InputSource& input,
                    Priority priority, int lane, const ChunkEmitter& emit,
                    JobTiming* timing) override {
-    const auto start = std::chrono::steady_clock::now();
-    auto step_start = start;
-    int step_index = 0;
-    absl::StatusOr<const char*> input_bytes = input.WaitForBytes(input.size());
-    if (!input_bytes.ok()) return input_bytes.status();
-    std::vector<float> current(plan.input_elements);
-    std::memcpy(current.data(), *input_bytes, static_cast<size_t>(input.size()));
-    std::vector<float> next;
-    // argmax yields int64 indices; validation guarantees nothing runs after it.
-    std::vector<int64_t> indices;
-    for (const PlanStep& step : plan.steps) {
-      // Row ops apply their prologue program first, as the kernels do on load.
-      if (step.kind != StepKind::kElementwise) {
-        kernels::cpu::Elementwise(current.data(), current.data(), step.input_elements(),
-                                  step.program);
-      }
-      next.resize(step.output_elements());
-      switch (step.kind) {
-        case StepKind::kElementwise:
-          kernels::cpu::Elementwise(current.data(), next.data(), step.input_elements(),
-                                    step.program);
-          break;
-        case StepKind::kRowReduce:
-          kernels::cpu::RowReduce(current.data(), next.data(), step.rows, step.cols, step.reduce);
-          break;
-        case StepKind::kRowArgmax:
-          indices.resize(step.rows);
-          kernels::cpu::RowArgmax(current.data(), indices.data(), step.rows, step.cols);
-          break;
-        case StepKind::kRowSoftmax:
-          kernels::cpu::RowSoftmax(current.data(), next.data(), step.rows, step.cols);
-          break;
-        case StepKind::kRowNormalize:
-          kernels::cpu::RowNormalize(current.data(), next.data(), step.rows, step.cols,
-                                     step.normalize);
-          break;
-      }
-      current.swap(next);
-      if (spec.profile) {
-        const auto now = std::chrono::steady_clock::now();
-        timing->steps.push_back(
-            {step_index, step.ops, 0,
-             std::chrono::duration<double, std::micro>(now - step_start).count()});
-        step_start = now;
-      }
-      ++step_index;
-    }
-    timing->compute_us =
-        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+    const auto start = Clock::now();
+    absl::StatusOr<ChunkLayout> layout =
+        MakeChunkLayout(spec, plan, spec.chunk_bytes > 0 ? spec.chunk_bytes : options_.chunk_bytes,
+                        options_.chunk_capacity_bytes);
+    if (!layout.ok()) return layout.status();
     timing->stream = LaneName(priority, lane);
     timing->staging = "none";
     timing->launch = "none";
     timing->kernels = 0;
-    const int64_t bytes = plan.output_elements * DTypeSize(plan.output_dtype);
-    timing->output_ready = std::chrono::steady_clock::now();
-    const char* output = plan.output_dtype == DType::kInt64
-                             ? reinterpret_cast<const char*>(indices.data())
-                             : reinterpret_cast<const char*>(current.data());
-    if (!EmitInChunks(output, bytes,
-                      options_.max_chunk_bytes, emit)) {
-      return absl::CancelledError("the client went away while the result was streamed");
+    timing->chunks = static_cast<int>(layout->chunk_count);
+    std::vector<double> step_us(plan.steps.size(), 0.0);
+    SplitRowCombiner combiner(plan, *layout);
+    std::vector<float> values;
+    std::vector<int64_t> indices;
+    for (int64_t k = 0; k < layout->chunk_count; ++k) {
+      const Chunk chunk = ChunkAt(plan, *layout, k);
+      absl::StatusOr<const char*> bytes =
+          input.WaitForBytes((chunk.in_offset + chunk.in_elements) * layout->in_itemsize);
+      if (!bytes.ok()) return bytes.status();
+      const auto* all = reinterpret_cast<const float*>(*bytes);
+      const auto chunk_start = Clock::now();
+      RunPlanOnHost(chunk.plan, all + chunk.in_offset, &values, &indices, &step_us);
+      const auto chunk_end = Clock::now();
+      timing->compute_us += MicrosBetween(chunk_start, chunk_end);
+      if (spec.timeline) {
+        timing->timeline.push_back({"compute", "compute", static_cast<int>(k),
+                                    MicrosBetween(start, chunk_start),
+                                    MicrosBetween(start, chunk_end)});
+      }
+      const char* result = plan.output_dtype == DType::kInt64
+                               ? reinterpret_cast<const char*>(indices.data())
+                               : reinterpret_cast<const char*>(values.data());
+      bool delivered = true;
+      if (layout->mode == ChunkLayout::Mode::kSplitRow) {
+        combiner.Add(chunk, result, all);
+        if (chunk.last_piece) {
+          const std::string row = combiner.Finish(chunk);
+          delivered = emit(chunk.out_offset * layout->out_itemsize, row.data(),
+                           static_cast<int64_t>(row.size()));
+        }
+      } else {
+        delivered = EmitInChunks(result, chunk.out_elements * layout->out_itemsize,
+                                 options_.max_chunk_bytes, emit,
+                                 chunk.out_offset * layout->out_itemsize);
+      }
+      if (!delivered) {
+        return absl::CancelledError("the client went away while the result was streamed");
+      }
     }
+    if (spec.profile) {
+      for (size_t i = 0; i < plan.steps.size(); ++i) {
+        timing->steps.push_back({static_cast<int>(i), plan.steps[i].ops, 0, step_us[i]});
+      }
+    }
+    // Chunks are emitted as they finish, so the output is complete on the host when the last
+    // one is handed over.
+    timing->output_ready = Clock::now();
     return absl::OkStatus();
   }
 
