@@ -15,6 +15,7 @@
 #include "kernels/cuda/ops.h"
 #include "server/engine/chunk_plan.h"
 #include "server/engine/chunking.h"
+#include "server/engine/copy_pool.h"
 #include "server/engine/cuda/graph_cache.h"
 #include "server/engine/cuda/step_launcher.h"
 
@@ -208,7 +209,8 @@ class CudaBackend final : public Backend {
   }
 
  private:
-  explicit CudaBackend(const CudaBackendOptions& options) : options_(options) {}
+  explicit CudaBackend(const CudaBackendOptions& options)
+      : options_(options), copier_(std::make_unique<CopyPool>(options.host_copy_threads)) {}
 
   // The state of one job's pass through a lane's chunk pipeline.
   struct ChunkRun {
@@ -258,7 +260,7 @@ class CudaBackend final : public Backend {
       run.input_bytes = *bytes;
       // Pageable request bytes go through pinned staging: one host copy buys a DMA at full
       // PCIe speed instead of the driver's slower staged pageable path.
-      std::memcpy(slot.h_input, *bytes + in_offset, static_cast<size_t>(in_bytes));
+      copier_->Copy(slot.h_input, *bytes + in_offset, static_cast<size_t>(in_bytes));
 
       GPUPIPE_CUDA_RETURN(cudaEventRecord(slot.times[0], lane.h2d_stream), "cudaEventRecord");
       GPUPIPE_CUDA_RETURN(cudaMemcpyAsync(slot.d_buffers[0], slot.h_input, in_bytes,
@@ -677,6 +679,7 @@ class CudaBackend final : public Backend {
   void* h_staging_ = nullptr;  // every lane's pinned staging
   int64_t slot_bytes_ = 0;     // bytes of each chunk buffer
   std::string memory_summary_;
+  std::unique_ptr<CopyPool> copier_;  // stages inputs into pinned memory
 };
 
 }  // namespace

@@ -37,6 +37,9 @@ struct CudaBackendOptions {
   // False runs the copies on the compute stream (no overlap), for the engine benchmark's
   // baseline.
   bool copy_streams = true;
+  // Threads that help copy a chunk's input into pinned staging (one thread's memcpy is slower
+  // than the PCIe DMA it feeds); shared by every lane.
+  int host_copy_threads = 4;
   int64_t max_chunk_bytes = (int64_t{1} << 20) - 4096;
   int default_stages = 2;
   // Instantiated CUDA graphs kept per lane (least recently used evicted first).
