@@ -10,21 +10,7 @@
 namespace gpupipe::engine {
 namespace {
 
-// Input elements per element of step `step`'s input: the product of the dimensions that
-// reductions before it removed.
-int64_t InputRatio(const Plan& plan, const PlanStep& step) {
-  return plan.input_elements / std::max<int64_t>(1, step.input_elements());
-}
-
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-int64_t MaxBytes(const Plan& plan, int64_t in_itemsize) {
-  int64_t bytes = plan.input_elements * in_itemsize;
-  for (const PlanStep& s : plan.steps) {
-    bytes = std::max({bytes, s.input_elements() * 4, s.output_elements() * s.output_itemsize()});
-  }
-  return bytes;
-}
 
 const char* RowOpName(const Plan& plan) {
   for (const PlanStep& s : plan.steps) {
@@ -49,14 +35,18 @@ absl::StatusOr<ChunkLayout> MakeChunkLayout(const JobSpec& spec, const Plan& pla
   layout.in_itemsize = DTypeSize(spec.dtype);
   layout.out_itemsize = DTypeSize(plan.output_dtype);
   chunk_bytes = std::max<int64_t>(1, std::min(chunk_bytes, capacity_bytes));
+  // The outermost row op has the fewest rows; every step's rows (or elements) are a multiple
+  // of its row count, since row ops work along trailing dimensions.
+  layout.units = plan.input_elements;
   for (const PlanStep& step : plan.steps) {
-    if (step.kind == StepKind::kElementwise) continue;
-    layout.unit_elements = std::max(layout.unit_elements, step.cols * InputRatio(plan, step));
+    if (step.kind != StepKind::kElementwise) layout.units = std::min(layout.units, step.rows);
   }
-  layout.units = plan.input_elements / layout.unit_elements;
-  layout.ratio_out = plan.input_elements / std::max<int64_t>(1, plan.output_elements);
-  // Every tensor of the plan scales with the units a chunk holds.
-  const int64_t unit_bytes = CeilDiv(MaxBytes(plan, layout.in_itemsize), layout.units);
+  layout.units = std::max<int64_t>(1, layout.units);
+  layout.unit_elements = plan.input_elements / layout.units;
+  // Every tensor of the plan scales with the units a chunk holds (the planner's max_bytes
+  // covers every step's input and output in their dtypes).
+  const int64_t unit_bytes = CeilDiv(plan.max_bytes, layout.units);
+  layout.unit_bytes = unit_bytes;
 
   if (unit_bytes <= chunk_bytes || (unit_bytes <= capacity_bytes && !CanSplitRow(plan))) {
     layout.mode = ChunkLayout::Mode::kRows;
@@ -107,29 +97,28 @@ Chunk ChunkAt(const Plan& plan, const ChunkLayout& layout, int64_t index) {
     c.plan.input_elements = c.in_elements;
     c.plan.output_elements = 1;
     c.plan.output_shape = {};
-    c.plan.max_bytes = MaxBytes(c.plan, layout.in_itemsize);
+    c.plan.max_bytes = std::max<int64_t>(c.in_elements * layout.in_itemsize, 8);
     return c;
   }
   const int64_t first_unit = index * layout.units_per_chunk;
   const int64_t units = std::min(layout.units_per_chunk, layout.units - first_unit);
+  // Every step's rows (elementwise steps: elements) scale with the units the chunk holds.
+  const auto scale = [&](int64_t whole) { return whole / layout.units * units; };
   c.in_offset = first_unit * layout.unit_elements;
   c.in_elements = units * layout.unit_elements;
-  c.out_offset = c.in_offset / layout.ratio_out;
-  c.out_elements = c.in_elements / layout.ratio_out;
-  for (size_t i = 0; i < plan.steps.size(); ++i) {
-    const int64_t step_elements = c.in_elements / InputRatio(plan, plan.steps[i]);
-    PlanStep& step = c.plan.steps[i];
+  c.out_offset = plan.output_elements / layout.units * first_unit;
+  c.out_elements = scale(plan.output_elements);
+  for (PlanStep& step : c.plan.steps) {
     if (step.kind == StepKind::kElementwise) {
-      step.rows = 1;
-      step.cols = step_elements;
+      step.cols = scale(step.cols);
     } else {
-      step.rows = step_elements / step.cols;
+      step.rows = scale(step.rows);
     }
   }
   c.plan.input_elements = c.in_elements;
   c.plan.output_elements = c.out_elements;
   c.plan.output_shape = {c.out_elements};
-  c.plan.max_bytes = MaxBytes(c.plan, layout.in_itemsize);
+  c.plan.max_bytes = layout.unit_bytes * units;
   return c;
 }
 

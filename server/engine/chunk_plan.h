@@ -4,10 +4,11 @@
 //
 // Two layouts:
 //  - kRows: each chunk is a whole number of *units*, where a unit is the input elements one row
-//    of the plan's outermost row op covers (the product of the trailing dimensions that the
-//    plan's row ops read; 1 element for purely elementwise plans). Each step of the chunk's plan
-//    is the job's step with fewer rows, and the chunk's output is a contiguous slice of the
-//    job's output, so it is emitted as soon as it is on the host.
+//    of the plan's outermost row op covers (the row op with the fewest rows: row ops work along
+//    trailing dimensions, so every step's row count is a multiple of its; 1 element for purely
+//    elementwise plans). Each step of the chunk's plan is the job's step with its rows (or
+//    elements) scaled by the chunk's share of the units, and the chunk's output is a contiguous
+//    slice of the job's output, so it is emitted as soon as it is on the host.
 //  - kSplitRow: a single reduction or argmax step (elementwise prologue included) whose rows
 //    do not fit in a chunk. Each chunk is one piece of one row; the piece's reduction is a
 //    partial result that SplitRowCombiner merges on the host; a row's result is emitted once
@@ -33,6 +34,7 @@ struct ChunkLayout {
   enum class Mode { kRows, kSplitRow };
   Mode mode = Mode::kRows;
   int64_t unit_elements = 1;     // input elements per unit (row of the outermost row op)
+  int64_t unit_bytes = 0;        // device bytes a unit needs (its largest tensor, any step)
   int64_t units = 0;             // units in the job
   int64_t units_per_chunk = 1;   // kRows
   int64_t piece_elements = 0;    // kSplitRow: input elements per piece (the last one shorter)
@@ -40,7 +42,6 @@ struct ChunkLayout {
   int64_t chunk_count = 0;
   int64_t in_itemsize = 4;       // bytes of one input element
   int64_t out_itemsize = 4;      // bytes of one output element
-  int64_t ratio_out = 1;         // input elements per output element (kRows)
 };
 
 // One chunk of a layout: which input elements it reads, and where its result goes.
