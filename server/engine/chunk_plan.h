@@ -15,9 +15,20 @@
 //    its last piece is in.
 // Softmax, l2normalize and standardize need a whole row on the device (their second pass
 // reads the row again); a row of theirs larger than a lane's buffers is RESOURCE_EXHAUSTED,
-// naming the limit. Hooks for ops that chunk inside a row differently (cumsum with a carry,
-// histogram accumulating, convolve with halo windows, topk combining per-chunk top-k) go
-// beside kSplitRow: see CanSplitRow.
+// naming the limit.
+//
+// Row ops that replace the last axis (cumsum, histogram, convolve, topk) run in kRows chunks
+// as they are, once their steps exist: a chunk scales each step's `rows`, and their output
+// columns are per row. Splitting one of their rows across chunks is the hook beside kSplitRow
+// (extend CanSplitRow and ChunkAt's piece geometry per kind):
+//  - cumsum: pieces in order with the kernel's d_carry (one accumulator per row, kept in the
+//    lane, zeroed for piece 0); each piece's output is final, emitted at in_offset;
+//  - histogram: pieces with accumulate=true into counts kept in the lane (not in a slot), copied
+//    out after the row's last piece;
+//  - convolve: each piece reads a window with its halo (taps - 1 elements before it) and writes
+//    its range of outputs, given as full-convolution indices plus the window's global start
+//    and the row's length;
+//  - topk: each piece's top k (k <= piece), merged like SplitRowCombiner merges argmax.
 #pragma once
 
 #include <cstdint>

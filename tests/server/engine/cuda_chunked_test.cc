@@ -205,6 +205,66 @@ TEST(CudaChunked, TheTimelineOrdersEachChunksStages) {
               t.h2d_us, t.compute_us, t.d2h_us, t.timeline.back().end_us);
 }
 
+TEST(CudaChunked, ResultsStreamWhileTheInputIsStillArriving) {
+  std::string skip;
+  auto cuda = MakeCudaEngine(&skip);
+  if (!cuda) GTEST_SKIP() << "no usable CUDA device: " << skip;
+  auto cpu = Engine::Create(CreateCpuBackend({}), {});
+  const int64_t rows = 64, cols = 4096;
+  std::vector<float> x = gpupipe::testing::RandomFloats(rows * cols, gpupipe::testing::FreshSeed());
+  const std::string bytes = AsBytes(x);
+  auto input = InputSource::Streaming(static_cast<int64_t>(bytes.size()));
+  auto sink = std::make_shared<RecordingSink>();
+  JobSpec spec;
+  spec.shape = {rows, cols};
+  spec.ops = {{OpKind::kAbs}, {OpKind::kSoftmax}};
+  spec.chunk_bytes = 4 * cols;  // one row per chunk
+  ASSERT_TRUE(cuda->Submit(spec, input, sink).ok());
+  const size_t half = bytes.size() / 2;
+  ASSERT_TRUE(input->Append(bytes.data(), static_cast<int64_t>(half)).ok());
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (sink->output().size() < half && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  // The first half's rows may leave while the second half is on its way (the last of them
+  // once the lane has moved on to the first missing row).
+  EXPECT_GE(sink->output().size() + 3 * 4 * cols, half) << "results waited for the whole input";
+  ASSERT_TRUE(input->Append(bytes.data() + half, static_cast<int64_t>(bytes.size() - half)).ok());
+  ASSERT_TRUE(sink->WaitDone());
+  ASSERT_TRUE(sink->status().ok()) << sink->status();
+  spec.chunk_bytes = 0;
+  auto want = RunJob(*cpu, spec, x);
+  EXPECT_EQ(Compare(*sink, *want, false, 1, false), "");
+}
+
+TEST(CudaChunked, ProfilingSumsEveryChunksKernels) {
+  std::string skip;
+  auto cuda = MakeCudaEngine(&skip);
+  if (!cuda) GTEST_SKIP() << "no usable CUDA device: " << skip;
+  auto cpu = Engine::Create(CreateCpuBackend({}), {});
+  JobSpec spec;
+  spec.shape = {30, 1000};
+  spec.ops = {{OpKind::kAffine, 2, 1}, {OpKind::kStandardize}, {OpKind::kSum}};
+  spec.profile = true;
+  spec.chunk_bytes = 4 * 1000 * 7;  // 5 chunks: 4 of 7 rows and one of 2
+  std::vector<float> x = gpupipe::testing::RandomFloats(30 * 1000, gpupipe::testing::FreshSeed());
+  auto got = RunJob(*cuda, spec, x);
+  ASSERT_TRUE(got->status().ok()) << got->status();
+  const JobTiming t = got->timing();
+  EXPECT_EQ(t.chunks, 5);
+  ASSERT_EQ(t.steps.size(), 2u);
+  EXPECT_GT(t.steps[0].kernels, 0);
+  EXPECT_FALSE(t.kernel_times.empty());
+  double kernel_sum = 0, step_sum = 0;
+  for (const auto& k : t.kernel_times) kernel_sum += k.device_us;
+  for (const auto& s : t.steps) step_sum += s.device_us;
+  EXPECT_NEAR(kernel_sum, step_sum, 1e-6 * step_sum + 1e-3);
+  spec.profile = false;
+  spec.chunk_bytes = 0;
+  auto want = RunJob(*cpu, spec, x);
+  EXPECT_EQ(Compare(*got, *want, false, 1000, false), "");
+}
+
 TEST(CudaChunked, ConcurrentSubmittersOfMixedPrioritiesAndSizesEachGetTheirResult) {
   std::string skip;
   auto cuda = MakeCudaEngine(&skip, 512 << 10, 64 << 20);
