@@ -64,6 +64,7 @@ std::string JobLine(const engine::JobRecord& r) {
                           FormatMicros(r.timing.compute_us), FormatMicros(r.timing.d2h_us),
                           FormatMicros(r.timing.total_us), FormatMicros(r.timing.result_stream_us),
                           r.timing.kernels);
+  line += absl::StrFormat(" chunks=%d gbps=%.2f", r.timing.chunks, r.timing.gbps);
   if (!r.spec.client_tag.empty()) line += absl::StrFormat(" tag=\"%s\"", r.spec.client_tag);
   if (!r.status.ok()) line += absl::StrFormat(" error=\"%s\"", r.status.message());
   return line;

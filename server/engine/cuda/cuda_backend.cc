@@ -233,8 +233,9 @@ class CudaBackend final : public Backend {
   };
 
   // The pipeline: per chunk k in slot k % kSlots, the worker (1) waits until the slot's
-  // previous chunk has been emitted, (2) waits for chunk k's input bytes only and copies them
-  // into the slot's pinned buffer, (3) enqueues H2D on the copy-in stream, the plan's kernels
+  // previous chunk has been emitted, (2) waits for chunk k's input bytes only (emitting every
+  // enqueued chunk first when they are not there yet) and copies them into the slot's pinned
+  // buffer, (3) enqueues H2D on the copy-in stream, the plan's kernels
   // on the lane's stream after the H2D event, and D2H on the copy-out stream after the compute
   // event, then (4) emits every earlier chunk whose D2H has already completed. Results are
   // handed to the sink from this worker thread, never from a CUDA callback; only this lane's
@@ -255,6 +256,13 @@ class CudaBackend final : public Backend {
       Slot& slot = lane.slots[s];
       const int64_t in_bytes = chunk.in_elements * run.layout.in_itemsize;
       const int64_t in_offset = chunk.in_offset * run.layout.in_itemsize;
+      if (run.input.available() < in_offset + in_bytes) {
+        // The upload is behind: hand over every chunk already enqueued before waiting for it,
+        // so results keep streaming while the input arrives.
+        while (!run.in_flight.empty()) {
+          if (absl::Status st = FinishOldest(run); !st.ok()) return st;
+        }
+      }
       absl::StatusOr<const char*> bytes = run.input.WaitForBytes(in_offset + in_bytes);
       if (!bytes.ok()) return bytes.status();
       run.input_bytes = *bytes;
@@ -294,7 +302,12 @@ class CudaBackend final : public Backend {
       while (!run.in_flight.empty()) {
         const Slot& oldest = lane.slots[run.in_flight.front().index % kSlots];
         const cudaError_t q = cudaEventQuery(oldest.d2h_done);
-        if (q == cudaErrorNotReady) break;
+        if (q == cudaErrorNotReady) {
+          // Not an error; keep it out of this thread's last-error state, which launchers that
+          // check cudaGetLastError() would otherwise report.
+          (void)cudaGetLastError();
+          break;
+        }
         if (q != cudaSuccess) return CudaError(q, "running the job");
         if (absl::Status st = FinishOldest(run); !st.ok()) return st;
       }
