@@ -264,6 +264,27 @@ TEST(CudaChunked, ProfilingSumsEveryChunksKernels) {
   EXPECT_EQ(Compare(*got, *want, false, 1000, false), "");
 }
 
+TEST(CudaChunked, ADeviceMemoryBudgetTooSmallForTheLanesFailsAtStart) {
+  CudaBackendOptions options;
+  options.device_memory_bytes = 1 << 20;  // six lanes need each 2 MiB of workspace alone
+  absl::StatusOr<std::unique_ptr<Backend>> backend = CreateCudaBackend(options);
+  if (backend.status().code() == absl::StatusCode::kUnavailable) {
+    GTEST_SKIP() << "no usable CUDA device: " << backend.status();
+  }
+  ASSERT_EQ(backend.status().code(), absl::StatusCode::kResourceExhausted) << backend.status();
+  EXPECT_NE(backend.status().message().find("--device-memory"), std::string::npos);
+
+  options.device_memory_bytes = 0;
+  options.device_memory_fraction = 0.01;
+  options.chunk_bytes = 1 << 20;
+  backend = CreateCudaBackend(options);
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  const std::string summary = (*backend)->MemorySummary();
+  EXPECT_NE(summary.find("device arena"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("pinned host staging"), std::string::npos) << summary;
+  std::printf("%s\n", summary.c_str());
+}
+
 TEST(CudaChunked, ConcurrentSubmittersOfMixedPrioritiesAndSizesEachGetTheirResult) {
   std::string skip;
   auto cuda = MakeCudaEngine(&skip, 512 << 10, 64 << 20);
