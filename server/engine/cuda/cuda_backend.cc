@@ -204,7 +204,6 @@ class CudaBackend final : public Backend {
     absl::Status status = RunChunks(run);
     if (!status.ok()) return Abort(lane, status);
     DescribeLaunch(run);
-    timing->output_ready = std::chrono::steady_clock::now();
     return absl::OkStatus();
   }
 
@@ -383,6 +382,9 @@ class CudaBackend final : public Backend {
       timing->timeline.push_back({"h2d", "h2d", k, at[0], at[1]});
       timing->timeline.push_back({"compute", "compute", k, at[2], at[3]});
       timing->timeline.push_back({"d2h", "d2h", k, at[4], at[5]});
+    }
+    if (chunk.index == run.layout.chunk_count - 1) {
+      timing->output_ready = std::chrono::steady_clock::now();  // the last result byte is here
     }
     bool delivered = true;
     const auto* result = static_cast<const char*>(slot.h_output);
