@@ -21,6 +21,44 @@ absl::Status ParseInt(const std::string& flag, const std::string& value, int64_t
 
 }  // namespace
 
+absl::Status ParseDeviceMemory(const std::string& value, double* fraction, int64_t* bytes) {
+  const auto bad = [&] {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--device-memory: expected a percentage of the device's memory (1% to 95%), or a size "
+        "in MiB or GiB (\"512MiB\", \"2GiB\"; a plain number is MiB), got '", value, "'"));
+  };
+  std::string number = value;
+  int64_t unit = int64_t{1} << 20;
+  bool percent = false;
+  const auto strip = [&](const std::string& suffix) {
+    if (number.size() > suffix.size() &&
+        number.compare(number.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      number.resize(number.size() - suffix.size());
+      return true;
+    }
+    return false;
+  };
+  if (strip("%")) {
+    percent = true;
+  } else if (strip("GiB") || strip("G")) {
+    unit = int64_t{1} << 30;
+  } else if (strip("MiB") || strip("M")) {
+    unit = int64_t{1} << 20;
+  }
+  double v = 0;
+  if (!absl::SimpleAtod(number, &v) || !(v > 0)) return bad();
+  if (percent) {
+    if (v < 1 || v > 95) return bad();
+    *fraction = v / 100.0;
+    *bytes = 0;
+    return absl::OkStatus();
+  }
+  if (v * static_cast<double>(unit) > 1e15) return bad();
+  *bytes = static_cast<int64_t>(v * static_cast<double>(unit));
+  *fraction = 0;
+  return absl::OkStatus();
+}
+
 std::string Usage() {
   return R"(usage: gpupiped [flags]
 
@@ -32,6 +70,12 @@ Runs the gpupipe job service: a gRPC daemon that owns one GPU.
   --device N                 CUDA device ordinal (default 0)
   --streams-per-priority N   lanes (CUDA streams with their own buffers) per priority (default 2)
   --max-input-mib N          largest input tensor accepted, in MiB (default 64)
+  --device-memory SIZE       device memory for the lanes' chunk buffers, allocated at start:
+                             a percentage of the GPU's memory ("40%") or a size ("2GiB",
+                             "512MiB"); the lanes take what --chunk-mib needs within it
+                             (default 25%)
+  --chunk-mib N              input MiB per chunk of a job's copy/compute/copy pipeline, also
+                             the most a job's options.chunk_bytes may ask for (default 16)
   --max-queued-jobs N        accepted jobs waiting for a lane before new ones are refused
                              with RESOURCE_EXHAUSTED (default 1024)
   --max-queued-mib N         input bytes waiting for a lane, likewise (default 2048)
@@ -70,6 +114,14 @@ absl::StatusOr<DaemonOptions> ParseFlags(const std::vector<std::string>& args) {
       if (!v.ok()) return v.status();
       if (v->empty()) return absl::InvalidArgumentError("--listen: empty address");
       o.listen = *v;
+    } else if (flag == "--device-memory") {
+      auto v = take_value();
+      if (!v.ok()) return v.status();
+      if (absl::Status s = ParseDeviceMemory(*v, &o.device_memory_fraction,
+                                             &o.device_memory_bytes);
+          !s.ok()) {
+        return s;
+      }
     } else if (flag == "--backend") {
       auto v = take_value();
       if (!v.ok()) return v.status();
@@ -89,6 +141,7 @@ absl::StatusOr<DaemonOptions> ParseFlags(const std::vector<std::string>& args) {
           {"--streams-per-priority", 1, 16,
            [&](int64_t v) { o.streams_per_priority = static_cast<int>(v); }},
           {"--max-input-mib", 1, 1024, [&](int64_t v) { o.max_input_bytes = v << 20; }},
+          {"--chunk-mib", 1, 1024, [&](int64_t v) { o.chunk_bytes = v << 20; }},
           {"--max-queued-jobs", 1, 1 << 20,
            [&](int64_t v) { o.max_queued_jobs = static_cast<int>(v); }},
           {"--max-queued-mib", 1, 1 << 20, [&](int64_t v) { o.max_queued_bytes = v << 20; }},

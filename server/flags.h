@@ -16,6 +16,11 @@ struct DaemonOptions {
   int device = 0;
   int streams_per_priority = 2;
   int64_t max_input_bytes = int64_t{64} << 20;
+  // --device-memory: the budget of the lanes' device chunk buffers, as a fraction of the
+  // device's memory or in bytes (bytes win when set).
+  double device_memory_fraction = 0.25;
+  int64_t device_memory_bytes = 0;
+  int64_t chunk_bytes = int64_t{16} << 20;  // --chunk-mib
   int max_queued_jobs = 1024;
   int64_t max_queued_bytes = int64_t{2} << 30;
   int shutdown_grace_seconds = 10;
@@ -28,5 +33,9 @@ struct DaemonOptions {
 absl::StatusOr<DaemonOptions> ParseFlags(const std::vector<std::string>& args);
 
 std::string Usage();
+
+// Parses a --device-memory value: "40%" (of the device's memory), "512MiB", "2GiB", or a plain
+// number of MiB. Sets exactly one of *fraction (0 < f <= 0.95) and *bytes.
+absl::Status ParseDeviceMemory(const std::string& value, double* fraction, int64_t* bytes);
 
 }  // namespace gpupipe::daemon

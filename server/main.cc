@@ -64,6 +64,7 @@ std::string JobLine(const engine::JobRecord& r) {
                           FormatMicros(r.timing.compute_us), FormatMicros(r.timing.d2h_us),
                           FormatMicros(r.timing.total_us), FormatMicros(r.timing.result_stream_us),
                           r.timing.kernels);
+  line += absl::StrFormat(" chunks=%d gbps=%.2f", r.timing.chunks, r.timing.gbps);
   if (!r.spec.client_tag.empty()) line += absl::StrFormat(" tag=\"%s\"", r.spec.client_tag);
   if (!r.status.ok()) line += absl::StrFormat(" error=\"%s\"", r.status.message());
   return line;
@@ -87,8 +88,12 @@ int Run(const DaemonOptions& options) {
   cuda_options.device = options.device;
   cuda_options.lanes_per_level = options.streams_per_priority;
   cuda_options.max_input_bytes = options.max_input_bytes;
+  cuda_options.device_memory_fraction = options.device_memory_fraction;
+  cuda_options.device_memory_bytes = options.device_memory_bytes;
+  cuda_options.chunk_bytes = options.chunk_bytes;
   engine::CpuBackendOptions cpu_options;
   cpu_options.lanes_per_level = options.streams_per_priority;
+  cpu_options.chunk_bytes = options.chunk_bytes;
 
   absl::StatusOr<engine::BackendSelection> selection =
       engine::CreateBackend(options.backend, cuda_options, cpu_options);
@@ -108,6 +113,7 @@ int Run(const DaemonOptions& options) {
                             device->greatest_stream_priority, device->least_stream_priority);
   }
   Log(absl::StrFormat("backend %s: %s", where, selection->reason));
+  if (std::string memory = backend.MemorySummary(); !memory.empty()) Log(memory);
 
   engine::EngineOptions engine_options;
   engine_options.limits.max_input_bytes = options.max_input_bytes;

@@ -71,6 +71,7 @@ const std::map<std::string, OptionSpec>& Options() {
       {"--tag", {true, {"submit"}}},
       {"--repeat", {true, {"compare"}}},
       {"--profile", {false, {"submit"}}},
+      {"--timeline", {false, {"submit"}}},
       {"--explain", {false, {"submit"}}},
       {"--dry-run", {false, {"submit"}}},
   };
@@ -325,6 +326,7 @@ absl::StatusOr<Args> ParseArgs(const std::vector<std::string>& argv) {
     s.tag = *v;
   }
   s.options.set_profile(given.count("--profile") != 0);
+  s.options.set_timeline(given.count("--timeline") != 0);
   s.explain = given.count("--explain") != 0;
   s.dry_run = given.count("--dry-run") != 0;
   if (input.empty()) return Usage("submit: missing --input FILE.npy");
@@ -382,6 +384,8 @@ std::string SubmitHelp() {
       "                       captured once as a CUDA graph and replayed; graph-pdl: both\n"
       "  --profile            time every plan step on its own and print a table of steps\n"
       "                       (the events between steps add a little time)\n"
+      "  --timeline           print when each chunk was copied in, computed and copied out\n"
+      "                       (jobs run in chunks: gpupiped --chunk-mib)\n"
       "  --explain            print the plan first: kernels, their grids and dependencies\n"
       "  --dry-run            validate and plan only; print the plan, run nothing, write no\n"
       "                       --output\n"

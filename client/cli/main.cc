@@ -118,6 +118,7 @@ int RunSubmit(const Args& args, const Reporter& reporter) {
   report.ops = client::FormatOps(s.ops);
   report.explain = s.explain;
   report.profile = s.options.profile();
+  report.timeline = s.options.timeline();
   report.result = *std::move(result);
   // A dry run produces no result, so there is nothing to write.
   if (!s.output.empty() && !s.dry_run) {

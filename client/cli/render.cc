@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <map>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -199,6 +200,30 @@ std::string RenderStepsText(const v1::Timing& timing) {
   return text;
 }
 
+std::string RenderTimelineText(const v1::Timing& timing) {
+  // One row per chunk: its stages as start-end, in microseconds from the job's first copy.
+  std::map<int, std::map<std::string, std::string>> chunks;
+  for (const v1::TimelineEntry& e : timing.timeline()) {
+    chunks[e.chunk()][e.stage()] = absl::StrFormat("%.1f-%.1f", e.start_us(), e.end_us());
+  }
+  std::vector<std::vector<std::string>> rows = {{"chunk", "h2d us", "compute us", "d2h us"}};
+  int shown = 0;
+  for (const auto& [chunk, stages] : chunks) {
+    if (shown++ == kMaxTimelineChunks) break;
+    const auto cell = [&](const char* stage) {
+      auto it = stages.find(stage);
+      return it == stages.end() ? std::string("-") : it->second;
+    };
+    rows.push_back({absl::StrCat(chunk), cell("h2d"), cell("compute"), cell("d2h")});
+  }
+  std::string text = LabeledTable("timeline", rows, {true, true, true, true});
+  if (static_cast<int>(chunks.size()) > kMaxTimelineChunks) {
+    text += Line("", absl::StrCat("... ", chunks.size() - kMaxTimelineChunks,
+                                  " more chunks (--json has them all)"));
+  }
+  return text;
+}
+
 std::string FormatMicros(double us) {
   if (us < 1000) return absl::StrFormat("%.1f us", us);
   if (us < 1e6) return absl::StrFormat("%.2f ms", us / 1e3);
@@ -287,6 +312,12 @@ std::string RenderSubmitText(const SubmitReport& r) {
     } else if (r.profile) {
       text += Line("steps", "not reported by the server");
     }
+    if (t.timeline_size() > 0) {
+      text += Line("chunks", absl::StrCat(t.chunks()));
+      text += RenderTimelineText(t);
+    } else if (r.timeline) {
+      text += Line("timeline", "not reported by the server");
+    }
   } else {
     text += Line("timing", "not reported by the server");
   }
@@ -339,6 +370,14 @@ nlohmann::ordered_json SubmitJson(const SubmitReport& r) {
                               {"step", k.step()},
                               {"device_us", k.device_us()}});
     }
+    nlohmann::ordered_json timeline = nlohmann::ordered_json::array();
+    for (const v1::TimelineEntry& e : t.timeline()) {
+      timeline.push_back({{"stream", e.stream()},
+                          {"stage", e.stage()},
+                          {"chunk", e.chunk()},
+                          {"start_us", e.start_us()},
+                          {"end_us", e.end_us()}});
+    }
     j["timing"] = {{"queue_us", t.queue_us()},     {"h2d_us", t.h2d_us()},
                    {"compute_us", t.compute_us()}, {"d2h_us", t.d2h_us()},
                    {"total_us", t.total_us()},     {"bytes_in", t.bytes_in()},
@@ -347,7 +386,9 @@ nlohmann::ordered_json SubmitJson(const SubmitReport& r) {
                    {"launch", t.launch()},         {"graph", StringOrNull(t.graph())},
                    {"gb_per_s", Throughput(t)},    {"result_stream_us", t.result_stream_us()},
                    {"steps", std::move(steps)},
-                   {"kernel_times", std::move(kernel_times)}};
+                   {"kernel_times", std::move(kernel_times)},
+                   {"chunks", t.chunks()},
+                   {"timeline", std::move(timeline)}};
   } else {
     j["timing"] = nullptr;
   }

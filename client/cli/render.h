@@ -27,6 +27,7 @@ struct SubmitReport {
   std::string output_path;  // empty: not written
   bool explain = false;     // the plan was asked for (--explain)
   bool profile = false;     // step timings were asked for (--profile)
+  bool timeline = false;    // the per-chunk timeline was asked for (--timeline)
   client::JobResult result;
 };
 
@@ -57,6 +58,12 @@ nlohmann::ordered_json PlanJson(const v1::Plan& plan);
 //   steps     step  ops             kernels     device
 //             0     affine+softmax        2   812.0 us
 std::string RenderStepsText(const v1::Timing& timing);
+
+// The per-chunk timeline (Timing.timeline), the first kMaxTimelineChunks chunks:
+//   timeline  chunk      h2d us  compute us     d2h us
+//                 0     0.0-9.8   10.1-19.6  19.9-29.3
+std::string RenderTimelineText(const v1::Timing& timing);
+inline constexpr int kMaxTimelineChunks = 32;
 
 // Left-aligned label column of the text renderings: "label     text\n".
 std::string Line(absl::string_view label, absl::string_view text);

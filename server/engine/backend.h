@@ -69,11 +69,18 @@ class Backend {
 
   virtual GraphCacheStats graph_cache_stats() const { return {}; }
 
+  // One line saying what the backend allocated at start (device arena, pinned staging), for
+  // the daemon's start-up log; empty where nothing was.
+  virtual std::string MemorySummary() const { return {}; }
+
   // Runs `plan` on `input` (validated size; its bytes may still be arriving: wait for them
   // with InputSource::WaitForBytes, and return its failure if the upload fails) on the given
-  // lane and emits the output through `emit`. Fills the device phases of `timing` and the fields it knows. Only one call per lane
-  // at a time; calls on different lanes may run concurrently. Returns CANCELLED if `emit`
-  // returned false.
+  // lane in chunks (chunk_plan.h), and emits the output through `emit` chunk by chunk, in
+  // increasing offset, as each chunk's result reaches the host. Fills the device phases of
+  // `timing` and the fields it knows; sets timing->output_ready when the last result byte is on
+  // the host. Only one call per lane at a time; calls on different lanes may run concurrently.
+  // Returns CANCELLED if `emit` returned false, RESOURCE_EXHAUSTED if a row does not fit in
+  // the lane's chunk buffers and cannot be split.
   virtual absl::Status Run(const JobSpec& spec, const Plan& plan, InputSource& input,
                            Priority priority, int lane, const ChunkEmitter& emit,
                            JobTiming* timing) = 0;

@@ -6,11 +6,18 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/reference_ops.h"
+#include "server/engine/chunk_plan.h"
 #include "server/engine/chunking.h"
 #include "server/engine/cpu_row_ops.h"
 
 namespace gpupipe::engine {
 namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double MicrosBetween(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::micro>(b - a).count();
+}
 
 // A tensor's bytes, aligned for any element type.
 class Buffer {
@@ -26,6 +33,61 @@ class Buffer {
  private:
   std::vector<uint64_t> words_;
 };
+
+// Runs `plan` on the input bytes at `input` (plan.input_elements of the first step's dtype)
+// with the reference ops; the result, in the plan's output dtype, is in `*current`. Adds each
+// step's host time to `step_us` (one entry per step).
+absl::Status RunPlanOnHost(const Plan& plan, const char* input, Buffer* current,
+                           std::vector<double>* step_us) {
+  const int64_t in_bytes =
+      plan.steps.empty() ? 0 : plan.input_elements * plan.steps.front().input_itemsize();
+  current->Resize(static_cast<size_t>(in_bytes));
+  std::memcpy(current->data(), input, static_cast<size_t>(in_bytes));
+  Buffer next;
+  auto step_start = Clock::now();
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    const PlanStep& step = plan.steps[i];
+    // Row ops apply their prologue program first, as the kernels do on load.
+    if (step.kind != StepKind::kElementwise && !step.resizes()) {
+      kernels::cpu::Elementwise(current->f32(), current->f32(), step.input_elements(),
+                                step.program);
+    }
+    next.Resize(static_cast<size_t>(step.output_elements() * step.output_itemsize()));
+    switch (step.kind) {
+      case StepKind::kElementwise:
+        kernels::cpu::Elementwise(current->f32(), next.f32(), step.input_elements(),
+                                  step.program);
+        break;
+      case StepKind::kRowReduce:
+        kernels::cpu::RowReduce(current->f32(), next.f32(), step.rows, step.cols, step.reduce);
+        break;
+      case StepKind::kRowArgmax:
+        kernels::cpu::RowArgmax(current->f32(), static_cast<int64_t*>(next.data()), step.rows,
+                                step.cols);
+        break;
+      case StepKind::kRowSoftmax:
+        kernels::cpu::RowSoftmax(current->f32(), next.f32(), step.rows, step.cols);
+        break;
+      case StepKind::kRowNormalize:
+        kernels::cpu::RowNormalize(current->f32(), next.f32(), step.rows, step.cols,
+                                   step.normalize);
+        break;
+      case StepKind::kRowCumsum:
+      case StepKind::kRowHistogram:
+      case StepKind::kRowConvolve:
+      case StepKind::kRowTopk:
+        if (absl::Status s = RunRowResizeOnCpu(step, current->data(), next.data()); !s.ok()) {
+          return s;
+        }
+        break;
+    }
+    current->swap(next);
+    const auto now = Clock::now();
+    (*step_us)[i] += MicrosBetween(step_start, now);
+    step_start = now;
+  }
+  return absl::OkStatus();
+}
 
 class CpuBackend final : public Backend {
  public:
@@ -64,75 +126,66 @@ class CpuBackend final : public Backend {
     return d;
   }
 
+  // Chunk by chunk, as the CUDA backend's pipeline (without the overlap): each chunk waits only
+  // for its own input bytes, and its result is emitted before the next chunk runs.
   absl::Status Run(const JobSpec& spec, const Plan& plan, InputSource& input,
                    Priority priority, int lane, const ChunkEmitter& emit,
                    JobTiming* timing) override {
-    const auto start = std::chrono::steady_clock::now();
-    auto step_start = start;
-    int step_index = 0;
-    absl::StatusOr<const char*> input_bytes = input.WaitForBytes(input.size());
-    if (!input_bytes.ok()) return input_bytes.status();
-    // Byte buffers (8-byte aligned): steps read and write the dtypes of their plan step.
-    Buffer current(static_cast<size_t>(input.size()));
-    std::memcpy(current.data(), *input_bytes, static_cast<size_t>(input.size()));
-    Buffer next;
-    for (const PlanStep& step : plan.steps) {
-      // Row ops apply their prologue program first, as the kernels do on load.
-      if (step.kind != StepKind::kElementwise && !step.resizes()) {
-        kernels::cpu::Elementwise(current.f32(), current.f32(), step.input_elements(),
-                                  step.program);
-      }
-      next.Resize(static_cast<size_t>(step.output_elements() * step.output_itemsize()));
-      switch (step.kind) {
-        case StepKind::kElementwise:
-          kernels::cpu::Elementwise(current.f32(), next.f32(), step.input_elements(),
-                                    step.program);
-          break;
-        case StepKind::kRowReduce:
-          kernels::cpu::RowReduce(current.f32(), next.f32(), step.rows, step.cols, step.reduce);
-          break;
-        case StepKind::kRowArgmax:
-          kernels::cpu::RowArgmax(current.f32(), static_cast<int64_t*>(next.data()), step.rows,
-                                  step.cols);
-          break;
-        case StepKind::kRowSoftmax:
-          kernels::cpu::RowSoftmax(current.f32(), next.f32(), step.rows, step.cols);
-          break;
-        case StepKind::kRowNormalize:
-          kernels::cpu::RowNormalize(current.f32(), next.f32(), step.rows, step.cols,
-                                     step.normalize);
-          break;
-        case StepKind::kRowCumsum:
-        case StepKind::kRowHistogram:
-        case StepKind::kRowConvolve:
-        case StepKind::kRowTopk:
-          if (absl::Status s = RunRowResizeOnCpu(step, current.data(), next.data()); !s.ok()) {
-            return s;
-          }
-          break;
-      }
-      current.swap(next);
-      if (spec.profile) {
-        const auto now = std::chrono::steady_clock::now();
-        timing->steps.push_back(
-            {step_index, step.ops, 0,
-             std::chrono::duration<double, std::micro>(now - step_start).count()});
-        step_start = now;
-      }
-      ++step_index;
-    }
-    timing->compute_us =
-        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+    const auto start = Clock::now();
+    absl::StatusOr<ChunkLayout> layout =
+        MakeChunkLayout(spec, plan, spec.chunk_bytes > 0 ? spec.chunk_bytes : options_.chunk_bytes,
+                        options_.chunk_capacity_bytes);
+    if (!layout.ok()) return layout.status();
     timing->stream = LaneName(priority, lane);
     timing->staging = "none";
     timing->launch = "none";
     timing->kernels = 0;
-    const int64_t bytes = plan.output_elements * DTypeSize(plan.output_dtype);
-    timing->output_ready = std::chrono::steady_clock::now();
-    const char* output = static_cast<const char*>(current.data());
-    if (!EmitInChunks(output, bytes,
-                      options_.max_chunk_bytes, emit)) {
-      return absl::CancelledError("the client went away while the result was streamed");
+    timing->chunks = static_cast<int>(layout->chunk_count);
+    std::vector<double> step_us(plan.steps.size(), 0.0);
+    SplitRowCombiner combiner(plan, *layout);
+    Buffer values;
+    for (int64_t k = 0; k < layout->chunk_count; ++k) {
+      const Chunk chunk = ChunkAt(plan, *layout, k);
+      absl::StatusOr<const char*> bytes =
+          input.WaitForBytes((chunk.in_offset + chunk.in_elements) * layout->in_itemsize);
+      if (!bytes.ok()) return bytes.status();
+      const char* all = *bytes;
+      const auto chunk_start = Clock::now();
+      if (absl::Status s = RunPlanOnHost(chunk.plan, all + chunk.in_offset * layout->in_itemsize,
+                                         &values, &step_us);
+          !s.ok()) {
+        return s;
+      }
+      const auto chunk_end = Clock::now();
+      timing->compute_us += MicrosBetween(chunk_start, chunk_end);
+      if (spec.timeline) {
+        timing->timeline.push_back({"compute", "compute", static_cast<int>(k),
+                                    MicrosBetween(start, chunk_start),
+                                    MicrosBetween(start, chunk_end)});
+      }
+      const char* result = static_cast<const char*>(values.data());
+      if (k == layout->chunk_count - 1) timing->output_ready = Clock::now();
+      bool delivered = true;
+      if (layout->mode == ChunkLayout::Mode::kSplitRow) {
+        combiner.Add(chunk, result, reinterpret_cast<const float*>(all));
+        if (chunk.last_piece) {
+          const std::string row = combiner.Finish(chunk);
+          delivered = emit(chunk.out_offset * layout->out_itemsize, row.data(),
+                           static_cast<int64_t>(row.size()));
+        }
+      } else {
+        delivered = EmitInChunks(result, chunk.out_elements * layout->out_itemsize,
+                                 options_.max_chunk_bytes, emit,
+                                 chunk.out_offset * layout->out_itemsize);
+      }
+      if (!delivered) {
+        return absl::CancelledError("the client went away while the result was streamed");
+      }
+    }
+    if (spec.profile) {
+      for (size_t i = 0; i < plan.steps.size(); ++i) {
+        timing->steps.push_back({static_cast<int>(i), plan.steps[i].ops, 0, step_us[i]});
+      }
     }
     return absl::OkStatus();
   }

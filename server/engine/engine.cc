@@ -186,6 +186,9 @@ class Engine::Impl {
     timing.total_us = MicrosBetween(job.accepted_at, timing.output_ready);
     timing.result_stream_us = MicrosBetween(timing.output_ready, finished);
     timing.bytes_out = job.plan.output_elements * DTypeSize(job.plan.output_dtype);
+    if (timing.total_us > 0) {
+      timing.gbps = static_cast<double>(timing.bytes_in + timing.bytes_out) / (timing.total_us * 1e3);
+    }
     if (status.ok()) job.sink->OnTiming(timing);
     Finish(job, status, timing);
   }

@@ -52,6 +52,18 @@ struct JobTiming {
     double device_us = 0;
   };
   std::vector<Kernel> kernel_times;  // with JobSpec::profile, where kernels run on a device
+
+  int chunks = 0;     // chunks the job ran in
+  double gbps = 0;    // (bytes_in + bytes_out) / total_us, 1e9 bytes per second
+  // One stage of one chunk; microseconds from the start of the job's first copy.
+  struct TimelineEntry {
+    std::string stream;  // "h2d", "compute", "d2h"
+    std::string stage;   // "h2d", "compute", "d2h"
+    int chunk = 0;
+    double start_us = 0;
+    double end_us = 0;
+  };
+  std::vector<TimelineEntry> timeline;  // with JobSpec::timeline
 };
 
 // Receives the events of one accepted job, in this order: OnAccepted, OnPlan (when the job asked

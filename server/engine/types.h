@@ -55,6 +55,10 @@ struct JobSpec {
   int stages = 0;  // 0 = backend default
   LaunchMode launch = LaunchMode::kAuto;
   bool profile = false;  // time every plan step with its own events
+  // Input bytes per chunk of the overlapped pipeline; 0 = the backend's default. Backends cap
+  // it at what a lane holds.
+  int64_t chunk_bytes = 0;
+  bool timeline = false;  // report each chunk's stages (JobTiming::timeline)
   bool explain = false;  // report the plan
   bool dry_run = false;  // plan only; run nothing
   std::string client_tag;

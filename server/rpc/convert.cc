@@ -1,5 +1,7 @@
 #include "server/rpc/convert.h"
 
+#include <cstdint>
+
 #include <google/protobuf/unknown_field_set.h>
 
 #include "absl/strings/str_cat.h"
@@ -186,6 +188,10 @@ absl::StatusOr<engine::JobSpec> DecodeJobSpec(const v1::SubmitRequest& request) 
                        " (auto, stream, pdl, graph or graph-pdl)"));
   }
   spec.profile = options.profile();
+  spec.chunk_bytes = options.chunk_bytes() > static_cast<uint64_t>(INT64_MAX)
+                         ? INT64_MAX
+                         : static_cast<int64_t>(options.chunk_bytes());
+  spec.timeline = options.timeline();
   spec.explain = request.explain();
   spec.dry_run = request.dry_run();
   spec.stages = options.stages() > 8 ? 9 : static_cast<int>(options.stages());
@@ -274,6 +280,16 @@ v1::JobEvent EncodeTiming(const std::string& job_id, const engine::JobTiming& t)
     kt->set_name(kernel.name);
     kt->set_step(kernel.step);
     kt->set_device_us(kernel.device_us);
+  }
+  timing->set_chunks(t.chunks);
+  timing->set_gbps(t.gbps);
+  for (const engine::JobTiming::TimelineEntry& e : t.timeline) {
+    v1::TimelineEntry* te = timing->add_timeline();
+    te->set_stream(e.stream);
+    te->set_stage(e.stage);
+    te->set_chunk(e.chunk);
+    te->set_start_us(e.start_us);
+    te->set_end_us(e.end_us);
   }
   return event;
 }

@@ -4,13 +4,18 @@
 
 #include <array>
 #include <chrono>
+#include <algorithm>
 #include <cstring>
+#include <deque>
 #include <memory>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "kernels/cuda/ops.h"
+#include "server/engine/chunk_plan.h"
 #include "server/engine/chunking.h"
+#include "server/engine/copy_pool.h"
 #include "server/engine/cuda/graph_cache.h"
 #include "server/engine/cuda/step_launcher.h"
 
@@ -31,26 +36,48 @@ absl::Status CudaError(cudaError_t err, const std::string& what) {
 
 std::string VersionString(int v) { return absl::StrCat(v / 1000, ".", (v % 1000) / 10); }
 
-// One stream plus everything a job needs on it, allocated once.
+// Chunk slots per lane: chunk k uses slot k % 3, so the copy in of chunk k+1, the kernels of
+// chunk k and the copy out of chunk k-1 each have their own buffers.
+constexpr int kSlots = 3;
+// Device and pinned sub-allocations are aligned for every kernel's vector loads.
+constexpr size_t kAlignment = 256;
+// Smallest chunk slot worth running (below it per-chunk overheads dominate).
+constexpr int64_t kMinSlotBytes = int64_t{64} << 10;
+
+size_t AlignUp(size_t v) { return (v + kAlignment - 1) / kAlignment * kAlignment; }
+
+// One chunk's buffers and events.
+struct Slot {
+  std::array<void*, 2> d_buffers{};  // ping-pong between the plan's steps
+  void* h_input = nullptr;           // pinned
+  void* h_output = nullptr;          // pinned
+  // Cross-stream order (cudaEventDisableTiming): copy in -> kernels -> copy out.
+  cudaEvent_t h2d_done = nullptr;
+  cudaEvent_t compute_done = nullptr;
+  cudaEvent_t d2h_done = nullptr;
+  // Timing events around each stage: h2d start/end, compute start/end, d2h start/end.
+  std::array<cudaEvent_t, 6> times{};
+};
+
+// Streams and everything a job needs on them, allocated once.
 struct Lane {
-  cudaStream_t stream = nullptr;
+  cudaStream_t stream = nullptr;      // kernels
+  cudaStream_t h2d_stream = nullptr;  // copies in (the compute stream without copy streams)
+  cudaStream_t d2h_stream = nullptr;  // copies out
   int device_priority = 0;
-  std::array<void*, 2> d_buffers{};
+  std::array<Slot, kSlots> slots;
   void* d_workspace = nullptr;
   size_t workspace_bytes = 0;
-  void* h_input = nullptr;   // pinned
-  void* h_output = nullptr;  // pinned
-  // Timing events: before H2D, after H2D, after the kernels, after D2H.
-  std::array<cudaEvent_t, 4> events{};
-  // With JobSpec::profile: one event after each kernel (the one before the first kernel is
-  // events[1], the end of the H2D copy).
+  cudaEvent_t job_start = nullptr;  // timing: the start of the job's first copy
+  // With JobSpec::profile: one event after each kernel of a chunk (the one before its first
+  // kernel is the slot's compute start).
   std::vector<cudaEvent_t> kernel_events;
   std::unique_ptr<GraphCache> graphs;
 
-  StepBuffers buffers() const {
+  StepBuffers buffers(int slot) const {
     StepBuffers b;
-    b.d_buffers[0] = d_buffers[0];
-    b.d_buffers[1] = d_buffers[1];
+    b.d_buffers[0] = slots[slot].d_buffers[0];
+    b.d_buffers[1] = slots[slot].d_buffers[1];
     b.d_workspace = d_workspace;
     b.workspace_bytes = workspace_bytes;
     return b;
@@ -71,18 +98,26 @@ class CudaBackend final : public Backend {
     cudaSetDevice(options_.device);
     for (auto& level : lanes_) {
       for (Lane& lane : level) {
-        if (lane.stream) cudaStreamSynchronize(lane.stream);
+        for (cudaStream_t s : {lane.stream, lane.h2d_stream, lane.d2h_stream}) {
+          if (s) cudaStreamSynchronize(s);
+        }
         lane.graphs.reset();
-        for (cudaEvent_t e : lane.events) if (e) cudaEventDestroy(e);
+        for (Slot& slot : lane.slots) {
+          for (cudaEvent_t e : {slot.h2d_done, slot.compute_done, slot.d2h_done}) {
+            if (e) cudaEventDestroy(e);
+          }
+          for (cudaEvent_t e : slot.times) if (e) cudaEventDestroy(e);
+        }
+        if (lane.job_start) cudaEventDestroy(lane.job_start);
         for (cudaEvent_t e : lane.kernel_events) if (e) cudaEventDestroy(e);
-        for (void* p : lane.d_buffers) if (p) cudaFree(p);
-        if (lane.d_workspace) cudaFree(lane.d_workspace);
-        if (lane.h_input) cudaFreeHost(lane.h_input);
-        if (lane.h_output) cudaFreeHost(lane.h_output);
+        if (lane.h2d_stream && lane.h2d_stream != lane.stream) cudaStreamDestroy(lane.h2d_stream);
+        if (lane.d2h_stream && lane.d2h_stream != lane.stream) cudaStreamDestroy(lane.d2h_stream);
         if (lane.stream) cudaStreamDestroy(lane.stream);
       }
     }
     for (cudaStream_t s : idle_streams_) cudaStreamDestroy(s);
+    if (d_arena_) cudaFree(d_arena_);
+    if (h_staging_) cudaFreeHost(h_staging_);
   }
 
   static absl::StatusOr<std::unique_ptr<Backend>> Create(const CudaBackendOptions& options) {
@@ -143,115 +178,259 @@ class CudaBackend final : public Backend {
     return stats;
   }
 
+  std::string MemorySummary() const override { return memory_summary_; }
+
   absl::Status Run(const JobSpec& spec, const Plan& plan, InputSource& input,
                    Priority priority, int lane_index, const ChunkEmitter& emit,
                    JobTiming* timing) override {
     Lane& lane = lanes_[static_cast<int>(priority)][lane_index];
-    if (plan.max_bytes > options_.max_input_bytes) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "the job needs ", plan.max_bytes, " bytes for an intermediate result, over this "
-          "server's buffers of ", options_.max_input_bytes, " bytes"));
-    }
+    absl::StatusOr<ChunkLayout> layout = MakeChunkLayout(
+        spec, plan, spec.chunk_bytes > 0 ? spec.chunk_bytes : slot_bytes_, slot_bytes_);
+    if (!layout.ok()) return layout.status();
     GPUPIPE_CUDA_RETURN(cudaSetDevice(options_.device), "cudaSetDevice");
-    LaunchMode launch = ResolveLaunch(spec.launch);
-    kernels::cuda::LaunchConfig config = ConfigFor(spec, lane.stream);
-    kernels::cuda::KernelProfile profile{lane.kernel_events.data(), kMaxProfiledKernels, 0};
-    PlanDescription profiled;
-    if (spec.profile) {
-      profiled = DescribePlan(plan, config);
-      if (profiled.kernels.size() > static_cast<size_t>(kMaxProfiledKernels)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("options.profile: the plan launches ", profiled.kernels.size(),
-                         " kernels; at most ", kMaxProfiledKernels, " can be timed"));
-      }
-      config.profile = &profile;
-    }
-    if (spec.launch == LaunchMode::kAuto && !spec.profile &&
-        lane.graphs->SeenBefore(PlanTopologyKey(plan, config))) {
-      launch = LaunchMode::kGraphPdl;
-    }
-    const bool use_graph =
-        !spec.profile && (launch == LaunchMode::kGraph || launch == LaunchMode::kGraphPdl);
     timing->stream = LaneName(priority, lane_index);
-    timing->staging = StagingLabel(config);
-    timing->launch = LaunchModeName(launch);
-    if (spec.launch == LaunchMode::kAuto) absl::StrAppend(&timing->launch, " (auto)");
-    if (spec.profile && launch != LaunchMode::kStream && launch != LaunchMode::kPdl) {
-      // Events between kernels cannot be read back from inside a graph replay.
-      timing->launch = absl::StrCat(LaunchModeName(launch), " (profiled as ",
-                                    config.pdl ? "pdl" : "stream", ")");
-    }
-
-    // Pageable request bytes go through the lane's pinned buffer: one host copy buys a DMA at
-    // full PCIe speed instead of the driver's slower staged pageable path.
-    absl::StatusOr<const char*> input_bytes = input.WaitForBytes(input.size());
-    if (!input_bytes.ok()) return input_bytes.status();
-    std::memcpy(lane.h_input, *input_bytes, static_cast<size_t>(input.size()));
-    GPUPIPE_CUDA_RETURN(cudaEventRecord(lane.events[0], lane.stream), "cudaEventRecord");
-    GPUPIPE_CUDA_RETURN(cudaMemcpyAsync(lane.d_buffers[0], lane.h_input, input.size(),
-                                        cudaMemcpyHostToDevice, lane.stream),
-                        "copying the input to the device");
-    GPUPIPE_CUDA_RETURN(cudaEventRecord(lane.events[1], lane.stream), "cudaEventRecord");
-
-    const StepBuffers buffers = lane.buffers();
-    int kernel_count = 0;
-    if (use_graph) {
-      absl::StatusOr<GraphCache::Lookup> graph = lane.graphs->Get(
-          PlanTopologyKey(plan, config), PlanParamsKey(plan), lane.stream,
-          [&] { return LaunchPlan(plan, buffers, config, &kernel_count); });
-      if (!graph.ok()) return Abort(lane, graph.status());
-      if (graph->outcome == GraphCache::Outcome::kHit) {
-        kernel_count = static_cast<int>(DescribePlan(plan, config).kernels.size());
+    timing->chunks = static_cast<int>(layout->chunk_count);
+    ChunkRun run{spec, plan, *layout, input, lane, emit, timing, SplitRowCombiner(plan, *layout)};
+    run.config = ConfigFor(spec, lane.stream);
+    timing->staging = StagingLabel(run.config);
+    if (spec.profile && layout->chunk_count > 0) {
+      const size_t kernels = DescribePlan(ChunkAt(plan, *layout, 0).plan, run.config).kernels.size();
+      if (kernels > static_cast<size_t>(kMaxProfiledKernels)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("options.profile: the plan launches ", kernels,
+                         " kernels per chunk; at most ", kMaxProfiledKernels, " can be timed"));
       }
-      timing->graph = GraphOutcomeName(graph->outcome);
-      GPUPIPE_CUDA_RETURN(cudaGraphLaunch(graph->exec, lane.stream), "cudaGraphLaunch");
-    } else {
-      for (size_t i = 0; i < plan.steps.size(); ++i) {
-        if (cudaError_t err = LaunchStep(plan, i, buffers, config, &kernel_count);
-            err != cudaSuccess) {
-          return Abort(lane, CudaError(err, absl::StrCat("launching ",
-                                                         StepKindName(plan.steps[i].kind), " (",
-                                                         plan.steps[i].ops, ")")));
+    }
+    absl::Status status = RunChunks(run);
+    if (!status.ok()) return Abort(lane, status);
+    DescribeLaunch(run);
+    return absl::OkStatus();
+  }
+
+ private:
+  explicit CudaBackend(const CudaBackendOptions& options)
+      : options_(options), copier_(std::make_unique<CopyPool>(options.host_copy_threads)) {}
+
+  // The state of one job's pass through a lane's chunk pipeline.
+  struct ChunkRun {
+    const JobSpec& spec;
+    const Plan& plan;
+    const ChunkLayout& layout;
+    InputSource& input;
+    Lane& lane;
+    const ChunkEmitter& emit;
+    JobTiming* timing;
+    SplitRowCombiner combiner;
+    kernels::cuda::LaunchConfig config{};
+    kernels::cuda::KernelProfile profile{};
+    const char* input_bytes = nullptr;  // the job's whole input, valid up to the waited bytes
+    std::deque<Chunk> in_flight;        // enqueued, result not yet emitted; oldest first
+    int kernels = 0;
+    int64_t graph_chunks = 0;
+    std::string last_graph;
+    LaunchMode first_launch = LaunchMode::kAuto;
+  };
+
+  // The pipeline: per chunk k in slot k % kSlots, the worker (1) waits until the slot's
+  // previous chunk has been emitted, (2) waits for chunk k's input bytes only (emitting every
+  // enqueued chunk first when they are not there yet) and copies them into the slot's pinned
+  // buffer, (3) enqueues H2D on the copy-in stream, the plan's kernels
+  // on the lane's stream after the H2D event, and D2H on the copy-out stream after the compute
+  // event, then (4) emits every earlier chunk whose D2H has already completed. Results are
+  // handed to the sink from this worker thread, never from a CUDA callback; only this lane's
+  // worker waits on the GPU.
+  absl::Status RunChunks(ChunkRun& run) {
+    Lane& lane = run.lane;
+    GPUPIPE_CUDA_RETURN(cudaEventRecord(lane.job_start, lane.h2d_stream), "cudaEventRecord");
+    for (int64_t k = 0; k < run.layout.chunk_count; ++k) {
+      while (run.in_flight.size() >= static_cast<size_t>(kSlots)) {
+        if (absl::Status s = FinishOldest(run); !s.ok()) return s;
+      }
+      Chunk chunk = ChunkAt(run.plan, run.layout, k);
+      if (chunk.plan.max_bytes > slot_bytes_) {
+        return absl::InternalError(absl::StrCat("chunk ", k, " needs ", chunk.plan.max_bytes,
+                                                " bytes, over the slot's ", slot_bytes_));
+      }
+      const int s = static_cast<int>(k % kSlots);
+      Slot& slot = lane.slots[s];
+      const int64_t in_bytes = chunk.in_elements * run.layout.in_itemsize;
+      const int64_t in_offset = chunk.in_offset * run.layout.in_itemsize;
+      if (run.input.available() < in_offset + in_bytes) {
+        // The upload is behind: hand over every chunk already enqueued before waiting for it,
+        // so results keep streaming while the input arrives.
+        while (!run.in_flight.empty()) {
+          if (absl::Status st = FinishOldest(run); !st.ok()) return st;
         }
       }
-    }
-    const int src = static_cast<int>(plan.steps.size() % 2);
-    GPUPIPE_CUDA_RETURN(cudaEventRecord(lane.events[2], lane.stream), "cudaEventRecord");
-    const int64_t output_bytes = plan.output_elements * DTypeSize(plan.output_dtype);
-    GPUPIPE_CUDA_RETURN(cudaMemcpyAsync(lane.h_output, lane.d_buffers[src], output_bytes,
-                                        cudaMemcpyDeviceToHost, lane.stream),
-                        "copying the output to the host");
-    GPUPIPE_CUDA_RETURN(cudaEventRecord(lane.events[3], lane.stream), "cudaEventRecord");
-    // Blocks this lane's worker thread only; gRPC threads never wait on the GPU.
-    GPUPIPE_CUDA_RETURN(cudaEventSynchronize(lane.events[3]), "running the job");
+      absl::StatusOr<const char*> bytes = run.input.WaitForBytes(in_offset + in_bytes);
+      if (!bytes.ok()) return bytes.status();
+      run.input_bytes = *bytes;
+      // Pageable request bytes go through pinned staging: one host copy buys a DMA at full
+      // PCIe speed instead of the driver's slower staged pageable path.
+      copier_->Copy(slot.h_input, *bytes + in_offset, static_cast<size_t>(in_bytes));
 
-    float ms = 0;
-    GPUPIPE_CUDA_RETURN(cudaEventElapsedTime(&ms, lane.events[0], lane.events[1]), "timing");
-    timing->h2d_us = ms * 1000.0;
-    GPUPIPE_CUDA_RETURN(cudaEventElapsedTime(&ms, lane.events[1], lane.events[2]), "timing");
-    timing->compute_us = ms * 1000.0;
-    GPUPIPE_CUDA_RETURN(cudaEventElapsedTime(&ms, lane.events[2], lane.events[3]), "timing");
-    timing->d2h_us = ms * 1000.0;
-    timing->kernels = kernel_count;
-    if (spec.profile) {
-      if (absl::Status s = ReadProfile(lane, plan, profiled, profile.used, timing); !s.ok()) {
-        return s;
+      GPUPIPE_CUDA_RETURN(cudaEventRecord(slot.times[0], lane.h2d_stream), "cudaEventRecord");
+      GPUPIPE_CUDA_RETURN(cudaMemcpyAsync(slot.d_buffers[0], slot.h_input, in_bytes,
+                                          cudaMemcpyHostToDevice, lane.h2d_stream),
+                          "copying a chunk of the input to the device");
+      GPUPIPE_CUDA_RETURN(cudaEventRecord(slot.times[1], lane.h2d_stream), "cudaEventRecord");
+      GPUPIPE_CUDA_RETURN(cudaEventRecord(slot.h2d_done, lane.h2d_stream), "cudaEventRecord");
+
+      GPUPIPE_CUDA_RETURN(cudaStreamWaitEvent(lane.stream, slot.h2d_done, 0), "cudaStreamWaitEvent");
+      GPUPIPE_CUDA_RETURN(cudaEventRecord(slot.times[2], lane.stream), "cudaEventRecord");
+      if (absl::Status st = LaunchChunk(run, chunk, s); !st.ok()) return st;
+      GPUPIPE_CUDA_RETURN(cudaEventRecord(slot.times[3], lane.stream), "cudaEventRecord");
+      GPUPIPE_CUDA_RETURN(cudaEventRecord(slot.compute_done, lane.stream), "cudaEventRecord");
+      if (run.spec.profile) {
+        if (absl::Status st = ReadProfile(run, chunk, s); !st.ok()) return st;
+      }
+
+      const int src = static_cast<int>(chunk.plan.steps.size() % 2);
+      const int64_t out_bytes = chunk.out_elements * run.layout.out_itemsize;
+      GPUPIPE_CUDA_RETURN(cudaStreamWaitEvent(lane.d2h_stream, slot.compute_done, 0),
+                          "cudaStreamWaitEvent");
+      GPUPIPE_CUDA_RETURN(cudaEventRecord(slot.times[4], lane.d2h_stream), "cudaEventRecord");
+      GPUPIPE_CUDA_RETURN(cudaMemcpyAsync(slot.h_output, slot.d_buffers[src], out_bytes,
+                                          cudaMemcpyDeviceToHost, lane.d2h_stream),
+                          "copying a chunk of the output to the host");
+      GPUPIPE_CUDA_RETURN(cudaEventRecord(slot.times[5], lane.d2h_stream), "cudaEventRecord");
+      GPUPIPE_CUDA_RETURN(cudaEventRecord(slot.d2h_done, lane.d2h_stream), "cudaEventRecord");
+      run.in_flight.push_back(std::move(chunk));
+
+      // Hand over whatever is already on the host, without waiting.
+      while (!run.in_flight.empty()) {
+        const Slot& oldest = lane.slots[run.in_flight.front().index % kSlots];
+        const cudaError_t q = cudaEventQuery(oldest.d2h_done);
+        if (q == cudaErrorNotReady) {
+          // Not an error; keep it out of this thread's last-error state, which launchers that
+          // check cudaGetLastError() would otherwise report.
+          (void)cudaGetLastError();
+          break;
+        }
+        if (q != cudaSuccess) return CudaError(q, "running the job");
+        if (absl::Status st = FinishOldest(run); !st.ok()) return st;
       }
     }
-    timing->output_ready = std::chrono::steady_clock::now();
+    while (!run.in_flight.empty()) {
+      if (absl::Status s = FinishOldest(run); !s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
 
-    if (!EmitInChunks(static_cast<const char*>(lane.h_output), output_bytes,
-                      options_.max_chunk_bytes, emit)) {
+  // Enqueues chunk `chunk`'s kernels on the lane's stream, one by one or as a cached graph
+  // (keyed by the slot, since a graph holds the slot's buffer addresses, and the chunk's shape).
+  absl::Status LaunchChunk(ChunkRun& run, const Chunk& chunk, int s) {
+    Lane& lane = run.lane;
+    const Plan& plan = chunk.plan;
+    kernels::cuda::LaunchConfig config = run.config;
+    LaunchMode launch = ResolveLaunch(run.spec.launch);
+    const std::string topology = absl::StrCat("slot", s, ";", PlanTopologyKey(plan, config));
+    if (run.spec.launch == LaunchMode::kAuto && !run.spec.profile &&
+        lane.graphs->SeenBefore(topology)) {
+      launch = LaunchMode::kGraphPdl;
+    }
+    if (chunk.index == 0) run.first_launch = launch;
+    const bool use_graph =
+        !run.spec.profile && (launch == LaunchMode::kGraph || launch == LaunchMode::kGraphPdl);
+    const StepBuffers buffers = lane.buffers(s);
+    if (run.spec.profile) {
+      run.profile = kernels::cuda::KernelProfile{lane.kernel_events.data(), kMaxProfiledKernels, 0};
+      config.profile = &run.profile;
+    }
+    if (use_graph) {
+      int captured = 0;
+      absl::StatusOr<GraphCache::Lookup> graph = lane.graphs->Get(
+          topology, PlanParamsKey(plan), lane.stream,
+          [&] { return LaunchPlan(plan, buffers, config, &captured); });
+      if (!graph.ok()) return graph.status();
+      run.kernels += static_cast<int>(DescribePlan(plan, config).kernels.size());
+      run.last_graph = GraphOutcomeName(graph->outcome);
+      ++run.graph_chunks;
+      GPUPIPE_CUDA_RETURN(cudaGraphLaunch(graph->exec, lane.stream), "cudaGraphLaunch");
+      return absl::OkStatus();
+    }
+    for (size_t i = 0; i < plan.steps.size(); ++i) {
+      if (cudaError_t err = LaunchStep(plan, i, buffers, config, &run.kernels);
+          err != cudaSuccess) {
+        return CudaError(err, absl::StrCat("launching ", StepKindName(plan.steps[i].kind), " (",
+                                           plan.steps[i].ops, ")"));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // Waits for the oldest in-flight chunk's copy out, reads its stage times, and emits its
+  // result (or adds its partial to the row's combine).
+  absl::Status FinishOldest(ChunkRun& run) {
+    Lane& lane = run.lane;
+    const Chunk& chunk = run.in_flight.front();
+    const Slot& slot = lane.slots[chunk.index % kSlots];
+    // Blocks this lane's worker thread only; gRPC threads never wait on the GPU.
+    GPUPIPE_CUDA_RETURN(cudaEventSynchronize(slot.d2h_done), "running the job");
+    std::array<double, 6> at{};
+    for (int i = 0; i < 6; ++i) {
+      float ms = 0;
+      GPUPIPE_CUDA_RETURN(cudaEventElapsedTime(&ms, lane.job_start, slot.times[i]), "timing");
+      at[i] = ms * 1000.0;
+    }
+    JobTiming* timing = run.timing;
+    timing->h2d_us += at[1] - at[0];
+    timing->compute_us += at[3] - at[2];
+    timing->d2h_us += at[5] - at[4];
+    if (run.spec.timeline) {
+      const int k = static_cast<int>(chunk.index);
+      timing->timeline.push_back({"h2d", "h2d", k, at[0], at[1]});
+      timing->timeline.push_back({"compute", "compute", k, at[2], at[3]});
+      timing->timeline.push_back({"d2h", "d2h", k, at[4], at[5]});
+    }
+    if (chunk.index == run.layout.chunk_count - 1) {
+      timing->output_ready = std::chrono::steady_clock::now();  // the last result byte is here
+    }
+    bool delivered = true;
+    const auto* result = static_cast<const char*>(slot.h_output);
+    if (run.layout.mode == ChunkLayout::Mode::kSplitRow) {
+      run.combiner.Add(chunk, result, reinterpret_cast<const float*>(run.input_bytes));
+      if (chunk.last_piece) {
+        const std::string row = run.combiner.Finish(chunk);
+        delivered = run.emit(chunk.out_offset * run.layout.out_itemsize, row.data(),
+                             static_cast<int64_t>(row.size()));
+      }
+    } else {
+      delivered = EmitInChunks(result, chunk.out_elements * run.layout.out_itemsize,
+                               options_.max_chunk_bytes, run.emit,
+                               chunk.out_offset * run.layout.out_itemsize);
+    }
+    run.in_flight.pop_front();
+    if (!delivered) {
       return absl::CancelledError("the client went away while the result was streamed");
     }
     return absl::OkStatus();
   }
 
- private:
-  explicit CudaBackend(const CudaBackendOptions& options) : options_(options) {}
+  // What the job's timing reports as its launch mode.
+  void DescribeLaunch(const ChunkRun& run) const {
+    JobTiming* timing = run.timing;
+    timing->kernels = run.kernels;
+    timing->launch = LaunchModeName(run.first_launch);
+    if (run.spec.launch == LaunchMode::kAuto) {
+      if (run.graph_chunks > 0 && run.graph_chunks < run.layout.chunk_count) {
+        absl::StrAppend(&timing->launch, " (auto; graph-pdl for ", run.graph_chunks, " of ",
+                        run.layout.chunk_count, " chunks)");
+      } else {
+        absl::StrAppend(&timing->launch, " (auto)");
+      }
+    }
+    if (run.spec.profile && run.first_launch != LaunchMode::kStream &&
+        run.first_launch != LaunchMode::kPdl) {
+      // Events between kernels cannot be read back from inside a graph replay.
+      timing->launch = absl::StrCat(LaunchModeName(run.first_launch), " (profiled as ",
+                                    run.config.pdl ? "pdl" : "stream", ")");
+    }
+    timing->graph = run.last_graph;
+  }
 
   // The launch mode a job's kernels are built for: `auto` runs PDL kernels, launched one by
-  // one or, once the shape repeats, from a graph (see Run).
+  // one or, once the shape repeats, from a graph (see LaunchChunk).
   static LaunchMode ResolveLaunch(LaunchMode mode) {
     return mode == LaunchMode::kAuto ? LaunchMode::kPdl : mode;
   }
@@ -274,28 +453,40 @@ class CudaBackend final : public Backend {
                : absl::StrCat("pipeline(stages=", config.stages, ")");
   }
 
-  // Per-kernel and per-step device times from the events recorded after every kernel.
-  static absl::Status ReadProfile(const Lane& lane, const Plan& plan,
-                                  const PlanDescription& kernels, int recorded,
-                                  JobTiming* timing) {
+  // Per-kernel and per-step device times of one chunk, from the events recorded after every
+  // kernel; summed over the chunks (kernels of later chunks add to the entry of the same index
+  // and name). Profiling waits for each chunk's kernels, so profiled jobs do not overlap.
+  static absl::Status ReadProfile(ChunkRun& run, const Chunk& chunk, int s) {
+    const Lane& lane = run.lane;
+    const PlanDescription kernels = DescribePlan(chunk.plan, run.config);
+    const int recorded = run.profile.used;
     if (recorded != static_cast<int>(kernels.kernels.size())) {
       return absl::InternalError(absl::StrCat("profiling: ", recorded, " kernel events for ",
                                               kernels.kernels.size(), " planned kernels"));
     }
-    timing->steps.clear();
-    for (size_t i = 0; i < plan.steps.size(); ++i) {
-      timing->steps.push_back({static_cast<int>(i), plan.steps[i].ops, 0, 0.0});
+    GPUPIPE_CUDA_RETURN(cudaEventSynchronize(lane.slots[s].compute_done), "running the job");
+    JobTiming* timing = run.timing;
+    if (timing->steps.empty()) {
+      for (size_t i = 0; i < run.plan.steps.size(); ++i) {
+        timing->steps.push_back({static_cast<int>(i), run.plan.steps[i].ops, 0, 0.0});
+      }
     }
     for (int k = 0; k < recorded; ++k) {
       float ms = 0;
-      GPUPIPE_CUDA_RETURN(cudaEventElapsedTime(&ms, k == 0 ? lane.events[1]
+      GPUPIPE_CUDA_RETURN(cudaEventElapsedTime(&ms, k == 0 ? lane.slots[s].times[2]
                                                            : lane.kernel_events[k - 1],
                                                lane.kernel_events[k]),
                           "timing");
       const KernelDescription& d = kernels.kernels[k];
-      timing->kernel_times.push_back({k, d.name, d.step, ms * 1000.0});
+      const size_t index = static_cast<size_t>(k);
+      if (index < timing->kernel_times.size() && timing->kernel_times[index].name == d.name) {
+        timing->kernel_times[index].device_us += ms * 1000.0;
+      } else {
+        timing->kernel_times.push_back(
+            {static_cast<int>(timing->kernel_times.size()), d.name, d.step, ms * 1000.0});
+      }
       JobTiming::Step& step = timing->steps[static_cast<size_t>(d.step)];
-      ++step.kernels;
+      if (chunk.index == 0) ++step.kernels;
       step.device_us += ms * 1000.0;
     }
     return absl::OkStatus();
@@ -303,9 +494,68 @@ class CudaBackend final : public Backend {
 
   // A failed job leaves no work behind that could touch the lane's buffers under the next job.
   static absl::Status Abort(Lane& lane, absl::Status status) {
-    cudaStreamSynchronize(lane.stream);
+    for (cudaStream_t s : {lane.h2d_stream, lane.stream, lane.d2h_stream}) {
+      cudaStreamSynchronize(s);
+    }
     cudaGetLastError();
     return status;
+  }
+
+  // Sizes the chunk slots within the device memory budget and allocates the arena and the
+  // pinned staging block, once.
+  absl::Status AllocateMemory(int lanes, size_t workspace_bytes) {
+    const int64_t budget =
+        options_.device_memory_bytes > 0
+            ? options_.device_memory_bytes
+            : static_cast<int64_t>(options_.device_memory_fraction *
+                                   static_cast<double>(device_.memory_bytes));
+    const int64_t per_lane = budget / lanes;
+    const int64_t fit = (per_lane - static_cast<int64_t>(AlignUp(workspace_bytes))) /
+                        (2 * kSlots) / static_cast<int64_t>(kAlignment) *
+                        static_cast<int64_t>(kAlignment);
+    slot_bytes_ = std::min<int64_t>(static_cast<int64_t>(AlignUp(options_.chunk_bytes)), fit);
+    if (slot_bytes_ < kMinSlotBytes) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "--device-memory: ", budget, " bytes leave ", std::max<int64_t>(per_lane, 0),
+          " bytes to each of ", lanes, " lanes; a lane needs at least ",
+          2 * kSlots * kMinSlotBytes + static_cast<int64_t>(AlignUp(workspace_bytes)),
+          " (", kSlots, " chunk slots of 2 buffers of ", kMinSlotBytes,
+          " bytes and its workspace)"));
+    }
+    const size_t slot = static_cast<size_t>(slot_bytes_);
+    const size_t lane_device = 2 * kSlots * slot + AlignUp(workspace_bytes);
+    const size_t device_bytes = lane_device * static_cast<size_t>(lanes);
+    const size_t pinned_bytes = 2 * kSlots * slot * static_cast<size_t>(lanes);
+    GPUPIPE_CUDA_RETURN(cudaMalloc(&d_arena_, device_bytes), "allocating the device arena");
+    GPUPIPE_CUDA_RETURN(cudaHostAlloc(&h_staging_, pinned_bytes, cudaHostAllocDefault),
+                        "allocating pinned staging");
+    char* d_next = static_cast<char*>(d_arena_);
+    char* h_next = static_cast<char*>(h_staging_);
+    for (auto& level : lanes_) {
+      for (Lane& lane : level) {
+        for (Slot& s : lane.slots) {
+          for (void*& b : s.d_buffers) { b = d_next; d_next += slot; }
+          s.h_input = h_next; h_next += slot;
+          s.h_output = h_next; h_next += slot;
+        }
+        lane.d_workspace = d_next;
+        lane.workspace_bytes = workspace_bytes;
+        d_next += AlignUp(workspace_bytes);
+      }
+    }
+    const auto mib = [](double b) { return b / double(1 << 20); };
+    memory_summary_ = absl::StrFormat(
+        "memory: device arena %.1f MiB (%d lanes x %d chunk slots x 2 buffers x %.1f MiB + "
+        "%.1f MiB workspace; budget %.1f MiB%s), pinned host staging %.1f MiB (%d lanes x %d "
+        "slots x in+out x %.1f MiB)",
+        mib(device_bytes), lanes, kSlots, mib(slot), mib(AlignUp(workspace_bytes)), mib(budget),
+        options_.device_memory_bytes > 0
+            ? ""
+            : absl::StrFormat(" = %.0f%% of %.1f GiB", options_.device_memory_fraction * 100,
+                              device_.memory_bytes / double(1 << 30))
+                  .c_str(),
+        mib(pinned_bytes), lanes, kSlots, mib(slot));
+    return absl::OkStatus();
   }
 
   absl::Status Init() {
@@ -333,33 +583,49 @@ class CudaBackend final : public Backend {
     device_priority_[static_cast<int>(Priority::kNormal)] = least + (greatest - least) / 2;
     device_priority_[static_cast<int>(Priority::kHigh)] = greatest;
 
-    const size_t buffer_bytes = static_cast<size_t>(options_.max_input_bytes);
-    const size_t workspace_bytes = kernels::cuda::RowOpsWorkspaceBytes();
+    const auto new_stream = [](cudaStream_t* s, int priority) {
+      return cudaStreamCreateWithPriority(s, cudaStreamNonBlocking, priority);
+    };
+    const auto order_event = [](cudaEvent_t* e) {
+      return cudaEventCreateWithFlags(e, cudaEventDisableTiming);
+    };
     for (int p = 0; p < kPriorityLevels; ++p) {
       lanes_[p].resize(options_.lanes_per_level);
       for (Lane& lane : lanes_[p]) {
         lane.device_priority = device_priority_[p];
-        GPUPIPE_CUDA_RETURN(cudaStreamCreateWithPriority(&lane.stream, cudaStreamNonBlocking,
-                                                         lane.device_priority),
+        GPUPIPE_CUDA_RETURN(new_stream(&lane.stream, lane.device_priority),
                             "cudaStreamCreateWithPriority");
-        for (void*& p_buf : lane.d_buffers) {
-          GPUPIPE_CUDA_RETURN(cudaMalloc(&p_buf, buffer_bytes), "allocating lane buffers");
+        lane.h2d_stream = lane.stream;
+        lane.d2h_stream = lane.stream;
+        if (options_.copy_streams) {
+          // Copy streams at the lane's priority: a high-priority job's copies are not queued
+          // behind a low-priority job's.
+          GPUPIPE_CUDA_RETURN(new_stream(&lane.h2d_stream, lane.device_priority),
+                              "cudaStreamCreateWithPriority");
+          GPUPIPE_CUDA_RETURN(new_stream(&lane.d2h_stream, lane.device_priority),
+                              "cudaStreamCreateWithPriority");
         }
-        GPUPIPE_CUDA_RETURN(cudaMalloc(&lane.d_workspace, workspace_bytes), "allocating workspace");
-        lane.workspace_bytes = workspace_bytes;
-        GPUPIPE_CUDA_RETURN(cudaHostAlloc(&lane.h_input, buffer_bytes, cudaHostAllocDefault),
-                            "allocating pinned staging");
-        GPUPIPE_CUDA_RETURN(cudaHostAlloc(&lane.h_output, buffer_bytes, cudaHostAllocDefault),
-                            "allocating pinned staging");
-        for (cudaEvent_t& e : lane.events) {
-          GPUPIPE_CUDA_RETURN(cudaEventCreateWithFlags(&e, cudaEventDefault), "cudaEventCreate");
+        for (Slot& slot : lane.slots) {
+          GPUPIPE_CUDA_RETURN(order_event(&slot.h2d_done), "cudaEventCreate");
+          GPUPIPE_CUDA_RETURN(order_event(&slot.compute_done), "cudaEventCreate");
+          GPUPIPE_CUDA_RETURN(order_event(&slot.d2h_done), "cudaEventCreate");
+          for (cudaEvent_t& e : slot.times) {
+            GPUPIPE_CUDA_RETURN(cudaEventCreateWithFlags(&e, cudaEventDefault), "cudaEventCreate");
+          }
         }
+        GPUPIPE_CUDA_RETURN(cudaEventCreateWithFlags(&lane.job_start, cudaEventDefault),
+                            "cudaEventCreate");
         lane.kernel_events.resize(kMaxProfiledKernels);
         for (cudaEvent_t& e : lane.kernel_events) {
           GPUPIPE_CUDA_RETURN(cudaEventCreateWithFlags(&e, cudaEventDefault), "cudaEventCreate");
         }
         lane.graphs = std::make_unique<GraphCache>(options_.graph_cache_capacity);
       }
+    }
+    if (absl::Status s = AllocateMemory(kPriorityLevels * options_.lanes_per_level,
+                                        kernels::cuda::RowOpsWorkspaceBytes());
+        !s.ok()) {
+      return s;
     }
     // The pool covers every device level, also those no API level maps to yet.
     for (int level = greatest; level <= least; ++level) {
@@ -381,33 +647,34 @@ class CudaBackend final : public Backend {
   absl::Status Warmup() {
     kernels::EwProgram program;
     program.Append({kernels::EwOpcode::kAffine, 1.0f, 0.0f});
+    const int64_t n = std::min<int64_t>(4096, slot_bytes_ / 4);
     for (auto& level : lanes_) {
       for (Lane& lane : level) {
-        auto* d_a = static_cast<float*>(lane.d_buffers[0]);
-        auto* d_b = static_cast<float*>(lane.d_buffers[1]);
-        GPUPIPE_CUDA_RETURN(cudaMemsetAsync(d_a, 0, 4096 * sizeof(float), lane.stream), "warm-up");
+        auto* d_a = static_cast<float*>(lane.slots[0].d_buffers[0]);
+        auto* d_b = static_cast<float*>(lane.slots[0].d_buffers[1]);
+        GPUPIPE_CUDA_RETURN(cudaMemsetAsync(d_a, 0, n * sizeof(float), lane.stream), "warm-up");
         for (auto staging : {kernels::cuda::Staging::kDirect, kernels::cuda::Staging::kPipeline}) {
           kernels::cuda::LaunchConfig config;
           config.stream = lane.stream;
           config.staging = staging;
           config.stages = options_.default_stages;
           config.multiprocessors = device_.multiprocessors;
-          GPUPIPE_CUDA_RETURN(kernels::cuda::Elementwise(d_a, d_b, 4096, program, config), "warm-up");
-          GPUPIPE_CUDA_RETURN(kernels::cuda::RowReduce(d_a, d_b, 4, 1024,
+          GPUPIPE_CUDA_RETURN(kernels::cuda::Elementwise(d_a, d_b, n, program, config), "warm-up");
+          GPUPIPE_CUDA_RETURN(kernels::cuda::RowReduce(d_a, d_b, 4, n / 4,
                                                        kernels::RowReduceKind::kSum, program,
                                                        lane.d_workspace, lane.workspace_bytes,
                                                        config),
                               "warm-up");
           GPUPIPE_CUDA_RETURN(kernels::cuda::RowArgmax(d_a, reinterpret_cast<int64_t*>(d_b), 4,
-                                                       1024, program, lane.d_workspace,
+                                                       n / 4, program, lane.d_workspace,
                                                        lane.workspace_bytes, config),
                               "warm-up");
-          GPUPIPE_CUDA_RETURN(kernels::cuda::RowNormalize(d_a, d_b, 4, 1024,
+          GPUPIPE_CUDA_RETURN(kernels::cuda::RowNormalize(d_a, d_b, 4, n / 4,
                                                           kernels::RowNormalizeKind::kStandardize,
                                                           program, lane.d_workspace,
                                                           lane.workspace_bytes, config),
                               "warm-up");
-          GPUPIPE_CUDA_RETURN(kernels::cuda::RowSoftmax(d_a, d_b, 4, 1024, program,
+          GPUPIPE_CUDA_RETURN(kernels::cuda::RowSoftmax(d_a, d_b, 4, n / 4, program,
                                                         lane.d_workspace, lane.workspace_bytes,
                                                         config),
                               "warm-up");
@@ -423,6 +690,11 @@ class CudaBackend final : public Backend {
   std::array<int, kPriorityLevels> device_priority_{};
   std::array<std::vector<Lane>, kPriorityLevels> lanes_;
   std::vector<cudaStream_t> idle_streams_;
+  void* d_arena_ = nullptr;    // every lane's chunk buffers and workspace
+  void* h_staging_ = nullptr;  // every lane's pinned staging
+  int64_t slot_bytes_ = 0;     // bytes of each chunk buffer
+  std::string memory_summary_;
+  std::unique_ptr<CopyPool> copier_;  // stages inputs into pinned memory
 };
 
 }  // namespace

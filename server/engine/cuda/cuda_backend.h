@@ -1,9 +1,14 @@
 // The CUDA backend: owns one GPU. At creation it creates the stream pool (non-blocking streams
-// at every level of cudaDeviceGetStreamPriorityRange), and for each lane its device buffers,
-// pinned staging buffers and timing events, so running a job allocates nothing.
+// at every level of cudaDeviceGetStreamPriorityRange), one device arena (cudaMalloc once) that
+// holds every lane's chunk buffers and workspace, one pinned host block for every lane's
+// staging buffers, and the lanes' events, so running a job allocates nothing.
 //
 // API priorities map onto device levels: low -> least, normal -> the middle level,
-// high -> greatest. A lane is one stream with its buffers; it runs one job at a time.
+// high -> greatest. A lane is a compute stream plus two copy streams (host-to-device and
+// device-to-host, at the lane's priority) with three chunk slots; it runs one job at a time.
+// A job runs in chunks (chunk_plan.h) through the slots: the copy in of chunk k+1 overlaps the
+// kernels of chunk k and the copy out of chunk k-1, ordered across streams by events created
+// with cudaEventDisableTiming and cudaStreamWaitEvent.
 #pragma once
 
 #include <memory>
@@ -19,8 +24,22 @@ struct CudaBackendOptions {
   int lanes_per_level = 2;
   // Streams created at each device priority level not used by an API level.
   int idle_streams_per_level = 1;
-  // Largest input a lane must hold; sizes every lane's buffers.
+  // Largest input accepted (the engine's limit); no longer sizes buffers: jobs larger than a
+  // lane's chunk slots run in chunks.
   int64_t max_input_bytes = int64_t{64} << 20;
+  // Budget of the device arena: bytes when > 0, else this fraction of the device's memory.
+  // The arena is what the lanes need for `chunk_bytes` slots, or the budget where that is less
+  // (slots then shrink to fit).
+  double device_memory_fraction = 0.25;
+  int64_t device_memory_bytes = 0;
+  // Input bytes per chunk slot: the default chunk of a job and the most a job may ask for.
+  int64_t chunk_bytes = int64_t{16} << 20;
+  // False runs the copies on the compute stream (no overlap), for the engine benchmark's
+  // baseline.
+  bool copy_streams = true;
+  // Threads that help copy a chunk's input into pinned staging (one thread's memcpy is slower
+  // than the PCIe DMA it feeds); shared by every lane.
+  int host_copy_threads = 4;
   int64_t max_chunk_bytes = (int64_t{1} << 20) - 4096;
   int default_stages = 2;
   // Instantiated CUDA graphs kept per lane (least recently used evicted first).

@@ -222,6 +222,34 @@ TEST(RenderTest, ProfiledKernelsFollowTheSteps) {
   EXPECT_EQ(j["timing"]["kernel_times"][1]["device_us"], 17.5);
 }
 
+TEST(RenderTest, TimelineShowsEachChunksStages) {
+  SubmitReport r = Report();
+  r.timeline = true;
+  r.result.timing.set_chunks(2);
+  const char* stages[] = {"h2d", "compute", "d2h"};
+  for (int chunk = 0; chunk < 2; ++chunk) {
+    for (int s = 0; s < 3; ++s) {
+      v1::TimelineEntry* e = r.result.timing.add_timeline();
+      e->set_stream(stages[s]);
+      e->set_stage(stages[s]);
+      e->set_chunk(chunk);
+      e->set_start_us(chunk * 10 + s * 10);
+      e->set_end_us(chunk * 10 + s * 10 + 9.5);
+    }
+  }
+  const std::string text = RenderSubmitText(r);
+  EXPECT_THAT(text, HasSubstr("chunks    2\n"));
+  EXPECT_THAT(text, HasSubstr("timeline  chunk     h2d us  compute us     d2h us\n"
+                              "              0    0.0-9.5   10.0-19.5  20.0-29.5\n"
+                              "              1  10.0-19.5   20.0-29.5  30.0-39.5\n"))
+      << text;
+  const nlohmann::ordered_json j = SubmitJson(r);
+  EXPECT_EQ(j["timing"]["chunks"], 2);
+  ASSERT_EQ(j["timing"]["timeline"].size(), 6u);
+  EXPECT_EQ(j["timing"]["timeline"][4]["stage"], "compute");
+  EXPECT_EQ(j["timing"]["timeline"][4]["start_us"], 20.0);
+}
+
 TEST(RenderTest, SubmitTextSaysWhatTheServerLeftOut) {
   SubmitReport r = Report();
   r.explain = true;

@@ -63,6 +63,9 @@ void CUPTIAPI OnRuntimeApi(void* userdata, CUpti_CallbackDomain domain, CUpti_Ca
     case CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000:
       stream = static_cast<const cudaGraphLaunch_v10000_params*>(info->functionParams)->stream;
       break;
+    case CUPTI_RUNTIME_TRACE_CBID_cudaStreamWaitEvent_v3020:
+      stream = static_cast<const cudaStreamWaitEvent_v3020_params*>(info->functionParams)->stream;
+      break;
     default:
       ordered = false;
       break;
@@ -96,6 +99,7 @@ TEST(HotPath, SteadyStateJobsMakeNoImplicitlySynchronizingCalls) {
     std::vector<int64_t> shape;
     std::vector<OpSpec> ops;
     LaunchMode launch;
+    int64_t chunk_bytes = 0;  // 0: whole; else the job runs in chunks through the lane's slots
   };
   const std::vector<Job> jobs = {
       {{1 << 20}, {{OpKind::kAffine, 2, 1}, {OpKind::kRelu}}, LaunchMode::kStream},
@@ -103,6 +107,11 @@ TEST(HotPath, SteadyStateJobsMakeNoImplicitlySynchronizingCalls) {
       {{2, 1 << 19}, {{OpKind::kAbs}, {OpKind::kStandardize}}, LaunchMode::kGraph},
       {{4096, 33}, {{OpKind::kSqrt}, {OpKind::kArgmax}}, LaunchMode::kGraphPdl},
       {{1000, 1000}, {{OpKind::kL2Normalize}, {OpKind::kMax}}, LaunchMode::kGraphPdl},
+      // Chunked: the copy streams, cross-stream events and per-chunk graphs of the pipeline.
+      {{1 << 20}, {{OpKind::kAffine, 2, 1}}, LaunchMode::kAuto, 256 << 10},
+      {{512, 1000}, {{OpKind::kSoftmax}}, LaunchMode::kGraphPdl, 100 * 4000 + 12},
+      {{3, 100000}, {{OpKind::kSum}}, LaunchMode::kPdl, 30000 * 4},
+      {{2, 50000}, {{OpKind::kArgmax}}, LaunchMode::kStream, 4000 * 4},
   };
   auto run_batch = [&](int rounds) {
     std::vector<std::shared_ptr<RecordingSink>> sinks;
@@ -112,6 +121,7 @@ TEST(HotPath, SteadyStateJobsMakeNoImplicitlySynchronizingCalls) {
         spec.shape = jobs[j].shape;
         spec.ops = jobs[j].ops;
         spec.launch = jobs[j].launch;
+        spec.chunk_bytes = jobs[j].chunk_bytes;
         spec.priority = static_cast<Priority>((r + j) % kPriorityLevels);
         int64_t n = 1;
         for (int64_t d : spec.shape) n *= d;
@@ -126,7 +136,9 @@ TEST(HotPath, SteadyStateJobsMakeNoImplicitlySynchronizingCalls) {
       EXPECT_TRUE(sink->status().ok()) << sink->status();
     }
   };
-  // Warm-up: every shape once on every lane it can meet (3 levels x 2 lanes).
+  // Warm-up: every shape once on every lane it can meet (3 levels x 2 lanes). The device
+  // arena and pinned staging are allocated once at creation (cudaMalloc, cudaHostAlloc),  and a
+  // chunked job only reuses its lane's slots: no allocation, pool or otherwise, per job.
   run_batch(6);
   counts.recording = true;
   run_batch(12);
@@ -143,6 +155,7 @@ TEST(HotPath, SteadyStateJobsMakeNoImplicitlySynchronizingCalls) {
   EXPECT_GT(counts.count(CUPTI_RUNTIME_TRACE_CBID_cudaEventRecord_v3020), 0) << seen;
   EXPECT_GT(counts.count(CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000), 0) << seen;
   EXPECT_GT(counts.count(CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060), 0) << seen;
+  EXPECT_GT(counts.count(CUPTI_RUNTIME_TRACE_CBID_cudaStreamWaitEvent_v3020), 0) << seen;
   const std::pair<CUpti_CallbackId, const char*> forbidden[] = {
       {CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, "cudaMalloc"},
       {CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020, "cudaFree"},
@@ -150,6 +163,8 @@ TEST(HotPath, SteadyStateJobsMakeNoImplicitlySynchronizingCalls) {
       {CUPTI_RUNTIME_TRACE_CBID_cudaMallocHost_v3020, "cudaMallocHost"},
       {CUPTI_RUNTIME_TRACE_CBID_cudaFreeHost_v3020, "cudaFreeHost"},
       {CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_v11020, "cudaMallocAsync"},
+      {CUPTI_RUNTIME_TRACE_CBID_cudaFreeAsync_v11020, "cudaFreeAsync"},
+      {CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020, "cudaStreamSynchronize"},
       {CUPTI_RUNTIME_TRACE_CBID_cudaMemset_v3020, "cudaMemset"},
       {CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020, "cudaMemcpy"},
       {CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020, "cudaDeviceSynchronize"},

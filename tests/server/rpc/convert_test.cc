@@ -28,6 +28,31 @@ TEST(DecodeJobSpec, DecodesOpsWithDefaults) {
   EXPECT_EQ(spec->shape, (std::vector<int64_t>{2}));
 }
 
+TEST(DecodeJobSpec, CarriesChunkBytesAndTimeline) {
+  v1::SubmitRequest request = ValidRequest();
+  request.mutable_options()->set_chunk_bytes(4096);
+  request.mutable_options()->set_timeline(true);
+  absl::StatusOr<engine::JobSpec> spec = DecodeJobSpec(request);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->chunk_bytes, 4096);
+  EXPECT_TRUE(spec->timeline);
+  EXPECT_EQ(DecodeJobSpec(ValidRequest())->chunk_bytes, 0) << "0: the server's default";
+}
+
+TEST(EncodeTiming, CarriesChunksAndTheTimeline) {
+  engine::JobTiming t;
+  t.chunks = 3;
+  t.gbps = 12.5;
+  t.timeline.push_back({"h2d", "h2d", 2, 1.5, 2.5});
+  const v1::JobEvent event = EncodeTiming("job", t);
+  EXPECT_EQ(event.timing().chunks(), 3);
+  EXPECT_EQ(event.timing().gbps(), 12.5);
+  ASSERT_EQ(event.timing().timeline_size(), 1);
+  EXPECT_EQ(event.timing().timeline(0).chunk(), 2);
+  EXPECT_EQ(event.timing().timeline(0).stage(), "h2d");
+  EXPECT_EQ(event.timing().timeline(0).end_us(), 2.5);
+}
+
 TEST(DecodeJobSpec, AffineWithoutParamsIsTheIdentity) {
   v1::SubmitRequest request = ValidRequest();
   request.mutable_ops(0)->mutable_affine()->clear_alpha();

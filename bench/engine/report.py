@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""Turns engine_bench's JSON lines into bench/results/engine-h200.md.
+
+Reads OUT_DIR/engine_bench.out and OUT_DIR/engine-meta.json; writes OUT_DIR/engine-h200.md and
+prints its targets table last. Standard library only.
+"""
+import json
+import os
+import sys
+
+PINNED_ANCHOR = {"h2d": 55.5, "d2h": 55.4}  # /work/shared/ANCHORS.md, pinned 1 GiB copies
+
+
+def lines(path):
+    out = []
+    if os.path.exists(path):
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                line = line.strip()
+                if line.startswith("{"):
+                    try:
+                        out.append(json.loads(line))
+                    except json.JSONDecodeError:
+                        pass
+    return out
+
+
+def met(ok):
+    return "n/a" if ok is None else ("**yes**" if ok else "**no**")
+
+
+def main():
+    out_dir = sys.argv[1] if len(sys.argv) > 1 else "bench-out"
+    rows = lines(os.path.join(out_dir, "engine_bench.out"))
+    meta = {}
+    meta_path = os.path.join(out_dir, "engine-meta.json")
+    if os.path.exists(meta_path):
+        meta = json.load(open(meta_path))
+    device = next((r for r in rows if r["bench"] == "device"), {})
+    overlap = {r["copy_streams"]: r for r in rows if r["bench"] == "overlap"}
+    staging = next((r for r in rows if r["bench"] == "staging"), None)
+    priority = {r["case"]: r for r in rows if r["bench"] == "priority"}
+
+    targets = ["| target | measured | beside it | target | met |", "| --- | --- | --- | --- | --- |"]
+    o = overlap.get(True)
+    if o:
+        s = overlap.get(False)
+        targets.append(
+            f"| a: overlap, {o['job_bytes'] >> 20} MiB in {o['chunks']} chunks, {o['ops']}-op chain | "
+            f"span {o['span_us']:,.0f} us = {o['ratio']:.2f} x longest stage "
+            f"(h2d {o['h2d_us']:,.0f}, compute {o['compute_us']:,.0f}, d2h {o['d2h_us']:,.0f} us) | "
+            + (f"one stream, no overlap: {s['span_us']:,.0f} us = {s['ratio']:.2f} x" if s else "n/a")
+            + f" | <= 1.15 x | {met(o['ratio'] <= 1.15)} |")
+    else:
+        targets.append("| a: overlap | not measured | | <= 1.15 x | n/a |")
+    if staging:
+        for way in ("h2d", "d2h"):
+            ratio = staging[f"{way}_gbs"] / staging[f"raw_{way}_gbs"] if staging[f"raw_{way}_gbs"] else 0
+            targets.append(
+                f"| b: {way} of a 1 GiB job through pinned staging | {staging[f'{way}_gbs']:.1f} GB/s "
+                f"= {ratio:.2f} x raw | raw pinned cudaMemcpyAsync {staging[f'raw_{way}_gbs']:.1f} GB/s "
+                f"(anchor {PINNED_ANCHOR[way]}) | >= 0.9 x | {met(ratio >= 0.9)} |")
+    else:
+        targets.append("| b: pinned staging | not measured | | >= 0.9 x | n/a |")
+    idle, low, same = priority.get("idle"), priority.get("low-priority load"), priority.get("same-priority load")
+    if idle and low:
+        ratio = low["span_p99_us"] / idle["span_p99_us"] if idle["span_p99_us"] else 0
+        beside = f"same-priority load: p99 {same['span_p99_us']:.1f} us" if same else "n/a"
+        targets.append(
+            f"| c: high-priority {idle['probe']} under low-priority load, device span p99 | "
+            f"{low['span_p99_us']:.1f} us = {ratio:.2f} x idle p99 {idle['span_p99_us']:.1f} us | "
+            f"{beside} | <= 2 x idle | {met(ratio <= 2.0)} |")
+    else:
+        targets.append("| c: priority isolation | not measured | | <= 2 x idle | n/a |")
+
+    md = ["# Engine benchmark on the H200", ""]
+    md.append(f"- commit: `{meta.get('commit', 'unknown')}`")
+    md.append(f"- date: {meta.get('date', 'unknown')}")
+    md.append(f"- machine: {meta.get('nvidia_smi', '')} ({device.get('sms', '?')} SMs, "
+              f"{device.get('memory_gib', '?')} GiB; {meta.get('host_cores', '?')} host cores)")
+    if o:
+        md.append(f"- backend: {o.get('memory', '')}")
+    md += ["",
+           "engine_bench drives the Engine API in process (no gRPC) with the CUDA backend. Stage "
+           "times are sums over a job's chunks of CUDA event intervals on the stream that ran "
+           "the stage; a job's *span* runs from its first copy in to its last copy out (its "
+           "timeline). Figures are medians of the timed repetitions (the first run of each "
+           "shape captures graphs and is left out).", "",
+           "## Targets", ""] + targets + ["", "## Raw results", "", "```"]
+    md += [json.dumps(r) for r in rows]
+    md += ["```", ""]
+    path = os.path.join(out_dir, "engine-h200.md")
+    with open(path, "w") as f:
+        f.write("\n".join(md))
+    print("\n".join(targets))
+    print(f"\nwritten: {path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,193 @@
+#include "server/engine/chunk_plan.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+
+namespace gpupipe::engine {
+namespace {
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+const char* RowOpName(const Plan& plan) {
+  for (const PlanStep& s : plan.steps) {
+    if (s.kind == StepKind::kRowSoftmax || s.kind == StepKind::kRowNormalize) return s.ops.c_str();
+  }
+  return plan.steps.empty() ? "" : plan.steps.front().ops.c_str();
+}
+
+}  // namespace
+
+bool CanSplitRow(const Plan& plan) {
+  return plan.steps.size() == 1 && plan.steps[0].reduces();
+}
+
+kernels::RowReduceKind PartialReduceKind(kernels::RowReduceKind kind) {
+  return kind == kernels::RowReduceKind::kMean ? kernels::RowReduceKind::kSum : kind;
+}
+
+absl::StatusOr<ChunkLayout> MakeChunkLayout(const JobSpec& spec, const Plan& plan,
+                                            int64_t chunk_bytes, int64_t capacity_bytes) {
+  ChunkLayout layout;
+  layout.in_itemsize = DTypeSize(spec.dtype);
+  layout.out_itemsize = DTypeSize(plan.output_dtype);
+  chunk_bytes = std::max<int64_t>(1, std::min(chunk_bytes, capacity_bytes));
+  // The outermost row op has the fewest rows; every step's rows (or elements) are a multiple
+  // of its row count, since row ops work along trailing dimensions.
+  layout.units = plan.input_elements;
+  for (const PlanStep& step : plan.steps) {
+    if (step.kind != StepKind::kElementwise) layout.units = std::min(layout.units, step.rows);
+  }
+  layout.units = std::max<int64_t>(1, layout.units);
+  layout.unit_elements = plan.input_elements / layout.units;
+  // Every tensor of the plan scales with the units a chunk holds (the planner's max_bytes
+  // covers every step's input and output in their dtypes).
+  const int64_t unit_bytes = CeilDiv(plan.max_bytes, layout.units);
+  layout.unit_bytes = unit_bytes;
+
+  if (unit_bytes <= chunk_bytes || (unit_bytes <= capacity_bytes && !CanSplitRow(plan))) {
+    layout.mode = ChunkLayout::Mode::kRows;
+    layout.units_per_chunk = std::max<int64_t>(1, chunk_bytes / unit_bytes);
+    layout.units_per_chunk = std::min(layout.units_per_chunk, layout.units);
+    layout.chunk_count = CeilDiv(layout.units, layout.units_per_chunk);
+    return layout;
+  }
+  if (!CanSplitRow(plan)) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "input.shape: one row of ", RowOpName(plan), " needs ", unit_bytes,
+        " bytes on the device (input and intermediate results of ", layout.unit_elements,
+        " elements), over the ", capacity_bytes,
+        " bytes a stream's chunk buffers hold (gpupiped --chunk-mib and --device-memory); only "
+        "reductions and argmax split a row across chunks"));
+  }
+  // A piece's largest tensor is its input (its partial is one value of at most 8 bytes).
+  layout.mode = ChunkLayout::Mode::kSplitRow;
+  const int64_t per_element = std::max<int64_t>(layout.in_itemsize, 4);
+  layout.piece_elements =
+      std::max<int64_t>(1, std::min(chunk_bytes / per_element, layout.unit_elements));
+  if (std::max<int64_t>(layout.piece_elements * per_element, 8) > capacity_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the server's chunk buffers of ", capacity_bytes, " bytes are too small for a job"));
+  }
+  layout.pieces_per_unit = CeilDiv(layout.unit_elements, layout.piece_elements);
+  layout.chunk_count = layout.units * layout.pieces_per_unit;
+  return layout;
+}
+
+Chunk ChunkAt(const Plan& plan, const ChunkLayout& layout, int64_t index) {
+  Chunk c;
+  c.index = index;
+  c.plan = plan;
+  if (layout.mode == ChunkLayout::Mode::kSplitRow) {
+    const int64_t unit = index / layout.pieces_per_unit;
+    c.piece = index % layout.pieces_per_unit;
+    const int64_t start = c.piece * layout.piece_elements;
+    c.in_offset = unit * layout.unit_elements + start;
+    c.in_elements = std::min(layout.piece_elements, layout.unit_elements - start);
+    c.out_offset = unit;
+    c.out_elements = 1;
+    c.last_piece = c.piece == layout.pieces_per_unit - 1;
+    PlanStep& step = c.plan.steps[0];
+    step.rows = 1;
+    step.cols = c.in_elements;
+    step.reduce = PartialReduceKind(step.reduce);
+    c.plan.input_elements = c.in_elements;
+    c.plan.output_elements = 1;
+    c.plan.output_shape = {};
+    c.plan.max_bytes = std::max<int64_t>(c.in_elements * layout.in_itemsize, 8);
+    return c;
+  }
+  const int64_t first_unit = index * layout.units_per_chunk;
+  const int64_t units = std::min(layout.units_per_chunk, layout.units - first_unit);
+  // Every step's rows (elementwise steps: elements) scale with the units the chunk holds.
+  const auto scale = [&](int64_t whole) { return whole / layout.units * units; };
+  c.in_offset = first_unit * layout.unit_elements;
+  c.in_elements = units * layout.unit_elements;
+  c.out_offset = plan.output_elements / layout.units * first_unit;
+  c.out_elements = scale(plan.output_elements);
+  for (PlanStep& step : c.plan.steps) {
+    if (step.kind == StepKind::kElementwise) {
+      step.cols = scale(step.cols);
+    } else {
+      step.rows = scale(step.rows);
+    }
+  }
+  c.plan.input_elements = c.in_elements;
+  c.plan.output_elements = c.out_elements;
+  c.plan.output_shape = {c.out_elements};
+  c.plan.max_bytes = layout.unit_bytes * units;
+  return c;
+}
+
+SplitRowCombiner::SplitRowCombiner(const Plan& plan, const ChunkLayout& layout)
+    : step_(plan.steps.at(0)), cols_(layout.unit_elements) {}
+
+void SplitRowCombiner::Add(const Chunk& chunk, const void* partial, const float* input) {
+  if (chunk.piece == 0) {
+    acc_ = 0;
+    seen_ = false;
+    nan_ = false;
+    best_index_ = 0;
+  }
+  if (step_.kind == StepKind::kRowArgmax) {
+    int64_t local = 0;
+    std::memcpy(&local, partial, sizeof(local));
+    const float v = kernels::ApplyEw(step_.program, input[chunk.in_offset + local]);
+    const int64_t column = chunk.in_offset - chunk.out_offset * cols_ + local;
+    // The first maximum wins: a later piece replaces it only when strictly greater, or when it
+    // holds the row's first NaN.
+    if (!seen_ || (!nan_ && (std::isnan(v) || v > extreme_))) {
+      extreme_ = v;
+      best_index_ = column;
+      nan_ = std::isnan(v);
+    }
+    seen_ = true;
+    return;
+  }
+  float p = 0;
+  std::memcpy(&p, partial, sizeof(p));
+  switch (step_.reduce) {
+    case kernels::RowReduceKind::kSum:
+    case kernels::RowReduceKind::kMean:
+      acc_ += static_cast<double>(p);
+      break;
+    case kernels::RowReduceKind::kNorm2:
+      acc_ += static_cast<double>(p) * static_cast<double>(p);
+      break;
+    case kernels::RowReduceKind::kMin:
+    case kernels::RowReduceKind::kMax:
+      if (std::isnan(p)) {
+        nan_ = true;
+      } else if (!seen_ || (step_.reduce == kernels::RowReduceKind::kMin ? p < extreme_
+                                                                         : p > extreme_)) {
+        extreme_ = p;
+      }
+      seen_ = true;
+      break;
+  }
+}
+
+std::string SplitRowCombiner::Finish(const Chunk& chunk) {
+  (void)chunk;
+  if (step_.kind == StepKind::kRowArgmax) {
+    return std::string(reinterpret_cast<const char*>(&best_index_), sizeof(best_index_));
+  }
+  float out = 0;
+  switch (step_.reduce) {
+    case kernels::RowReduceKind::kSum: out = static_cast<float>(acc_); break;
+    case kernels::RowReduceKind::kMean:
+      out = static_cast<float>(acc_ / static_cast<double>(cols_));
+      break;
+    case kernels::RowReduceKind::kNorm2: out = static_cast<float>(std::sqrt(acc_)); break;
+    case kernels::RowReduceKind::kMin:
+    case kernels::RowReduceKind::kMax:
+      out = nan_ ? std::numeric_limits<float>::quiet_NaN() : extreme_;
+      break;
+  }
+  return std::string(reinterpret_cast<const char*>(&out), sizeof(out));
+}
+
+}  // namespace gpupipe::engine

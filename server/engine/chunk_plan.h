@@ -1,0 +1,117 @@
+// How a job runs in chunks: the backend-independent part of the overlapped pipeline (copy a
+// chunk in, run the plan on it, copy its result out), shared by the CUDA and CPU backends so
+// chunk invariance can be tested without a GPU.
+//
+// Two layouts:
+//  - kRows: each chunk is a whole number of *units*, where a unit is the input elements one row
+//    of the plan's outermost row op covers (the row op with the fewest rows: row ops work along
+//    trailing dimensions, so every step's row count is a multiple of its; 1 element for purely
+//    elementwise plans). Each step of the chunk's plan is the job's step with its rows (or
+//    elements) scaled by the chunk's share of the units, and the chunk's output is a contiguous
+//    slice of the job's output, so it is emitted as soon as it is on the host.
+//  - kSplitRow: a single reduction or argmax step (elementwise prologue included) whose rows
+//    do not fit in a chunk. Each chunk is one piece of one row; the piece's reduction is a
+//    partial result that SplitRowCombiner merges on the host; a row's result is emitted once
+//    its last piece is in.
+// Softmax, l2normalize and standardize need a whole row on the device (their second pass
+// reads the row again); a row of theirs larger than a lane's buffers is RESOURCE_EXHAUSTED,
+// naming the limit.
+//
+// Row ops that replace the last axis (cumsum, histogram, convolve, topk) run in kRows chunks
+// as they are, once their steps exist: a chunk scales each step's `rows`, and their output
+// columns are per row. Splitting one of their rows across chunks is the hook beside kSplitRow
+// (extend CanSplitRow and ChunkAt's piece geometry per kind):
+//  - cumsum: pieces in order with the kernel's d_carry (one accumulator per row, kept in the
+//    lane, zeroed for piece 0); each piece's output is final, emitted at in_offset;
+//  - histogram: pieces with accumulate=true into counts kept in the lane (not in a slot), copied
+//    out after the row's last piece;
+//  - convolve: each piece reads a window with its halo (taps - 1 elements before it) and writes
+//    its range of outputs, given as full-convolution indices plus the window's global start
+//    and the row's length;
+//  - topk: each piece's top k (k <= piece), merged like SplitRowCombiner merges argmax.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "server/engine/plan.h"
+#include "server/engine/types.h"
+
+namespace gpupipe::engine {
+
+struct ChunkLayout {
+  enum class Mode { kRows, kSplitRow };
+  Mode mode = Mode::kRows;
+  int64_t unit_elements = 1;     // input elements per unit (row of the outermost row op)
+  int64_t unit_bytes = 0;        // device bytes a unit needs (its largest tensor, any step)
+  int64_t units = 0;             // units in the job
+  int64_t units_per_chunk = 1;   // kRows
+  int64_t piece_elements = 0;    // kSplitRow: input elements per piece (the last one shorter)
+  int64_t pieces_per_unit = 0;   // kSplitRow
+  int64_t chunk_count = 0;
+  int64_t in_itemsize = 4;       // bytes of one input element
+  int64_t out_itemsize = 4;      // bytes of one output element
+};
+
+// One chunk of a layout: which input elements it reads, and where its result goes.
+struct Chunk {
+  int64_t index = 0;
+  int64_t in_offset = 0;    // first input element
+  int64_t in_elements = 0;
+  // kRows: output elements [out_offset, out_offset + out_elements) of the job's output.
+  // kSplitRow: the row (unit) this piece belongs to, in out_offset; out_elements = 1 partial.
+  int64_t out_offset = 0;
+  int64_t out_elements = 0;
+  int64_t piece = 0;        // kSplitRow: piece index within the row
+  bool last_piece = false;  // kSplitRow: the row's result is complete after this chunk
+  Plan plan;                // the plan over this chunk's elements
+};
+
+// Plans the chunks of `plan` for chunks of about `chunk_bytes` input bytes (a request), on a
+// backend whose buffers hold `capacity_bytes` for a chunk's largest tensor (input,
+// intermediate or output). kRows chunks hold at least one unit when it fits the capacity, so a
+// small request still runs a normalization one row at a time; a reduction over rows larger than
+// the request is split inside the row. RESOURCE_EXHAUSTED when a unit exceeds the capacity and
+// the plan cannot be split inside a row.
+absl::StatusOr<ChunkLayout> MakeChunkLayout(const JobSpec& spec, const Plan& plan,
+                                            int64_t chunk_bytes, int64_t capacity_bytes);
+
+// Chunk `index` (0 <= index < layout.chunk_count) of `plan`.
+Chunk ChunkAt(const Plan& plan, const ChunkLayout& layout, int64_t index);
+
+// Whether a plan may run kSplitRow: one reduction or argmax step.
+bool CanSplitRow(const Plan& plan);
+
+// Merges the per-piece partial results of kSplitRow chunks into each row's result, exactly as
+// the reference defines the op: sum and mean accumulate the partial sums in double; norm2 is
+// sqrt of the sum of the squared partial norms; min and max propagate NaN; argmax keeps the
+// first maximum (a NaN wins, the first NaN first) across pieces, comparing the values
+// ApplyEw(prologue, x) of each piece's winner.
+//
+// Thread safety: none; one job's runner uses it.
+class SplitRowCombiner {
+ public:
+  SplitRowCombiner(const Plan& plan, const ChunkLayout& layout);
+
+  // Adds `chunk`'s partial: `partial` points to its one output value (a float, or an int64
+  // column within the piece for argmax); `input` is the whole job's input (for argmax values).
+  void Add(const Chunk& chunk, const void* partial, const float* input);
+  // The row's result in the output dtype's bytes, after its last piece was added.
+  std::string Finish(const Chunk& chunk);
+
+ private:
+  const PlanStep& step_;
+  int64_t cols_;
+  double acc_ = 0;
+  float extreme_ = 0;
+  bool seen_ = false;
+  bool nan_ = false;
+  int64_t best_index_ = 0;
+};
+
+// The reduction a kSplitRow piece computes (mean pieces are sums; the row's mean divides).
+kernels::RowReduceKind PartialReduceKind(kernels::RowReduceKind kind);
+
+}  // namespace gpupipe::engine

@@ -1,0 +1,231 @@
+// Chunked jobs on the CPU backend: the chunk layout, chunk invariance for every op family,
+// results emitted while the input is still arriving, the limit for rows that cannot be split,
+// and many concurrent submitters. The CUDA backend runs the same cases in cuda_chunked_test.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <memory>
+#include <thread>
+
+#include "server/engine/chunk_plan.h"
+#include "server/engine/cpu_backend.h"
+#include "server/engine/engine.h"
+#include "server/engine/validate.h"
+#include "tests/testing/chunk_cases.h"
+#include "tests/testing/random_tensor.h"
+#include "tests/testing/recording_sink.h"
+
+namespace gpupipe::engine {
+namespace {
+
+using gpupipe::testing::AsBytes;
+using gpupipe::testing::AsFloats;
+using gpupipe::testing::RecordingSink;
+
+JobSpec Spec(std::vector<int64_t> shape, std::vector<OpSpec> ops, int64_t chunk_bytes = 0) {
+  JobSpec spec;
+  spec.shape = std::move(shape);
+  spec.ops = std::move(ops);
+  spec.chunk_bytes = chunk_bytes;
+  return spec;
+}
+
+std::shared_ptr<RecordingSink> RunJob(Engine& engine, const JobSpec& spec,
+                                      const std::vector<float>& x) {
+  auto sink = std::make_shared<RecordingSink>();
+  std::string input = AsBytes(x);
+  absl::Status s = engine.Submit(spec, input, sink);
+  EXPECT_TRUE(s.ok()) << s;
+  if (s.ok()) EXPECT_TRUE(sink->WaitDone(std::chrono::seconds(60)));
+  return sink;
+}
+
+TEST(ChunkLayout, RowsOfTheOutermostRowOpAreTheUnit) {
+  JobSpec spec = Spec({4, 5, 6}, {{OpKind::kSum}, {OpKind::kSoftmax}});
+  absl::StatusOr<Plan> plan = PlanJob(spec);
+  ASSERT_TRUE(plan.ok());
+  // sum over 6, then softmax over the 5 sums: one softmax row covers 30 input elements.
+  absl::StatusOr<ChunkLayout> layout = MakeChunkLayout(spec, *plan, 4 * 30 * 3 - 1, 1 << 20);
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  EXPECT_EQ(layout->mode, ChunkLayout::Mode::kRows);
+  EXPECT_EQ(layout->unit_elements, 30);
+  EXPECT_EQ(layout->units, 4);
+  EXPECT_EQ(layout->units_per_chunk, 2);
+  EXPECT_EQ(layout->chunk_count, 2);
+  const Chunk last = ChunkAt(*plan, *layout, 1);
+  EXPECT_EQ(last.in_offset, 60);
+  EXPECT_EQ(last.in_elements, 60);
+  EXPECT_EQ(last.out_offset, 10);
+  EXPECT_EQ(last.out_elements, 10);
+  ASSERT_EQ(last.plan.steps.size(), 2u);
+  EXPECT_EQ(last.plan.steps[0].rows, 10);
+  EXPECT_EQ(last.plan.steps[0].cols, 6);
+  EXPECT_EQ(last.plan.steps[1].rows, 2);
+  EXPECT_EQ(last.plan.steps[1].cols, 5);
+}
+
+TEST(ChunkLayout, ReductionsSplitRowsLongerThanAChunk) {
+  JobSpec spec = Spec({2, 1000}, {{OpKind::kMean}});
+  absl::StatusOr<Plan> plan = PlanJob(spec);
+  ASSERT_TRUE(plan.ok());
+  absl::StatusOr<ChunkLayout> layout = MakeChunkLayout(spec, *plan, 4 * 300, 1 << 20);
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  EXPECT_EQ(layout->mode, ChunkLayout::Mode::kSplitRow);
+  EXPECT_EQ(layout->pieces_per_unit, 4);
+  EXPECT_EQ(layout->chunk_count, 8);
+  const Chunk c = ChunkAt(*plan, *layout, 7);
+  EXPECT_EQ(c.out_offset, 1);
+  EXPECT_EQ(c.in_offset, 1900);
+  EXPECT_EQ(c.in_elements, 100);
+  EXPECT_TRUE(c.last_piece);
+  EXPECT_EQ(c.plan.steps[0].reduce, kernels::RowReduceKind::kSum);  // the row's mean divides
+}
+
+TEST(ChunkLayout, ARowThatCannotBeSplitMustFitTheCapacity) {
+  JobSpec spec = Spec({2, 1000}, {{OpKind::kSoftmax}});
+  absl::StatusOr<Plan> plan = PlanJob(spec);
+  ASSERT_TRUE(plan.ok());
+  absl::StatusOr<ChunkLayout> fits = MakeChunkLayout(spec, *plan, 100, 4000);
+  ASSERT_TRUE(fits.ok()) << fits.status();
+  EXPECT_EQ(fits->units_per_chunk, 1);
+  absl::StatusOr<ChunkLayout> too_long = MakeChunkLayout(spec, *plan, 100, 3999);
+  ASSERT_EQ(too_long.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(too_long.status().message().find("softmax"), std::string::npos)
+      << too_long.status();
+  EXPECT_NE(too_long.status().message().find("--chunk-mib"), std::string::npos);
+}
+
+TEST(ChunkedEngine, EveryChunkingGivesTheWholeJobsResult) {
+  auto engine = Engine::Create(CreateCpuBackend({}), {});
+  const uint64_t seed = gpupipe::testing::FreshSeed();
+  SCOPED_TRACE("seed " + std::to_string(seed) + " (replay with GPUPIPE_TEST_SEED)");
+  int n = 0;
+  for (const gpupipe::testing::ChunkCase& c : gpupipe::testing::ChunkCases()) {
+    std::vector<float> x = gpupipe::testing::RandomFloats(ElementCount(c.shape), seed + n++);
+    auto whole = RunJob(*engine, Spec(c.shape, c.ops), x);
+    ASSERT_TRUE(whole->status().ok()) << c.name << ": " << whole->status();
+    EXPECT_EQ(whole->timing().chunks, 1) << c.name;
+    for (int64_t chunk_bytes : gpupipe::testing::ChunkSizes(c.shape)) {
+      const std::string what = std::string(c.name) + " in chunks of " +
+                               std::to_string(chunk_bytes) + " bytes";
+      auto got = RunJob(*engine, Spec(c.shape, c.ops, chunk_bytes), x);
+      ASSERT_TRUE(got->status().ok()) << what << ": " << got->status();
+      EXPECT_EQ(got->info().output_shape, whole->info().output_shape) << what;
+      if (whole->info().output_dtype == DType::kInt64) {
+        EXPECT_TRUE(got->output() == whole->output()) << what << ": indices differ";
+        continue;
+      }
+      const float tol =
+          c.split_sum_like ? gpupipe::testing::SplitRowTolerance(c.shape.back()) : 0.0f;
+      EXPECT_EQ(gpupipe::testing::CompareFloats(AsFloats(got->output()),
+                                                AsFloats(whole->output()), tol),
+                "")
+          << what;
+    }
+  }
+}
+
+TEST(ChunkedEngine, ResultsStreamWhileTheInputIsStillArriving) {
+  auto engine = Engine::Create(CreateCpuBackend({}), {});
+  const int64_t rows = 64, cols = 256;
+  std::vector<float> x = gpupipe::testing::RandomFloats(rows * cols, 7);
+  const std::string bytes = AsBytes(x);
+  auto input = InputSource::Streaming(static_cast<int64_t>(bytes.size()));
+  auto sink = std::make_shared<RecordingSink>();
+  // One row per chunk: the first rows' results can leave before the last rows arrive.
+  ASSERT_TRUE(engine->Submit(Spec({rows, cols}, {{OpKind::kSoftmax}}, 4 * cols), input, sink).ok());
+  const size_t half = bytes.size() / 2;
+  ASSERT_TRUE(input->Append(bytes.data(), static_cast<int64_t>(half)).ok());
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (sink->output().size() < half && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(sink->output().size(), half) << "the first half's rows were not emitted";
+  ASSERT_TRUE(input->Append(bytes.data() + half, static_cast<int64_t>(bytes.size() - half)).ok());
+  ASSERT_TRUE(sink->WaitDone());
+  ASSERT_TRUE(sink->status().ok()) << sink->status();
+  auto whole = RunJob(*engine, Spec({rows, cols}, {{OpKind::kSoftmax}}), x);
+  EXPECT_TRUE(sink->output() == whole->output());
+  EXPECT_EQ(sink->timing().chunks, rows);
+}
+
+TEST(ChunkedEngine, TimelineHasOneComputeEntryPerChunk) {
+  auto engine = Engine::Create(CreateCpuBackend({}), {});
+  JobSpec spec = Spec({10, 100}, {{OpKind::kSum}}, 4 * 100 * 3);
+  spec.timeline = true;
+  auto sink = RunJob(*engine, spec, gpupipe::testing::RandomFloats(1000, 3));
+  ASSERT_TRUE(sink->status().ok());
+  const JobTiming t = sink->timing();
+  EXPECT_EQ(t.chunks, 4);
+  ASSERT_EQ(t.timeline.size(), 4u);
+  for (size_t i = 0; i < t.timeline.size(); ++i) {
+    EXPECT_EQ(t.timeline[i].chunk, static_cast<int>(i));
+    EXPECT_EQ(t.timeline[i].stage, "compute");
+    EXPECT_LE(t.timeline[i].start_us, t.timeline[i].end_us);
+  }
+  EXPECT_GT(t.gbps, 0.0);
+}
+
+TEST(ChunkedEngine, ARowOverTheCapacityIsResourceExhausted) {
+  CpuBackendOptions cpu;
+  cpu.chunk_capacity_bytes = 1024;
+  auto engine = Engine::Create(CreateCpuBackend(cpu), {});
+  auto sink = RunJob(*engine, Spec({2, 1000}, {{OpKind::kStandardize}}),
+                     gpupipe::testing::RandomFloats(2000, 5));
+  EXPECT_EQ(sink->status().code(), absl::StatusCode::kResourceExhausted) << sink->status();
+  // A reduction splits the same rows instead.
+  auto sum = RunJob(*engine, Spec({2, 1000}, {{OpKind::kSum}}),
+                    gpupipe::testing::RandomFloats(2000, 5));
+  EXPECT_TRUE(sum->status().ok()) << sum->status();
+}
+
+TEST(ChunkedEngine, ConcurrentSubmittersOfMixedPrioritiesAndSizesEachGetTheirResult) {
+  CpuBackendOptions cpu;
+  cpu.lanes_per_level = 2;
+  cpu.chunk_bytes = 4096;
+  auto engine = Engine::Create(CreateCpuBackend(cpu), {});
+  const uint64_t seed = gpupipe::testing::FreshSeed();
+  SCOPED_TRACE("seed " + std::to_string(seed) + " (replay with GPUPIPE_TEST_SEED)");
+  constexpr int kSubmitters = 8, kJobsEach = 12;
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kSubmitters; ++t) {
+    threads.emplace_back([&, t] {
+      for (int j = 0; j < kJobsEach; ++j) {
+        const int64_t rows = 1 + (t * 7 + j * 13) % 50;
+        const int64_t cols = 1 + (t * 31 + j * 17) % 700;
+        std::vector<float> x = gpupipe::testing::RandomFloats(rows * cols, seed + t * 100 + j);
+        JobSpec spec = Spec({rows, cols}, {{OpKind::kAffine, 2, 1}, {OpKind::kSum}});
+        spec.priority = static_cast<Priority>((t + j) % kPriorityLevels);
+        auto sink = std::make_shared<RecordingSink>();
+        std::string input = AsBytes(x);
+        if (!engine->Submit(spec, input, sink).ok() || !sink->WaitDone(std::chrono::seconds(60)) ||
+            !sink->status().ok() || sink->done_calls() != 1) {
+          ++failures;
+          continue;
+        }
+        std::vector<float> got = AsFloats(sink->output());
+        if (static_cast<int64_t>(got.size()) != rows) {
+          ++failures;
+          continue;
+        }
+        for (int64_t r = 0; r < rows; ++r) {
+          double want = 0;
+          for (int64_t c = 0; c < cols; ++c) {
+            want += static_cast<double>(std::fmaf(2.0f, x[r * cols + c], 1.0f));
+          }
+          if (std::fabs(got[r] - want) > gpupipe::testing::SplitRowTolerance(cols) * 3) {
+            ++failures;
+            break;
+          }
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(engine->jobs_in_flight(), 0);
+}
+
+}  // namespace
+}  // namespace gpupipe::engine

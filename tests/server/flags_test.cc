@@ -1,0 +1,39 @@
+// gpupiped's memory flags: --device-memory as a percentage or a size, --chunk-mib.
+#include "server/flags.h"
+
+#include <gtest/gtest.h>
+
+namespace gpupipe::daemon {
+namespace {
+
+TEST(Flags, DeviceMemoryTakesAPercentageOrASize) {
+  absl::StatusOr<DaemonOptions> o = ParseFlags({"--device-memory", "40%", "--chunk-mib=8"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_DOUBLE_EQ(o->device_memory_fraction, 0.4);
+  EXPECT_EQ(o->device_memory_bytes, 0);
+  EXPECT_EQ(o->chunk_bytes, int64_t{8} << 20);
+
+  o = ParseFlags({"--device-memory=2GiB"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->device_memory_bytes, int64_t{2} << 30);
+  EXPECT_EQ(o->device_memory_fraction, 0);
+  o = ParseFlags({"--device-memory", "512MiB"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->device_memory_bytes, int64_t{512} << 20);
+  o = ParseFlags({"--device-memory", "300"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->device_memory_bytes, int64_t{300} << 20);
+}
+
+TEST(Flags, BadDeviceMemoryNamesTheFlag) {
+  for (const char* bad : {"0%", "96%", "-1GiB", "lots", "GiB", ""}) {
+    absl::StatusOr<DaemonOptions> o = ParseFlags({"--device-memory", bad});
+    ASSERT_FALSE(o.ok()) << bad;
+    EXPECT_EQ(o.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(o.status().message().find("--device-memory"), std::string::npos) << o.status();
+  }
+  EXPECT_FALSE(ParseFlags({"--chunk-mib", "0"}).ok());
+}
+
+}  // namespace
+}  // namespace gpupipe::daemon
