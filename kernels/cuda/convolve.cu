@@ -150,6 +150,8 @@ __global__ void __launch_bounds__(kConvThreads)
     }
     // Largest index read: o + k0 + 2 kR - 1 <= (kConvTile - kR) + (padded - kR) + 2 kR - 1
     //                   = kConvTile + padded - 1 < span.
+    // Unrolled by two so the window's shift becomes register renaming rather than moves.
+#pragma unroll 2
     for (int kb = 0; kb < full_blocks; ++kb) {
       const int k0 = kb * kR;
       Acc gk[kR];

@@ -7,8 +7,9 @@
 // an equal real value.
 //  - k <= 32, topk.warp: a warp per row (or row segment); each lane keeps a sorted register
 //    list of the K >= k largest keys it has seen (K = 16 or 32) and inserts by a min/max network
-//    when any lane of the warp has a key above its list's last; then k rounds of warp argmax
-//    pop the warp's largest keys.
+//    when any lane of the warp has a key above its list's last and above the warp's threshold
+//    (the largest of the lanes' last entries); then k rounds of warp argmax pop the warp's
+//    largest keys.
 //  - k > 32, topk.radix: a block per row (or segment) finds the k-th largest key by radix
 //    select (8 bits per pass, a shared-memory histogram), gathers the keys above it (fewer than
 //    k) into shared memory, sorts them by a bitonic network, and pads with the k-th key.
@@ -143,8 +144,12 @@ __global__ void __launch_bounds__(kTopkThreads)
     Key top[K];
 #pragma unroll
     for (int i = 0; i < K; ++i) top[i] = 0;
+    // Some lane holds K >= k keys >= thr (lists only grow), so a key below thr is not among
+    // the k largest, and one equal to it has the value of a key that is: skipping both keeps
+    // the result. Lanes insert only when some lane of the warp has a key above thr.
+    Key thr = 0;
     auto push = [&](Key key) {
-      if (__any_sync(kFullMask, key > top[K - 1])) InsertSorted(top, key);
+      if (__any_sync(kFullMask, key > thr && key > top[K - 1])) InsertSorted(top, key);
     };
 
     const int64_t head = detail::HeadToAlign16(x, count);  // < kV <= 8: one element per lane
@@ -165,6 +170,10 @@ __global__ void __launch_bounds__(kTopkThreads)
 #pragma unroll
         for (int e = 0; e < kV; ++e) push(ok[u] ? Tr::ToKey(v[u].v[e]) : Key(0));
       }
+      Key t = top[K - 1];
+#pragma unroll
+      for (int off = kWarp / 2; off > 0; off /= 2) t = max(t, __shfl_xor_sync(kFullMask, t, off));
+      thr = t;
     }
     const int64_t done = head + vecs * kV;  // fewer than kV elements remain
     push(lane < count - done ? Tr::ToKey(detail::LoadCg(x + done + lane)) : Key(0));
