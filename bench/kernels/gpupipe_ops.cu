@@ -132,11 +132,13 @@ cudaError_t RunKernelOp(const KernelOpArgs& a, const float* d_in, void* d_out, v
 #endif
     case KernelOp::kConvolve:
 #ifdef GPUPIPE_BENCH_HAVE_CONVOLVE
-      // The convolve signature was not fixed when this was written: rows of `cols` values,
-      // taps by pointer and count, mode. Adapt to kernels/cuda/convolve.h.
-      return kc::RowConvolve(d_in, ElementType::kFloat32, d_out, a.rows, a.cols, a.taps.data(),
-                             static_cast<int32_t>(a.taps.size()), kc::ConvolveMode::kSame, d_ws,
+    {
+      // The kernel takes taps as doubles (rounded to float32 for float32 data).
+      const std::vector<double> taps(a.taps.begin(), a.taps.end());
+      return kc::RowConvolve(d_in, ElementType::kFloat32, d_out, a.rows, a.cols, taps.data(),
+                             static_cast<int32_t>(taps.size()), kc::ConvolveMode::kSame, d_ws,
                              ws_bytes, config, kernel_count);
+    }
 #else
       break;
 #endif
