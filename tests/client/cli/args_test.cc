@@ -77,7 +77,10 @@ TEST(ArgsTest, CompareDefaults) {
   EXPECT_EQ(c.ops[0].affine().alpha(), 2);
   EXPECT_EQ(c.launches, (std::vector<v1::LaunchMode>{v1::LAUNCH_STREAM, v1::LAUNCH_PDL,
                                                      v1::LAUNCH_GRAPH, v1::LAUNCH_GRAPH_PDL}));
-  EXPECT_EQ(c.stagings, (std::vector<v1::Staging>{v1::STAGING_DIRECT, v1::STAGING_PIPELINE}));
+  EXPECT_EQ(c.stagings,
+            (std::vector<v1::Staging>{v1::STAGING_DIRECT, v1::STAGING_PIPELINE,
+                                      v1::STAGING_PIPELINE_THREAD, v1::STAGING_PRIMITIVES,
+                                      v1::STAGING_BULK}));
   EXPECT_EQ(c.repeat, 5);
   EXPECT_EQ(c.stages, 0u);
   EXPECT_EQ(c.priority, v1::PRIORITY_UNSPECIFIED);
@@ -111,7 +114,8 @@ TEST(ArgsTest, CompareUsageErrors) {
   EXPECT_THAT(with({"--launch", ""}), HasSubstr("--launch: empty item"));
   EXPECT_EQ(with({"--launch", "pdl,graph,PDL"}), "--launch: 'pdl' listed twice");
   EXPECT_EQ(with({"--staging", "direct,shared"}),
-            "--staging: unknown value 'shared' (expected auto, direct, pipeline)");
+            "--staging: unknown value 'shared' (expected auto, direct, pipeline, "
+            "pipeline-thread, primitives, bulk)");
   EXPECT_EQ(with({"--repeat", "0"}), "--repeat: expected an integer from 1 to 1000, got '0'");
   EXPECT_THAT(with({"--repeat", "x"}), HasSubstr("--repeat: expected an integer"));
   EXPECT_THAT(with({"--repeat", "1001"}), HasSubstr("--repeat"));

@@ -75,10 +75,15 @@ class DeviceBuffer {
 
 std::string Describe(const LaunchConfig& c) {
   std::ostringstream os;
-  os << "staging=" << (c.staging == Staging::kDirect ? "direct" : "pipeline")
+  os << "staging=" << StagingName(c.staging)
      << " stages=" << c.stages << " pdl=" << c.pdl;
   return os.str();
 }
+
+const Staging kAllStagings[] = {Staging::kDirect,     Staging::kPipeline, Staging::kPipelineThread,
+                                Staging::kPrimitives, Staging::kBulk,     Staging::kAuto};
+const Staging kStagedStagings[] = {Staging::kPipeline, Staging::kPipelineThread,
+                                   Staging::kPrimitives, Staging::kBulk};
 
 class CudaOpsTest : public ::testing::Test {
  protected:
@@ -104,10 +109,10 @@ class CudaOpsTest : public ::testing::Test {
     }
   }
 
-  // Both staging modes x stages x PDL off/on.
+  // Every staging strategy x stages x PDL off/on.
   std::vector<LaunchConfig> AllConfigs(std::initializer_list<int> stage_counts = {1, 2, 4}) const {
     std::vector<LaunchConfig> configs;
-    for (Staging staging : {Staging::kDirect, Staging::kPipeline}) {
+    for (Staging staging : kAllStagings) {
       for (int stages : stage_counts) {
         for (bool pdl : {false, true}) {
           LaunchConfig c;
@@ -122,6 +127,9 @@ class CudaOpsTest : public ::testing::Test {
     }
     return configs;
   }
+
+  // Defined below the elementwise tests.
+  void StagedMatchesDirect(const std::vector<int64_t>& sizes);
 
   LaunchConfig DefaultConfig() const {
     LaunchConfig c;
@@ -397,6 +405,107 @@ TEST_F(CudaOpsTest, ElementwiseUnalignedOutput) {
     const std::vector<float> got = Download(d_out.get(), n + 1);
     EXPECT_EQ(Bits(got[0]), kPoisonBits) << "write before the start";
     EXPECT_TRUE(BitwiseEqual(std::vector<float>(got.begin() + 1, got.end()), want));
+  }
+}
+
+// Every staged strategy x stages {1, 2, 4, 8} x PDL off/on against direct and the CPU reference,
+// bit for bit, over `sizes`.
+// The shapes where tiling goes wrong: 1 element, lengths that are not whole 16-byte vectors,
+// lengths one below, at and one above a whole number of tiles (each strategy and depth has its
+// own tile size, detail::StagedGeometry), and a few tiles plus a ragged tail.
+TEST_F(CudaOpsTest, ElementwiseStagedEdgeShapes) {
+  std::vector<int64_t> sizes = {1, 2, 3, 5, 7, 13, 4096 + 1, 4096 + 3};
+  // Tile sizes in floats of every strategy and depth: 4 floats x ranks x vectors per rank,
+  // with ranks 256 (224 for the partitioned pipeline, whose first warp only copies).
+  for (int ranks : {256, 224}) {
+    for (int stages : {1, 2, 4, 8}) {
+      const int per_rank = std::max(1, 32768 / (16 * ranks * stages));
+      const int64_t tile = int64_t{4} * ranks * per_rank;
+      for (int64_t n : {tile - 1, tile, tile + 1, 2 * tile + 2, 7 * tile + 5}) sizes.push_back(n);
+    }
+  }
+  std::sort(sizes.begin(), sizes.end());
+  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+  StagedMatchesDirect(sizes);
+}
+
+// A large input (256 MiB in and out) with a ragged tail: every block walks many
+// tiles, so the barriers cycle through many phases. Left out of the sanitizer runs (slow there).
+TEST_F(CudaOpsTest, ElementwiseStagedLargeRaggedTail) {
+  StagedMatchesDirect({(int64_t{1} << 26) + 7});
+}
+
+void CudaOpsTest::StagedMatchesDirect(const std::vector<int64_t>& sizes) {
+  const EwProgram program =
+      Program({Affine(2.0f, 1.0f), Relu(), Affine(0.5f, -1.0f), Op(EwOpcode::kSqrt)});
+  for (int64_t n : sizes) {
+    SCOPED_TRACE("n=" + std::to_string(n));
+    const std::vector<float> in = Random(n, -8.0f, 8.0f);
+    std::vector<float> want(n);
+    cpu::Elementwise(in.data(), want.data(), n, program);
+    DeviceBuffer<float> d_in(n), d_out(n + kGuard);
+    ASSERT_NE(d_in.get(), nullptr);
+    ASSERT_NE(d_out.get(), nullptr);
+    Upload(in, d_in.get());
+
+    LaunchConfig direct = DefaultConfig();
+    direct.staging = Staging::kDirect;
+    Poison(d_out.get(), n);
+    ASSERT_CUDA(Elementwise(d_in.get(), d_out.get(), n, program, direct));
+    const std::vector<float> from_direct = Download(d_out.get(), n);
+    ASSERT_TRUE(BitwiseEqual(from_direct, want));
+
+    for (Staging staging : kStagedStagings) {
+      for (int stages : {1, 2, 4, 8}) {
+        for (bool pdl : {false, true}) {
+          LaunchConfig config = DefaultConfig();
+          config.staging = staging;
+          config.stages = stages;
+          config.pdl = pdl;
+          SCOPED_TRACE(Describe(config));
+          Poison(d_out.get(), n);
+          int kernels = -1;
+          ASSERT_CUDA(Elementwise(d_in.get(), d_out.get(), n, program, config, &kernels));
+          EXPECT_EQ(kernels, 1);
+          const std::vector<float> got = Download(d_out.get(), n);
+          EXPECT_TRUE(BitwiseEqual(got, from_direct));
+        }
+      }
+    }
+  }
+}
+
+// Back-to-back staged launches on one stream with PDL, each reading the previous one's output:
+// a staged kernel's copies must not start before its predecessor has finished writing.
+TEST_F(CudaOpsTest, ElementwiseStagedChainsWithPdl) {
+  const int64_t n = (int64_t{1} << 22) + 9;
+  const std::vector<float> in = Random(n, -4.0f, 4.0f);
+  const EwProgram program = Program({Affine(1.25f, 0.5f)});
+  DeviceBuffer<float> d_a(n + kGuard), d_b(n + kGuard);
+  ASSERT_NE(d_a.get(), nullptr);
+  ASSERT_NE(d_b.get(), nullptr);
+  for (Staging staging : kStagedStagings) {
+    for (int stages : {1, 3, 8}) {
+      LaunchConfig config = DefaultConfig();
+      config.staging = staging;
+      config.stages = stages;
+      config.pdl = true;
+      SCOPED_TRACE(Describe(config));
+      std::vector<float> want = in;
+      Poison(d_a.get(), n);  // the guard past the end of whichever buffer ends up the result
+      Upload(in, d_a.get());
+      Poison(d_b.get(), n);
+      float* src = d_a.get();
+      float* dst = d_b.get();
+      for (int step = 0; step < 6; ++step) {
+        ASSERT_CUDA(Elementwise(src, dst, n, program, config));
+        std::vector<float> next(n);
+        cpu::Elementwise(want.data(), next.data(), n, program);
+        want = std::move(next);
+        std::swap(src, dst);
+      }
+      EXPECT_TRUE(BitwiseEqual(Download(src, n), want));
+    }
   }
 }
 
@@ -998,7 +1107,7 @@ TEST_F(CudaRowOpsTest, PdlChainAcrossOpsMatchesReference) {
     ASSERT_NE(d_a.get(), nullptr);
     ASSERT_NE(d_b.get(), nullptr);
     ASSERT_NE(d_arg.get(), nullptr);
-    for (Staging staging : {Staging::kDirect, Staging::kPipeline}) {
+    for (Staging staging : kAllStagings) {
       LaunchConfig config = DefaultConfig();
       config.pdl = true;
       config.staging = staging;
@@ -1076,6 +1185,16 @@ TEST(DescribeLaunches, Elementwise) {
   EXPECT_EQ(Names(DescribeElementwise(1 << 20, c)), Strings{"elementwise.direct"});
   c.staging = Staging::kPipeline;
   EXPECT_EQ(Names(DescribeElementwise(1 << 20, c)), Strings{"elementwise.pipeline"});
+  c.staging = Staging::kPipelineThread;
+  EXPECT_EQ(Names(DescribeElementwise(1 << 20, c)), Strings{"elementwise.pipeline-thread"});
+  c.staging = Staging::kPrimitives;
+  EXPECT_EQ(Names(DescribeElementwise(1 << 20, c)), Strings{"elementwise.primitives"});
+  c.staging = Staging::kBulk;
+  EXPECT_EQ(Names(DescribeElementwise(1 << 20, c)), Strings{"elementwise.bulk"});
+  // auto resolves through the tuning table, which holds no measured entries yet: direct.
+  c.staging = Staging::kAuto;
+  EXPECT_EQ(Names(DescribeElementwise(1 << 20, c)), Strings{"elementwise.direct"});
+  c.staging = Staging::kPipeline;
   EXPECT_TRUE(DescribeElementwise(0, c).empty());
   EXPECT_TRUE(DescribeElementwise(-1, c).empty());
   c.stages = 0;
