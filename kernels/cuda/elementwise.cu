@@ -78,6 +78,7 @@ __global__ void __launch_bounds__(kEwThreads)
                       ApplyEw4(program, s4[rank + u * g.ranks]), out_vec);
         }
       });
+  stager.Quit();
 
   // Ragged end (< one tile): plain bounds-checked loads, by the block next in the tile order.
   if (blockIdx.x == full_tiles % gridDim.x) {

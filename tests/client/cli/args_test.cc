@@ -1,6 +1,7 @@
 #include "client/cli/args.h"
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_split.h"
@@ -50,6 +51,23 @@ TEST(ArgsTest, SubmitWithEverything) {
   EXPECT_FALSE(a.submit.options.profile());
   EXPECT_FALSE(a.submit.explain);
   EXPECT_FALSE(a.submit.dry_run);
+}
+
+TEST(ArgsTest, SubmitTakesEveryStagingStrategy) {
+  const std::pair<const char*, v1::Staging> cases[] = {
+      {"auto", v1::STAGING_AUTO},
+      {"direct", v1::STAGING_DIRECT},
+      {"pipeline", v1::STAGING_PIPELINE},
+      {"pipeline-thread", v1::STAGING_PIPELINE_THREAD},
+      {"primitives", v1::STAGING_PRIMITIVES},
+      {"bulk", v1::STAGING_BULK},
+  };
+  for (const auto& [name, staging] : cases) {
+    Args a = MustParse({"submit", "--input", "x.npy", "--ops", "relu", "--staging", name,
+                        "--stages", "8"});
+    EXPECT_EQ(a.submit.options.staging(), staging) << name;
+    EXPECT_EQ(a.submit.options.stages(), 8u) << name;
+  }
 }
 
 TEST(ArgsTest, SubmitPlanAndProfileFlags) {

@@ -44,14 +44,16 @@ class BulkStager {
   }
 
   // As PartitionedPipelineStager::ForEach; every thread is a consumer, rank = threadIdx.x.
+  // Slots and phases continue across calls: the j-th tile staged since the prologue (j =
+  // used_ + k) uses slot j % S in that slot's phase j / S.
   template <typename Consume>
   __device__ __forceinline__ void ForEach(const uint4* d_src, int64_t first_tile,
                                           int64_t tile_stride, int64_t count, Consume&& consume) {
     const int64_t tile_vecs = g_.tile_vecs();
     const int rank = static_cast<int>(threadIdx.x);
     const bool leader = threadIdx.x == 0;
-    auto issue = [&](int64_t k) {  // thread 0 only; slot k % S is free
-      const int s = static_cast<int>(k % g_.stages);
+    auto issue = [&](int64_t k) {  // thread 0 only; slot (used_ + k) % S is free
+      const int s = static_cast<int>((used_ + k) % g_.stages);
       const uint32_t bytes = static_cast<uint32_t>(g_.tile_bytes());
       (void)::cuda::ptx::mbarrier_arrive_expect_tx(::cuda::ptx::sem_release,
                                                    ::cuda::ptx::scope_cta,
@@ -67,8 +69,8 @@ class BulkStager {
       for (int64_t k = 0; k < count && k < g_.stages; ++k) issue(k);
     }
     for (int64_t k = 0; k < count; ++k) {
-      const int s = static_cast<int>(k % g_.stages);
-      const int64_t use = k / g_.stages;
+      const int s = static_cast<int>((used_ + k) % g_.stages);
+      const int64_t use = (used_ + k) / g_.stages;
       WaitParity(&smem_.full[s], use);
       consume(first_tile + k * tile_stride,
               static_cast<const uint4*>(smem_.buffer + s * tile_vecs), rank);
@@ -80,18 +82,23 @@ class BulkStager {
       }
     }
     // Tiles count - S .. count - 1 were not followed by a refill; observe their releases so
-    // every phase of both barrier sets has completed and been waited on before the block ends.
+    // every phase of both barrier sets has completed and been waited on before the block ends
+    // or the next call refills the slots.
     if (leader) {
       for (int64_t k = count > g_.stages ? count - g_.stages : 0; k < count; ++k) {
-        WaitParity(&smem_.empty[k % g_.stages], k / g_.stages);
+        WaitParity(&smem_.empty[(used_ + k) % g_.stages], (used_ + k) / g_.stages);
       }
     }
     __syncwarp();
+    used_ += count;
   }
+
+  __device__ __forceinline__ void Quit() {}  // nothing outstanding after ForEach
 
  private:
   StagingSmem& smem_;
   TileGeometry g_;
+  int64_t used_ = 0;  // tiles staged by earlier ForEach calls
 };
 
 }  // namespace gpupipe::kernels::cuda::detail

@@ -66,8 +66,9 @@ class PartitionedPipelineStager {
 
   // Tiles first_tile + k * tile_stride (k < count) of d_src (16-byte aligned; every tile lies
   // inside the source). Calls consume(tile, s_tile, rank) on the consumer threads only; all
-  // threads of the block call ForEach with the same arguments. The pipeline is left (quit) on
-  // return, so ForEach runs once per stager.
+  // threads of the block call ForEach with the same arguments. Every call consumes all it
+  // produces, so a kernel may call it again (one segment of a row after another); the pipeline
+  // keeps its ring position across calls, and so does `used_`, the buffers' position.
   template <typename Consume>
   __device__ __forceinline__ void ForEach(const uint4* d_src, int64_t first_tile,
                                           int64_t tile_stride, int64_t count, Consume&& consume) {
@@ -77,7 +78,7 @@ class PartitionedPipelineStager {
           cooperative_groups::this_thread_block());
       for (int64_t k = 0; k < count; ++k) {
         pipe_.producer_acquire();  // the consumers released this stage's previous tile
-        ::cuda::memcpy_async(warp, smem_.buffer + (k % g_.stages) * tile_vecs,
+        ::cuda::memcpy_async(warp, smem_.buffer + ((used_ + k) % g_.stages) * tile_vecs,
                              d_src + (first_tile + k * tile_stride) * tile_vecs,
                              ::cuda::aligned_size_t<kStagingVecBytes>(g_.tile_bytes()), pipe_);
         // Commit from a converged warp: one batch per warp, not one per diverged lane group.
@@ -89,17 +90,26 @@ class PartitionedPipelineStager {
       for (int64_t k = 0; k < count; ++k) {
         pipe_.consumer_wait();
         consume(first_tile + k * tile_stride,
-                static_cast<const uint4*>(smem_.buffer + (k % g_.stages) * tile_vecs), rank);
+                static_cast<const uint4*>(smem_.buffer + ((used_ + k) % g_.stages) * tile_vecs),
+                rank);
         pipe_.consumer_release();
       }
     }
+    used_ += count;
+  }
+
+  // Leaves the pipeline once the kernel has no more tiles for it (the CUDA guide's early exit:
+  // the thread goes on with plain loads, or ends). From a converged warp; the last thread to
+  // leave invalidates the barriers, necessarily after every arrival on them.
+  __device__ __forceinline__ void Quit() {
     __syncwarp();
-    pipe_.quit();  // this thread leaves; the last one to leave invalidates the barriers
+    pipe_.quit();
   }
 
  private:
   StagingSmem& smem_;
   TileGeometry g_;
+  int64_t used_ = 0;  // tiles staged by earlier ForEach calls
   bool producer_;
   BlockPipeline pipe_;
 };

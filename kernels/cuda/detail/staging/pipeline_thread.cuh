@@ -64,6 +64,7 @@ class ThreadLocalStager {
   __device__ ThreadLocalStager(StagingSmem& smem, const TileGeometry& g) : smem_(smem), g_(g) {}
 
   // As PartitionedPipelineStager::ForEach; every thread is a consumer, rank = threadIdx.x.
+  // Each call waits for all it commits, so calls are independent.
   template <typename Consume>
   __device__ __forceinline__ void ForEach(const uint4* d_src, int64_t first_tile,
                                           int64_t tile_stride, int64_t count, Consume&& consume) {
@@ -96,6 +97,8 @@ class ThreadLocalStager {
       if (fetched < count) produce();
     }
   }
+
+  __device__ __forceinline__ void Quit() {}  // nothing outstanding after ForEach
 
  private:
   StagingSmem& smem_;
