@@ -212,7 +212,7 @@ TEST(ArgsTest, UsageErrors) {
   EXPECT_THAT(Error({"submit", "--input", "x", "--ops", "relu", "--priority", "urgent"}),
               HasSubstr("--priority: unknown value 'urgent' (expected low, normal, high)"));
   EXPECT_THAT(Error({"submit", "--input", "x", "--ops", "relu", "--staging", "x"}),
-              HasSubstr("(expected auto, direct, pipeline)"));
+              HasSubstr("(expected auto, direct, pipeline, pipeline-thread, primitives, bulk)"));
   EXPECT_THAT(Error({"submit", "--input", "x", "--ops", "relu", "--launch", "x"}),
               HasSubstr("(expected auto, stream, pdl, graph, graph-pdl)"));
   EXPECT_THAT(Error({"submit", "--input", "x", "--ops", "relu", "--stages", "9"}),
@@ -254,7 +254,7 @@ TEST(ArgsTest, HelpTextsMentionOptions) {
     EXPECT_THAT(SubmitHelp(), HasSubstr(option));
   }
   EXPECT_THAT(CompareHelp(), HasSubstr("(default stream,pdl,graph,graph-pdl)"));
-  EXPECT_THAT(CompareHelp(), HasSubstr("(default direct,pipeline)"));
+  EXPECT_THAT(CompareHelp(), HasSubstr("(default direct,pipeline,pipeline-thread,primitives,bulk)"));
   EXPECT_THAT(CompareHelp(), HasSubstr("--repeat N           measured runs per configuration, "
                                        "1 to 1000 (default 5)"));
   // Every help line fits in 100 columns.
