@@ -6,20 +6,24 @@
 //
 // Why partitioned, and the synccheck report it answers. `compute-sanitizer --tool synccheck`
 // reported "Barrier error detected. Missing wait" at pipeline::producer_commit in the former
-// UNIFIED block pipeline (every thread produced and consumed every stage). producer_commit is
-// two arrivals on the stage's `produced` mbarrier by each thread: cp.async.mbarrier.arrive
-// (raises the pending count and arrives once the thread's own cp.async have landed) and
-// barrier::arrive, which libcu++ aggregates per warp (__activemask / __match_any_sync, then one
-// mbarrier.arrive with the lane count by the lowest active lane). The unified loop then had the
-// same threads wait on that barrier only by parity (consumer_wait), and after the last tile the
-// final `consumed` phases each thread arrived on (consumer_release) were never waited by anyone
-// before quit() invalidated the barriers. With roles partitioned, every mbarrier has one kind
-// of arriver and one kind of waiter, as in the CUDA guide's producer/consumer example and in
-// CUTLASS's pipelines: the producer warp arrives on `produced` and waits on `consumed`; the
-// consumer warps wait on `produced` and arrive on `consumed`. Each warp commits converged and
+// UNIFIED block pipeline, where every thread produced and consumed every stage. In libcu++,
+// producer_commit makes two arrivals on the stage's `produced` mbarrier for each thread:
+// cp.async.mbarrier.arrive (raises the pending count, then arrives once that thread's own
+// cp.async have landed) and barrier::arrive, which libcu++ aggregates per warp (__activemask,
+// __match_any_sync, one mbarrier.arrive with the lane count by the lowest active lane). So in the
+// unified loop each thread arrived on `produced` phase p + 1 of a stage while the arrivals that
+// completed phase p were partly made for it by another lane and partly asynchronously, and its
+// only observation of phase p was a parity wait issued by the same thread in its consumer role;
+// likewise for `consumed`, whose last phases nobody waited on before quit() invalidated the
+// barriers. That is the pattern the report flags: a thread arriving on a barrier whose
+// previous phase it cannot be shown to have waited for. With roles partitioned no thread both
+// arrives on and waits on the same barrier: the producer warp arrives on `produced` and waits on
+// `consumed`, the consumer warps wait on `produced` and arrive on `consumed`, as in the CUDA
+// guide's producer/consumer example and in CUTLASS's pipelines. Each warp commits converged and
 // leaves with quit(); the reference count makes the last one to leave, necessarily after every
-// arrival, the one that invalidates the barriers. (This reading of the report is from the
-// library source; the synccheck run over kernels_cuda_test on the H200 is what confirms it.)
+// arrival, the one that invalidates the barriers. This reading comes from the library source;
+// it is unconfirmed until synccheck runs over kernels_cuda_test on the H200
+// (scripts/gpu-check.sh).
 #pragma once
 
 #include <cooperative_groups.h>
