@@ -43,6 +43,9 @@ class SegmentLoader {
                     [&](int64_t tile, const uint4* s_tile, int rank) {
                       const float4* s4 = reinterpret_cast<const float4*>(s_tile);
                       const int64_t base = head + tile * tile_floats;
+                      // Two shared-memory loads in flight are enough to cover their latency;
+                      // more unrolling costs registers (the block kernels are capped at 64).
+#pragma unroll 2
                       for (int u = 0; u < g_.vecs_per_rank; ++u) {
                         const int64_t v = rank + static_cast<int64_t>(u) * g_.ranks;
                         on_vec(base + 4 * v, s4[v]);
