@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Runs the kernels benchmark on the GPU host and writes a Markdown report.
+#
+# usage: bench/kernels/run.sh [BUNDLE_OR_BUILD_BIN_DIR]
+#   BUNDLE_OR_BUILD_BIN_DIR: a bundle (.bundle, holding bin/kernels_bench) or a directory holding
+#   kernels_bench itself (build/bin); default: the first of .bundle, build/bin, build-bench/bin.
+# env: OUT (default ./bench-out) receives every raw output and kernels-h200.md;
+#      GPUPIPE_COMMIT names the commit where git cannot (the device copy has no .git);
+#      KERNELS_BENCH_ARGS, TORCH_PEERS_ARGS: extra arguments (e.g. --reps 100, --cases softmax).
+#
+# Steps: kernels_bench (our kernels in every staging strategy, CUB and cudaMemcpy peers; writes
+# samples of its outputs), torch_peers.py (PyTorch on the same input, checked against those
+# samples), cuobjdump --dump-resource-usage of kernels_bench (registers, stack, local memory of
+# our kernels), then report.py. About a minute of device time.
+set -uo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+OUT=${OUT:-./bench-out}
+mkdir -p "$OUT/samples"
+OUT=$(cd "$OUT" && pwd)
+
+bin=""
+for d in "${1:-}" "$repo/.bundle" "$repo/build/bin" "$repo/build-bench/bin"; do
+  [ -n "$d" ] || continue
+  if [ -x "$d/kernels_bench" ]; then bin="$d/kernels_bench"; break; fi
+  if [ -x "$d/bin/kernels_bench" ]; then bin="$d/bin/kernels_bench"; break; fi
+done
+[ -n "$bin" ] || { echo "run.sh: kernels_bench not found (give the bundle or bin directory)" >&2; exit 1; }
+echo "run.sh: $bin, output in $OUT" >&2
+
+commit=${GPUPIPE_COMMIT:-}
+if [ -z "$commit" ] && git -C "$repo" rev-parse --short HEAD >/dev/null 2>&1; then
+  commit=$(git -C "$repo" rev-parse --short HEAD)
+  [ -n "$(git -C "$repo" status --porcelain 2>/dev/null)" ] && commit="$commit (with uncommitted changes)"
+fi
+smi=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)
+nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1 || true
+python3 - "$OUT/meta.json" "${commit:-unknown}" "$smi" <<'PY'
+import json, sys, datetime
+json.dump({"commit": sys.argv[2],
+           "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+           "nvidia_smi": ("name, driver: " + sys.argv[3]) if sys.argv[3] else ""},
+          open(sys.argv[1], "w"))
+PY
+
+start=$SECONDS
+echo "run.sh: kernels_bench ..." >&2
+# shellcheck disable=SC2086
+timeout 120 "$bin" --samples "$OUT/samples" ${KERNELS_BENCH_ARGS:-} \
+    > "$OUT/kernels_bench.jsonl" 2> "$OUT/kernels_bench.stderr"
+echo "run.sh: kernels_bench exit $? after $((SECONDS - start)) s" >&2
+
+echo "run.sh: torch_peers.py ..." >&2
+t=$SECONDS
+# shellcheck disable=SC2086
+timeout 90 python3 "$here/torch_peers.py" --samples "$OUT/samples" ${TORCH_PEERS_ARGS:-} \
+    > "$OUT/torch_peers.jsonl" 2> "$OUT/torch_peers.stderr"
+echo "run.sh: torch_peers exit $? after $((SECONDS - t)) s; total $((SECONDS - start)) s" >&2
+
+cuobjdump_bin=$(command -v cuobjdump || true)
+[ -z "$cuobjdump_bin" ] && [ -x /usr/local/cuda/bin/cuobjdump ] && cuobjdump_bin=/usr/local/cuda/bin/cuobjdump
+if [ -n "$cuobjdump_bin" ]; then
+  "$cuobjdump_bin" --dump-resource-usage "$bin" > "$OUT/resource-usage.txt" 2> "$OUT/cuobjdump.stderr"
+  echo "run.sh: cuobjdump exit $?" >&2
+else
+  echo "cuobjdump not found" > "$OUT/cuobjdump.stderr"
+fi
+
+# kernels_bench's own table stays in $OUT/kernels_bench.stderr; the targets table ends the output.
+tail -3 "$OUT/kernels_bench.stderr" "$OUT/torch_peers.stderr" 2>/dev/null | grep -v '^$' >&2
+echo
+python3 "$here/report.py" "$OUT"
