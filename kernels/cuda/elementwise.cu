@@ -151,7 +151,7 @@ cudaError_t DispatchElementwise(const float* d_in, float* d_out, int64_t n,
   const LaunchConfig& config = launch.config();
   const tuning::StagingChoice choice =
       tuning::ResolveStaging(config, tuning::StagingFamily::kElementwise,
-                             ElementType::kFloat32, n * static_cast<int64_t>(sizeof(float)));
+                             ElementType::kFloat32, 1, n);
   switch (choice.staging) {
     case Staging::kPipeline:
       return LaunchStaged<Staging::kPipeline>(d_in, d_out, n, program, out_vec, choice.stages,

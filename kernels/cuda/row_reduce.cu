@@ -257,7 +257,7 @@ cudaError_t DispatchRowReduce(const float* d_in, float* d_out, int64_t rows, int
   const int64_t grid = detail::CapGrid(rows * plan.splits, mp);
   const tuning::StagingChoice staging =
       tuning::ResolveStaging(launch.config(), tuning::StagingFamily::kRowReduce,
-                             ElementType::kFloat32, rows * cols * static_cast<int64_t>(sizeof(float)));
+                             ElementType::kFloat32, rows, cols);
   cudaError_t err = launch(split ? names.partials : names.rows,
                            ReduceBlockKernelFor(staging.staging), grid, kRowThreads, d_in,
                            d_partials, rows, cols, plan.splits, plan.seg_len, kind, pre,

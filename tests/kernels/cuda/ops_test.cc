@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "kernels/cpu/reference_ops.h"
+#include "kernels/cuda/tuning/staging_table.h"
 
 namespace gpupipe::kernels::cuda {
 namespace {
@@ -1259,6 +1260,42 @@ TEST(DescribeLaunches, Elementwise) {
   const std::vector<KernelLaunchInfo> big = DescribeElementwise(int64_t{1} << 30, c);
   ASSERT_EQ(big.size(), 1u);
   EXPECT_LE(big[0].blocks, 132 * 8);
+}
+
+// The `auto` table: well-formed entries, and until the H200 measurements are in, `direct` for
+// every family, type and size class. Host-only: runs without a GPU.
+TEST(StagingTable, EntriesAreValidAndDefaultToDirect) {
+  for (const tuning::StagingTableEntry& e : tuning::kStagingTable) {
+    EXPECT_NE(e.staging, Staging::kAuto);
+    EXPECT_TRUE(e.stages == 0 || (e.stages >= kMinStages && e.stages <= kMaxStages));
+    EXPECT_NE(std::string(e.provenance), "");
+  }
+  EXPECT_EQ(tuning::SizeClassOf(tuning::StagingFamily::kElementwise, 1, 1 << 30, 132),
+            tuning::SizeClass::kElementwise);
+  EXPECT_EQ(tuning::SizeClassOf(tuning::StagingFamily::kRowReduce, 4096, 8192, 132),
+            tuning::SizeClass::kShortRows);
+  EXPECT_EQ(tuning::SizeClassOf(tuning::StagingFamily::kRowReduce, 4, 8193, 132),
+            tuning::SizeClass::kFewLongRows);
+  EXPECT_EQ(tuning::SizeClassOf(tuning::StagingFamily::kRowReduce, 132, 8193, 132),
+            tuning::SizeClass::kManyLongRows);
+  LaunchConfig c = DescribeConfig();
+  c.staging = Staging::kAuto;
+  c.stages = 3;
+  for (auto family : {tuning::StagingFamily::kElementwise, tuning::StagingFamily::kRowReduce}) {
+    for (ElementType type : {ElementType::kFloat32, ElementType::kFloat64,
+                             ElementType::kFloat16, ElementType::kInt32}) {
+      for (int64_t rows : {1, 4, 4096}) {
+        const tuning::StagingChoice choice = tuning::ResolveStaging(c, family, type, rows, 1 << 20);
+        EXPECT_EQ(choice.staging, Staging::kDirect);
+        EXPECT_EQ(choice.stages, 3);
+      }
+    }
+  }
+  c.staging = Staging::kBulk;  // an explicit strategy is kept as is
+  EXPECT_EQ(tuning::ResolveStaging(c, tuning::StagingFamily::kElementwise, ElementType::kFloat32,
+                                   1, 1 << 20)
+                .staging,
+            Staging::kBulk);
 }
 
 TEST(DescribeLaunches, RowReduceAndArgmax) {
