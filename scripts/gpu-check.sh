@@ -24,16 +24,24 @@ for t in "${gpu_tests[@]}"; do
 done
 
 if command -v compute-sanitizer >/dev/null; then
-  # memcheck over every GPU test binary; racecheck and synccheck over the kernel tests.
-  # SANITIZE_TOOLS narrows the set, e.g. SANITIZE_TOOLS=memcheck.
+  # memcheck over every GPU test binary; racecheck and synccheck over the kernel tests, which
+  # run every staging strategy (direct, pipeline, pipeline-thread, primitives, bulk) at stages
+  # 1, 2, 4 and 8. SANITIZE_TOOLS narrows the set, e.g. SANITIZE_TOOLS=synccheck;
+  # SANITIZE_FILTER is the gtest filter of the sanitized runs (default: all but the *Large*
+  # tests, whose 256 MiB inputs take minutes under instrumentation).
   for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck}; do
     tests=(kernels_cuda_test)
     [ "$tool" = memcheck ] && tests+=(server_cuda_test)
     for t in "${tests[@]}"; do
       compute-sanitizer --tool "$tool" --error-exitcode 99 "$bundle/bin/$t" --gtest_brief=1 \
-        > "$out/$tool-$t.log" 2>&1
+        --gtest_filter="${SANITIZE_FILTER:--*Large*}" > "$out/$tool-$t.log" 2>&1
       rc=$?
       note "$tool $t: rc=$rc $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/$tool-$t.log" | tail -1) $(grep -E '^\[  (PASSED|FAILED) ' "$out/$tool-$t.log" | tr '\n' ' ')"
+      # The first few reports, with the kernel and the source line, right in the summary.
+      if [ "$rc" -ne 0 ]; then
+        grep -m 3 -A 4 -E 'Barrier error|Race reported|Invalid .* access' "$out/$tool-$t.log" \
+          | sed 's/^/    /'
+      fi
     done
   done
 else

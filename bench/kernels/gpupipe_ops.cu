@@ -34,10 +34,9 @@ const std::vector<StagingVariant>& StagingVariants() {
   static const std::vector<StagingVariant> kVariants = {
       {kc::Staging::kDirect, "direct", false},
       {kc::Staging::kPipeline, "pipeline", true},
-      // The `staging` branch adds, one line each:
-      // {kc::Staging::kPipelineThread, "pipeline-thread", true},
-      // {kc::Staging::kPrimitives, "primitives", true},
-      // {kc::Staging::kBulk, "bulk", true},
+      {kc::Staging::kPipelineThread, "pipeline-thread", true},
+      {kc::Staging::kPrimitives, "primitives", true},
+      {kc::Staging::kBulk, "bulk", true},
   };
   return kVariants;
 }

@@ -274,7 +274,8 @@ absl::StatusOr<Args> ParseArgs(const std::vector<std::string>& argv) {
     c.priority = priority;
     c.stages = stages;
     c.launches = {v1::LAUNCH_STREAM, v1::LAUNCH_PDL, v1::LAUNCH_GRAPH, v1::LAUNCH_GRAPH_PDL};
-    c.stagings = {v1::STAGING_DIRECT, v1::STAGING_PIPELINE};
+    c.stagings = {v1::STAGING_DIRECT, v1::STAGING_PIPELINE, v1::STAGING_PIPELINE_THREAD,
+                  v1::STAGING_PRIMITIVES, v1::STAGING_BULK};
     if (const std::string* v = get("--launch")) {
       absl::Status st = ParseEnumList("--launch", *v, *v1::LaunchMode_descriptor(), &c.launches);
       if (!st.ok()) return st;
@@ -377,7 +378,8 @@ std::string SubmitHelp() {
       "                       elements are printed\n"
       "  --priority P         ", Choices(*v1::Priority_descriptor()), " (default normal)\n"
       "  --staging S          ", Choices(*v1::Staging_descriptor()), " (default auto)\n"
-      "  --stages N           pipeline depth for --staging pipeline, 1 to 8 (0: backend default)\n"
+      "  --stages N           buffers in flight for the staged strategies (all but direct),\n"
+      "                       1 to 8 (0: backend default)\n"
       "  --launch L           ", Choices(*v1::LaunchMode_descriptor()), " (default auto)\n"
       "                       stream: plain launches; pdl: dependent kernels overlap their\n"
       "                       prologue (Programmatic Dependent Launch); graph: the plan is\n"
@@ -414,8 +416,9 @@ std::string CompareHelp() {
       "                       (default stream,pdl,graph,graph-pdl)\n"
       "  --staging S,...      staging strategies from ", Choices(*v1::Staging_descriptor()),
       "\n"
-      "                       (default direct,pipeline)\n"
-      "  --stages N           pipeline depth for --staging pipeline, 1 to 8 (0: backend default)\n"
+      "                       (default direct,pipeline,pipeline-thread,primitives,bulk)\n"
+      "  --stages N           buffers in flight for the staged strategies (all but direct),\n"
+      "                       1 to 8 (0: backend default)\n"
       "  --repeat N           measured runs per configuration, 1 to ", kMaxRepeat, " (default ",
       kDefaultRepeat, ")\n"
       "  --priority P         ", Choices(*v1::Priority_descriptor()), " (default normal)\n"

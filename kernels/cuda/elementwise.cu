@@ -1,16 +1,13 @@
-// Elementwise op: entry points and dispatch. Two staging strategies over the same math:
-//  - kPipeline: a persistent grid; each block streams its tiles global -> shared through a
-//    block-scoped cuda::pipeline of `stages` buffers (cp.async), then applies the program from
-//    shared memory;
+// Elementwise op: entry points and dispatch. Two families of load loops over the same math:
+//  - staged (kPipeline, kPipelineThread, kPrimitives, kBulk): a persistent grid; each block
+//    streams its tiles global -> shared through the strategy's `stages` buffers
+//    (detail/pipeline_staging.cuh), then applies the program from shared memory;
 //  - kDirect: a grid-stride loop of float4 register loads, several in flight per thread.
 // Both are memory-bound; the program is interpreted from the kernel parameters, one
 // instruction at a time over a register array of 4 to 16 values per thread (ApplyEwN).
 // PDL: each block waits for the previous kernel of the stream before its first global access
 // (d_out may be what that kernel is still reading), and triggers its dependent after its last
 // store is issued.
-#include <cooperative_groups.h>
-#include <cuda/pipeline>
-
 #include <algorithm>
 #include <cstdint>
 
@@ -18,37 +15,20 @@
 #include "kernels/cuda/detail/pipeline_staging.cuh"
 #include "kernels/cuda/detail/row_access.cuh"
 #include "kernels/cuda/ops.h"
-
-// pipeline_shared_state has a (trivial, defaulted) constructor; the pipeline initializes its
-// barriers itself in make_pipeline, so the missing dynamic initialization is intended.
-#pragma nv_diag_suppress static_var_with_dynamic_init
+#include "kernels/cuda/tuning/staging_table.h"
 
 namespace gpupipe::kernels::cuda {
 namespace {
 
-namespace cg = cooperative_groups;
 using detail::ApplyEw4;
 using detail::StoreFloat4;
 
 constexpr int kEwThreads = 256;
-// Shared-memory staging budget of one pipeline block, split into `stages` tiles: fewer stages
-// mean bigger tiles, so every stage count keeps about the same bytes in flight per block, and
-// each thread takes several float4 per tile (the program's dispatch is paid per group of
-// values, see ApplyEwN). At most 32 KiB, so 4 blocks still fit an SM's shared memory.
-constexpr int kEwPipelineBudgetFloats = 8192;
-template <int Stages>
-constexpr int EwVecsPerThread() {
-  // float4 per thread per tile: 4 (stages 1-2: 16 KiB tiles), 2 (3-4: 8 KiB), 1 (5-8: 4 KiB).
-  return Stages <= 2 ? 4 : Stages <= 4 ? 2 : 1;
-}
-template <int Stages>
-constexpr int EwTileFloats() {
-  return kEwThreads * 4 * EwVecsPerThread<Stages>();
-}
-static_assert(2 * EwTileFloats<2>() <= kEwPipelineBudgetFloats &&
-                  4 * EwTileFloats<4>() <= kEwPipelineBudgetFloats &&
-                  8 * EwTileFloats<8>() <= kEwPipelineBudgetFloats,
-              "every stage count stays within the shared-memory budget");
+// float4 per program dispatch in the staged consumer (see ApplyEwN): a rank's vectors of a tile
+// are taken in groups of this many, then one at a time.
+constexpr int kEwStagedGroup = 4;
+static_assert(kEwThreads * kMaxStages * detail::kStagingVecBytes <= detail::kStagingBudgetBytes,
+              "every stage count keeps at least one vector per thread per tile");
 // Persistent-grid sizes: blocks per SM for each strategy.
 constexpr int kEwPipelineBlocksPerSm = 4;
 constexpr int kEwDirectBlocksPerSm = 8;
@@ -60,45 +40,49 @@ constexpr int kEwDirectUnroll = 4;
 // d_in and d_out may alias (in place): every element is read before it is written, by the same
 // block, and no element is read twice. Hence no here.
 
-template <int Stages>
+template <Staging S>
 __global__ void __launch_bounds__(kEwThreads)
-    EwPipelineKernel(const float* d_in, float* d_out, int64_t n, EwProgram program,
-                     bool out_vec) {
-  __shared__ ::cuda::pipeline_shared_state<::cuda::thread_scope_block, Stages> state;
-  constexpr int kVecs = EwVecsPerThread<Stages>();
-  constexpr int kTileFloats = EwTileFloats<Stages>();
-  __shared__ alignas(16) float tiles[Stages][kTileFloats];
-
-  const cg::thread_block block = cg::this_thread_block();
-  // Independent prologue: the pipeline's shared-memory barriers.
-  auto pipe = ::cuda::make_pipeline(block, &state);
-  detail::WaitForPrimaryGrids();
-
-  // Tile t goes to block t % gridDim.x. Tiles start at multiples of 4 KiB from d_in, which is
-  // 16-byte aligned, as the 16-byte cp.async requires.
-  const int64_t full_tiles = n / kTileFloats;
+    EwStagedKernel(const float* d_in, float* d_out, int64_t n, EwProgram program, bool out_vec,
+                   int stages) {
+  __shared__ detail::StagingSmem smem;
+  const detail::TileGeometry g = detail::StagedGeometry(S, kEwThreads, stages);
+  const int64_t tile_floats = 4 * g.tile_vecs();
+  // Tile t goes to block t % gridDim.x. Tiles start at multiples of the tile size (a multiple of
+  // 16 bytes) from d_in, which is 16-byte aligned, as the staged copies require.
+  const int64_t full_tiles = n / tile_floats;
   const int64_t count =
       blockIdx.x < full_tiles ? (full_tiles - 1 - blockIdx.x) / gridDim.x + 1 : 0;
 
-  // Thread t takes float4 number t + u * kEwThreads of the tile: conflict-free shared reads
-  // and coalesced global stores.
-  detail::ForEachStagedTile<Stages, kTileFloats>(
-      block, pipe, tiles, d_in, blockIdx.x, gridDim.x, count,
-      [&](int64_t tile, const float* s_tile) {
-        float4 q[kVecs];
+  // Independent prologue: the strategy's shared-memory barriers.
+  detail::StagerFor<S> stager(smem, g);
+  detail::WaitForPrimaryGrids();
+
+  stager.ForEach(
+      reinterpret_cast<const uint4*>(d_in), blockIdx.x, gridDim.x, count,
+      [&](int64_t tile, const uint4* s_tile, int rank) {
+        const float4* s4 = reinterpret_cast<const float4*>(s_tile);
+        float* dst = d_out + tile * tile_floats + 4 * rank;
+        int u = 0;
+        for (; u + kEwStagedGroup <= g.vecs_per_rank; u += kEwStagedGroup) {
+          float4 q[kEwStagedGroup];
 #pragma unroll
-        for (int u = 0; u < kVecs; ++u) {
-          q[u] = reinterpret_cast<const float4*>(s_tile)[threadIdx.x + u * kEwThreads];
+          for (int j = 0; j < kEwStagedGroup; ++j) q[j] = s4[rank + (u + j) * g.ranks];
+          detail::ApplyEwVec(program, q);
+#pragma unroll
+          for (int j = 0; j < kEwStagedGroup; ++j) {
+            StoreFloat4(dst + 4 * static_cast<int64_t>(u + j) * g.ranks, q[j], out_vec);
+          }
         }
-        detail::ApplyEwVec(program, q);
-        float* dst = d_out + tile * kTileFloats + 4 * threadIdx.x;
-#pragma unroll
-        for (int u = 0; u < kVecs; ++u) StoreFloat4(dst + 4 * u * kEwThreads, q[u], out_vec);
+        for (; u < g.vecs_per_rank; ++u) {
+          StoreFloat4(dst + 4 * static_cast<int64_t>(u) * g.ranks,
+                      ApplyEw4(program, s4[rank + u * g.ranks]), out_vec);
+        }
       });
+  stager.Quit();
 
   // Ragged end (< one tile): plain bounds-checked loads, by the block next in the tile order.
   if (blockIdx.x == full_tiles % gridDim.x) {
-    for (int64_t i = full_tiles * kTileFloats + threadIdx.x; i < n; i += blockDim.x) {
+    for (int64_t i = full_tiles * tile_floats + threadIdx.x; i < n; i += blockDim.x) {
       d_out[i] = ApplyEw(program, __ldcg(d_in + i));
     }
   }
@@ -136,15 +120,28 @@ __global__ void __launch_bounds__(kEwThreads)
 
 // ---- dispatch --------------------------------------------------------------------------------
 
-template <int Stages>
-cudaError_t LaunchPipeline(const float* d_in, float* d_out, int64_t n, const EwProgram& program,
-                           bool out_vec, detail::Launcher& launch) {
-  const int64_t full_tiles = n / EwTileFloats<Stages>();
+const char* EwKernelName(Staging staging) {
+  switch (staging) {
+    case Staging::kDirect: return "elementwise.direct";
+    case Staging::kPipeline: return "elementwise.pipeline";
+    case Staging::kPipelineThread: return "elementwise.pipeline-thread";
+    case Staging::kPrimitives: return "elementwise.primitives";
+    case Staging::kBulk: return "elementwise.bulk";
+    case Staging::kAuto: break;
+  }
+  return "elementwise.?";
+}
+
+template <Staging S>
+cudaError_t LaunchStaged(const float* d_in, float* d_out, int64_t n, const EwProgram& program,
+                         bool out_vec, int stages, detail::Launcher& launch) {
+  const detail::TileGeometry g = detail::StagedGeometry(S, kEwThreads, stages);
+  const int64_t full_tiles = n / (4 * g.tile_vecs());
   const int64_t cap =
       static_cast<int64_t>(launch.config().multiprocessors) * kEwPipelineBlocksPerSm;
   const int64_t grid = std::max<int64_t>(1, std::min(full_tiles, cap));
-  return launch("elementwise.pipeline", EwPipelineKernel<Stages>, grid, kEwThreads, d_in, d_out,
-                n, program, out_vec);
+  return launch(EwKernelName(S), EwStagedKernel<S>, grid, kEwThreads, d_in, d_out, n, program,
+                out_vec, stages);
 }
 
 // The one sizing/dispatch path, for launching and for describing. n >= 1, arguments valid.
@@ -152,24 +149,30 @@ cudaError_t DispatchElementwise(const float* d_in, float* d_out, int64_t n,
                                 const EwProgram& program, bool out_vec,
                                 detail::Launcher& launch) {
   const LaunchConfig& config = launch.config();
-  if (config.staging == Staging::kDirect) {
-    const int64_t wanted = detail::CeilDiv(detail::CeilDiv(n, 4), kEwThreads * kEwDirectUnroll);
-    const int64_t cap = static_cast<int64_t>(config.multiprocessors) * kEwDirectBlocksPerSm;
-    const int64_t grid = std::max<int64_t>(1, std::min(wanted, cap));
-    return launch("elementwise.direct", EwDirectKernel, grid, kEwThreads, d_in, d_out, n,
-                  program, out_vec);
+  const tuning::StagingChoice choice =
+      tuning::ResolveStaging(config, tuning::StagingFamily::kElementwise,
+                             ElementType::kFloat32, 1, n);
+  switch (choice.staging) {
+    case Staging::kPipeline:
+      return LaunchStaged<Staging::kPipeline>(d_in, d_out, n, program, out_vec, choice.stages,
+                                              launch);
+    case Staging::kPipelineThread:
+      return LaunchStaged<Staging::kPipelineThread>(d_in, d_out, n, program, out_vec,
+                                                    choice.stages, launch);
+    case Staging::kPrimitives:
+      return LaunchStaged<Staging::kPrimitives>(d_in, d_out, n, program, out_vec, choice.stages,
+                                                launch);
+    case Staging::kBulk:
+      return LaunchStaged<Staging::kBulk>(d_in, d_out, n, program, out_vec, choice.stages,
+                                          launch);
+    case Staging::kDirect:
+    case Staging::kAuto: break;
   }
-  switch (config.stages) {
-    case 1: return LaunchPipeline<1>(d_in, d_out, n, program, out_vec, launch);
-    case 2: return LaunchPipeline<2>(d_in, d_out, n, program, out_vec, launch);
-    case 3: return LaunchPipeline<3>(d_in, d_out, n, program, out_vec, launch);
-    case 4: return LaunchPipeline<4>(d_in, d_out, n, program, out_vec, launch);
-    case 5: return LaunchPipeline<5>(d_in, d_out, n, program, out_vec, launch);
-    case 6: return LaunchPipeline<6>(d_in, d_out, n, program, out_vec, launch);
-    case 7: return LaunchPipeline<7>(d_in, d_out, n, program, out_vec, launch);
-    case 8: return LaunchPipeline<8>(d_in, d_out, n, program, out_vec, launch);
-    default: return cudaErrorInvalidValue;  // unreachable after ValidateShapeConfig
-  }
+  const int64_t wanted = detail::CeilDiv(detail::CeilDiv(n, 4), kEwThreads * kEwDirectUnroll);
+  const int64_t cap = static_cast<int64_t>(config.multiprocessors) * kEwDirectBlocksPerSm;
+  const int64_t grid = std::max<int64_t>(1, std::min(wanted, cap));
+  return launch(EwKernelName(Staging::kDirect), EwDirectKernel, grid, kEwThreads, d_in, d_out,
+                n, program, out_vec);
 }
 
 }  // namespace

@@ -30,10 +30,31 @@
 
 namespace gpupipe::kernels::cuda {
 
+// How a kernel moves its input from global memory into the registers that compute on it.
+// Every strategy gives the same results (bit-identical for elementwise ops); they differ only
+// in speed. The staged ones (all but kDirect) stream whole tiles through `stages` shared-memory
+// buffers (kernels/cuda/detail/pipeline_staging.cuh) and read ragged ends with plain loads.
 enum class Staging {
-  kDirect,    // vectorized plain loads into registers
-  kPipeline,  // cuda::pipeline (thread_scope_block) tiles staged through shared memory
+  kDirect,          // vectorized plain loads into registers, several in flight per thread
+  kPipeline,        // cuda::pipeline, thread_scope_block, partitioned: a producer warp copies
+  kPipelineThread,  // cuda::pipeline, thread_scope_thread: each thread stages its own vectors
+  kPrimitives,      // __pipeline_memcpy_async / __pipeline_commit / __pipeline_wait_prior
+  kBulk,            // Hopper cp.async.bulk, one copy per tile, completing on an mbarrier
+  kAuto,            // per op family, element type and size from kernels/cuda/tuning/
 };
+
+// "direct", "pipeline", "pipeline-thread", "primitives", "bulk", "auto".
+inline const char* StagingName(Staging staging) {
+  switch (staging) {
+    case Staging::kDirect: return "direct";
+    case Staging::kPipeline: return "pipeline";
+    case Staging::kPipelineThread: return "pipeline-thread";
+    case Staging::kPrimitives: return "primitives";
+    case Staging::kBulk: return "bulk";
+    case Staging::kAuto: return "auto";
+  }
+  return "?";
+}
 
 inline constexpr int kMinStages = 1;
 inline constexpr int kMaxStages = 8;
@@ -50,7 +71,7 @@ struct KernelProfile {
 struct LaunchConfig {
   cudaStream_t stream = nullptr;
   Staging staging = Staging::kPipeline;
-  int stages = 2;         // kMinStages..kMaxStages, used by kPipeline
+  int stages = 2;         // kMinStages..kMaxStages: buffers in flight of the staged strategies
   bool pdl = true;        // every launch carries the Programmatic Dependent Launch attribute
   int multiprocessors = 132;  // of the target device; sizes persistent grids
   KernelProfile* profile = nullptr;  // optional, see KernelProfile
@@ -107,7 +128,8 @@ cudaError_t RowNormalize(const float* d_in, float* d_out, int64_t rows, int64_t 
 // (batches included), computed by the same dispatch code that launches (nothing is enqueued
 // and no CUDA call is made; config.stream is ignored). Empty for arguments the op would reject,
 // and for Elementwise with n == 0. Kernel names are "<op>.<kernel>":
-//   elementwise.direct | elementwise.pipeline (by config.staging);
+//   elementwise.<staging>, with <staging> direct | pipeline | pipeline-thread | primitives |
+//     bulk (config.staging, kAuto resolved by the tuning table);
 //   <kind>.rows (one kernel), or <kind>.partials + <kind>.combine (split rows), with <kind>
 //     sum | min | max | mean | norm2 | argmax;
 //   <op>.rows (one kernel, rows held in registers), or <op>.stats + <op>.normalize per batch,

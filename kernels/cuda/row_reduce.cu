@@ -13,8 +13,10 @@
 #include "kernels/cuda/detail/launch.cuh"
 #include "kernels/cuda/detail/row_access.cuh"
 #include "kernels/cuda/detail/row_plan.cuh"
+#include "kernels/cuda/detail/staging/segment.cuh"
 #include "kernels/cuda/detail/warp_reduce.cuh"
 #include "kernels/cuda/ops.h"
+#include "kernels/cuda/tuning/staging_table.h"
 
 namespace gpupipe::kernels::cuda {
 namespace {
@@ -54,14 +56,17 @@ __global__ void __launch_bounds__(kRowThreads)
 }
 
 // A block per segment (row r, split s) of seg_len columns; writes d_dst[r * splits + s]: the
-// raw partial, or, when splits == 1 (d_dst is d_out), the row's final result.
+// raw partial, or, when splits == 1 (d_dst is d_out), the row's final result. Loads follow the
+// staging strategy S (detail::SegmentLoader; `stages` is for the staged ones).
+template <Staging S>
 __global__ void __launch_bounds__(kRowThreads, kRowBlockMinBlocksPerSm)
     ReduceBlockKernel(const float* d_in, float* d_dst, int64_t rows,
                       int64_t cols, int64_t splits, int64_t seg_len, RowReduceKind kind,
-                      EwProgram pre) {
+                      EwProgram pre, int stages) {
   __shared__ float scratch[kWarpSize];
   const ReduceOp op{kind};
   const int64_t segments = rows * splits;
+  detail::SegmentLoader<S, kRowUnroll> loader(stages);
   detail::WaitForPrimaryGrids();
 
   for (int64_t seg = blockIdx.x; seg < segments; seg += gridDim.x) {
@@ -69,14 +74,15 @@ __global__ void __launch_bounds__(kRowThreads, kRowBlockMinBlocksPerSm)
     const int64_t begin = (seg - row * splits) * seg_len;
     const int64_t len = min(seg_len, cols - begin);
     float acc = op.Identity();
-    detail::VisitSegment<kRowUnroll>(
-        d_in + row * cols + begin, len, threadIdx.x, blockDim.x,
+    loader.Visit(
+        d_in + row * cols + begin, len,
         [&](int64_t, float x) { acc = op.Push(acc, ApplyEw(pre, x)); },
         [&](int64_t, float4 q) { acc = op.Push4(acc, detail::ApplyEw4(pre, q)); });
     acc = detail::BlockReduce(acc, op, op.Identity(), scratch);
     if (threadIdx.x == 0) d_dst[seg] = splits == 1 ? op.Finalize(acc, cols) : acc;
     __syncthreads();  // scratch is reused by the next segment
   }
+  loader.Quit();
   detail::AllowDependentGrids();
 }
 
@@ -200,6 +206,21 @@ struct ReduceNames {
   const char* combine;
 };
 
+// The block kernel of strategy `staging` (never kAuto).
+using ReduceBlockFn = void (*)(const float*, float*, int64_t, int64_t, int64_t, int64_t,
+                               RowReduceKind, EwProgram, int);
+ReduceBlockFn ReduceBlockKernelFor(Staging staging) {
+  switch (staging) {
+    case Staging::kPipeline: return ReduceBlockKernel<Staging::kPipeline>;
+    case Staging::kPipelineThread: return ReduceBlockKernel<Staging::kPipelineThread>;
+    case Staging::kPrimitives: return ReduceBlockKernel<Staging::kPrimitives>;
+    case Staging::kBulk: return ReduceBlockKernel<Staging::kBulk>;
+    case Staging::kDirect:
+    case Staging::kAuto: break;
+  }
+  return ReduceBlockKernel<Staging::kDirect>;
+}
+
 ReduceNames NamesOf(RowReduceKind kind) {
   switch (kind) {
     case RowReduceKind::kSum: return {"sum.rows", "sum.partials", "sum.combine"};
@@ -234,9 +255,13 @@ cudaError_t DispatchRowReduce(const float* d_in, float* d_out, int64_t rows, int
   const bool split = plan.splits > 1;
   float* d_partials = split ? static_cast<float*>(d_workspace) : d_out;
   const int64_t grid = detail::CapGrid(rows * plan.splits, mp);
-  cudaError_t err = launch(split ? names.partials : names.rows, ReduceBlockKernel, grid,
-                           kRowThreads, d_in, d_partials, rows, cols, plan.splits, plan.seg_len,
-                           kind, pre);
+  const tuning::StagingChoice staging =
+      tuning::ResolveStaging(launch.config(), tuning::StagingFamily::kRowReduce,
+                             ElementType::kFloat32, rows, cols);
+  cudaError_t err = launch(split ? names.partials : names.rows,
+                           ReduceBlockKernelFor(staging.staging), grid, kRowThreads, d_in,
+                           d_partials, rows, cols, plan.splits, plan.seg_len, kind, pre,
+                           staging.stages);
   if (err != cudaSuccess || !split) return err;
   return launch(names.combine, ReduceCombineKernel, CombineGrid(rows, mp), kRowThreads,
                 static_cast<const float*>(d_partials), d_out, rows, cols, plan.splits, kind);

@@ -40,6 +40,9 @@ const char* StagingName(Staging staging) {
     case Staging::kAuto: return "auto";
     case Staging::kDirect: return "direct";
     case Staging::kPipeline: return "pipeline";
+    case Staging::kPipelineThread: return "pipeline-thread";
+    case Staging::kPrimitives: return "primitives";
+    case Staging::kBulk: return "bulk";
   }
   return "unknown";
 }

@@ -14,7 +14,7 @@ enum class DType { kFloat32, kFloat64, kFloat16, kInt32, kInt64 };
 enum class Priority { kLow = 0, kNormal = 1, kHigh = 2 };
 inline constexpr int kPriorityLevels = 3;
 
-enum class Staging { kAuto, kDirect, kPipeline };
+enum class Staging { kAuto, kDirect, kPipeline, kPipelineThread, kPrimitives, kBulk };
 enum class LaunchMode { kAuto, kStream, kPdl, kGraph, kGraphPdl };
 
 enum class OpKind {
@@ -67,7 +67,8 @@ struct JobSpec {
 const char* DTypeName(DType dtype);  // "float32", ...
 int64_t DTypeSize(DType dtype);
 const char* PriorityName(Priority priority);  // "low", "normal", "high"
-const char* StagingName(Staging staging);     // "auto", "direct", "pipeline"
+// "auto", "direct", "pipeline", "pipeline-thread", "primitives", "bulk"
+const char* StagingName(Staging staging);
 const char* LaunchModeName(LaunchMode mode);  // "auto", "stream", "pdl", "graph", "graph-pdl"
 const char* ConvolveModeName(ConvolveMode mode);  // "full", "same", "valid"
 std::string ShapeString(const std::vector<int64_t>& shape);  // "[2, 3]"

@@ -172,9 +172,13 @@ absl::StatusOr<engine::JobSpec> DecodeJobSpec(const v1::SubmitRequest& request) 
     case v1::STAGING_AUTO: spec.staging = engine::Staging::kAuto; break;
     case v1::STAGING_DIRECT: spec.staging = engine::Staging::kDirect; break;
     case v1::STAGING_PIPELINE: spec.staging = engine::Staging::kPipeline; break;
+    case v1::STAGING_PIPELINE_THREAD: spec.staging = engine::Staging::kPipelineThread; break;
+    case v1::STAGING_PRIMITIVES: spec.staging = engine::Staging::kPrimitives; break;
+    case v1::STAGING_BULK: spec.staging = engine::Staging::kBulk; break;
     default:
-      return absl::InvalidArgumentError(absl::StrCat("options.staging: unknown value ",
-                                                     options.staging(), " (auto, direct or pipeline)"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "options.staging: unknown value ", options.staging(),
+          " (auto, direct, pipeline, pipeline-thread, primitives or bulk)"));
   }
   switch (options.launch()) {
     case v1::LAUNCH_AUTO: spec.launch = engine::LaunchMode::kAuto; break;
@@ -224,6 +228,9 @@ v1::Staging EncodeStaging(engine::Staging staging) {
     case engine::Staging::kAuto: return v1::STAGING_AUTO;
     case engine::Staging::kDirect: return v1::STAGING_DIRECT;
     case engine::Staging::kPipeline: return v1::STAGING_PIPELINE;
+    case engine::Staging::kPipelineThread: return v1::STAGING_PIPELINE_THREAD;
+    case engine::Staging::kPrimitives: return v1::STAGING_PRIMITIVES;
+    case engine::Staging::kBulk: return v1::STAGING_BULK;
   }
   return v1::STAGING_AUTO;
 }

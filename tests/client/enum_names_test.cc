@@ -21,7 +21,7 @@ TEST(EnumNamesTest, ShortNames) {
 TEST(EnumNamesTest, ListSkipsUnspecified) {
   EXPECT_THAT(ShortEnumNames(*v1::Priority_descriptor()), ElementsAre("low", "normal", "high"));
   EXPECT_THAT(ShortEnumNames(*v1::Staging_descriptor()),
-              ElementsAre("auto", "direct", "pipeline"));
+              ElementsAre("auto", "direct", "pipeline", "pipeline_thread", "primitives", "bulk"));
 }
 
 TEST(EnumNamesTest, FindIgnoresCaseAndAcceptsFullNames) {

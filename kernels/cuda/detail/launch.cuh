@@ -29,8 +29,14 @@ inline bool IsAligned(const void* p, uintptr_t bytes) {
 // blocking stream of the process, which the daemon must never do by accident.
 // The stream-independent part, which is all that describing a launch needs.
 inline cudaError_t ValidateShapeConfig(const LaunchConfig& config) {
-  if (config.staging != Staging::kDirect && config.staging != Staging::kPipeline) {
-    return cudaErrorInvalidValue;
+  switch (config.staging) {
+    case Staging::kDirect:
+    case Staging::kPipeline:
+    case Staging::kPipelineThread:
+    case Staging::kPrimitives:
+    case Staging::kBulk:
+    case Staging::kAuto: break;
+    default: return cudaErrorInvalidValue;
   }
   if (config.stages < kMinStages || config.stages > kMaxStages) return cudaErrorInvalidValue;
   if (config.multiprocessors < 1 || config.multiprocessors > kMaxMultiprocessors) {

@@ -1,61 +1,51 @@
-// Block-level staging of contiguous float tiles from global into shared memory through a
-// block-scoped cuda::pipeline (cp.async on sm_80+). Up to Stages tiles are in flight per block
-// while the block consumes the oldest one, which hides DRAM latency without needing many
-// resident warps.
+// Staged-tile loops: a kernel streams whole tiles of 16-byte vectors global -> shared through
+// one of the staging strategies (kernels::cuda::Staging other than kDirect) and consumes each
+// from shared memory. Dtype-agnostic: tiles are bytes; the consumer reinterprets its vectors.
+//
+// Usage, in a kernel of `threads` threads (a multiple of 32, at most 256):
+//   __shared__ detail::StagingSmem smem;
+//   const detail::TileGeometry g = detail::StagedGeometry(S, threads, stages);
+//   detail::StagerFor<S> stager(smem, g);   // block-collective prologue (shared memory only)
+//   detail::WaitForPrimaryGrids();          // PDL: before the first global access
+//   stager.ForEach(d_src, first_tile, tile_stride, count,
+//                  [&](int64_t tile, const uint4* s_tile, int rank) {
+//                    // vectors s_tile[rank + u * g.ranks], u < g.vecs_per_rank: global vectors
+//                    // tile * g.tile_vecs() + rank + u * g.ranks of d_src
+//                  });
+// Requirements: every thread of the block calls ForEach once, with the same arguments; d_src is
+// 16-byte aligned and tiles first_tile + k * tile_stride (k < count) lie inside the source (the
+// caller reads its ragged end with plain loads); the callback reads only the vectors of its rank
+// (the thread-scope strategies stage nothing else for it) and writes no shared memory. Stages
+// are a run-time value in every strategy, so each strategy is one kernel instantiation.
 #pragma once
 
-#include <cooperative_groups.h>
-#include <cuda/pipeline>
-
-#include <cstddef>
-#include <cstdint>
+#include "kernels/cuda/detail/staging/bulk.cuh"
+#include "kernels/cuda/detail/staging/common.cuh"
+#include "kernels/cuda/detail/staging/pipeline_partitioned.cuh"
+#include "kernels/cuda/detail/staging/pipeline_thread.cuh"
 
 namespace gpupipe::kernels::cuda::detail {
 
-// Walks the tiles first_tile, first_tile + tile_stride, ... (`count` of them) of `d_src`, each
-// TileFloats floats long, calling consume(tile_index, smem_tile) once per tile with the tile
-// resident in shared memory and visible to the whole block.
-//
-// Requirements:
-//  - every thread of the block calls this with the same arguments (the pipeline is unified:
-//    all threads produce and consume, and producer/consumer calls are block-collective);
-//  - d_src + k * TileFloats is 16-byte aligned for every tile k (d_src 16-byte aligned and
-//    TileFloats a multiple of 4), which lets memcpy_async use 16-byte cp.async;
-//  - tiles[s] is 16-byte aligned;
-//  - `consume` must not write shared memory outside the tile it is given, and every tile lies
-//    entirely inside the source array (the caller handles the ragged end separately).
-template <int Stages, int TileFloats, typename Consume>
-__device__ __forceinline__ void ForEachStagedTile(
-    const cooperative_groups::thread_block& block,
-    ::cuda::pipeline<::cuda::thread_scope_block>& pipe, float (*tiles)[TileFloats],
-    const float* d_src, int64_t first_tile, int64_t tile_stride, int64_t count,
-    Consume&& consume) {
-  static_assert(TileFloats % 4 == 0, "tiles must keep 16-byte alignment");
-  constexpr size_t kTileBytes = TileFloats * sizeof(float);
+template <Staging S>
+struct StagerSelect;
+template <>
+struct StagerSelect<Staging::kPipeline> {
+  using type = PartitionedPipelineStager;
+};
+template <>
+struct StagerSelect<Staging::kPipelineThread> {
+  using type = ThreadPipelineStager;
+};
+template <>
+struct StagerSelect<Staging::kPrimitives> {
+  using type = PrimitivesStager;
+};
+template <>
+struct StagerSelect<Staging::kBulk> {
+  using type = BulkStager;
+};
 
-  int64_t fetched = 0;
-  auto produce = [&]() {
-    const int64_t tile = first_tile + fetched * tile_stride;
-    pipe.producer_acquire();
-    ::cuda::memcpy_async(block, tiles[fetched % Stages], d_src + tile * TileFloats,
-                         ::cuda::aligned_size_t<16>(kTileBytes), pipe);
-    // The block-cooperative copy splits the tile over threads with lane-dependent trip counts;
-    // re-converge so the commit is one batch per warp rather than one per diverged lane group.
-    __syncwarp();
-    pipe.producer_commit();
-    ++fetched;
-  };
-
-  // Prime: `count` is block-uniform, so these branches never diverge.
-  while (fetched < count && fetched < Stages) produce();
-
-  for (int64_t k = 0; k < count; ++k) {
-    pipe.consumer_wait();
-    consume(first_tile + k * tile_stride, tiles[k % Stages]);
-    pipe.consumer_release();
-    // The buffer just released is the one the next tile lands in.
-    if (fetched < count) produce();
-  }
-}
+template <Staging S>
+using StagerFor = typename StagerSelect<S>::type;
 
 }  // namespace gpupipe::kernels::cuda::detail

@@ -153,7 +153,8 @@ class CudaBackend final : public Backend {
   }
 
   std::vector<Staging> stagings() const override {
-    return {Staging::kAuto, Staging::kDirect, Staging::kPipeline};
+    return {Staging::kAuto,           Staging::kDirect,     Staging::kPipeline,
+            Staging::kPipelineThread, Staging::kPrimitives, Staging::kBulk};
   }
   std::vector<LaunchMode> launch_modes() const override {
     return {LaunchMode::kAuto, LaunchMode::kStream, LaunchMode::kPdl, LaunchMode::kGraph,
@@ -438,8 +439,7 @@ class CudaBackend final : public Backend {
   kernels::cuda::LaunchConfig ConfigFor(const JobSpec& spec, cudaStream_t stream) const {
     kernels::cuda::LaunchConfig config;
     config.stream = stream;
-    config.staging = spec.staging == Staging::kDirect ? kernels::cuda::Staging::kDirect
-                                                      : kernels::cuda::Staging::kPipeline;
+    config.staging = KernelStaging(spec.staging);
     config.stages = spec.stages > 0 ? spec.stages : options_.default_stages;
     const LaunchMode launch = ResolveLaunch(spec.launch);
     config.pdl = launch == LaunchMode::kPdl || launch == LaunchMode::kGraphPdl;
@@ -447,10 +447,28 @@ class CudaBackend final : public Backend {
     return config;
   }
 
+  static kernels::cuda::Staging KernelStaging(Staging staging) {
+    switch (staging) {
+      case Staging::kDirect: return kernels::cuda::Staging::kDirect;
+      case Staging::kPipeline: return kernels::cuda::Staging::kPipeline;
+      case Staging::kPipelineThread: return kernels::cuda::Staging::kPipelineThread;
+      case Staging::kPrimitives: return kernels::cuda::Staging::kPrimitives;
+      case Staging::kBulk: return kernels::cuda::Staging::kBulk;
+      case Staging::kAuto: break;
+    }
+    return kernels::cuda::Staging::kAuto;
+  }
+
+  // "direct", "<strategy>(stages=N)", or "auto" (each op resolves it from the kernel library's
+  // tuning table; the kernel names in the plan say what it chose).
   static std::string StagingLabel(const kernels::cuda::LaunchConfig& config) {
-    return config.staging == kernels::cuda::Staging::kDirect
-               ? "direct"
-               : absl::StrCat("pipeline(stages=", config.stages, ")");
+    switch (config.staging) {
+      case kernels::cuda::Staging::kDirect:
+      case kernels::cuda::Staging::kAuto: return kernels::cuda::StagingName(config.staging);
+      default: break;
+    }
+    return absl::StrCat(kernels::cuda::StagingName(config.staging), "(stages=", config.stages,
+                        ")");
   }
 
   // Per-kernel and per-step device times of one chunk, from the events recorded after every
@@ -653,7 +671,10 @@ class CudaBackend final : public Backend {
         auto* d_a = static_cast<float*>(lane.slots[0].d_buffers[0]);
         auto* d_b = static_cast<float*>(lane.slots[0].d_buffers[1]);
         GPUPIPE_CUDA_RETURN(cudaMemsetAsync(d_a, 0, n * sizeof(float), lane.stream), "warm-up");
-        for (auto staging : {kernels::cuda::Staging::kDirect, kernels::cuda::Staging::kPipeline}) {
+        for (auto staging :
+             {kernels::cuda::Staging::kDirect, kernels::cuda::Staging::kPipeline,
+              kernels::cuda::Staging::kPipelineThread, kernels::cuda::Staging::kPrimitives,
+              kernels::cuda::Staging::kBulk}) {
           kernels::cuda::LaunchConfig config;
           config.stream = lane.stream;
           config.staging = staging;

@@ -1,6 +1,7 @@
 #include "client/cli/args.h"
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_split.h"
@@ -52,6 +53,23 @@ TEST(ArgsTest, SubmitWithEverything) {
   EXPECT_FALSE(a.submit.dry_run);
 }
 
+TEST(ArgsTest, SubmitTakesEveryStagingStrategy) {
+  const std::pair<const char*, v1::Staging> cases[] = {
+      {"auto", v1::STAGING_AUTO},
+      {"direct", v1::STAGING_DIRECT},
+      {"pipeline", v1::STAGING_PIPELINE},
+      {"pipeline-thread", v1::STAGING_PIPELINE_THREAD},
+      {"primitives", v1::STAGING_PRIMITIVES},
+      {"bulk", v1::STAGING_BULK},
+  };
+  for (const auto& [name, staging] : cases) {
+    Args a = MustParse({"submit", "--input", "x.npy", "--ops", "relu", "--staging", name,
+                        "--stages", "8"});
+    EXPECT_EQ(a.submit.options.staging(), staging) << name;
+    EXPECT_EQ(a.submit.options.stages(), 8u) << name;
+  }
+}
+
 TEST(ArgsTest, SubmitPlanAndProfileFlags) {
   Args a = MustParse({"submit", "--input", "x.npy", "--ops", "softmax", "--launch", "graph-pdl",
                       "--profile", "--explain", "--dry-run"});
@@ -77,7 +95,10 @@ TEST(ArgsTest, CompareDefaults) {
   EXPECT_EQ(c.ops[0].affine().alpha(), 2);
   EXPECT_EQ(c.launches, (std::vector<v1::LaunchMode>{v1::LAUNCH_STREAM, v1::LAUNCH_PDL,
                                                      v1::LAUNCH_GRAPH, v1::LAUNCH_GRAPH_PDL}));
-  EXPECT_EQ(c.stagings, (std::vector<v1::Staging>{v1::STAGING_DIRECT, v1::STAGING_PIPELINE}));
+  EXPECT_EQ(c.stagings,
+            (std::vector<v1::Staging>{v1::STAGING_DIRECT, v1::STAGING_PIPELINE,
+                                      v1::STAGING_PIPELINE_THREAD, v1::STAGING_PRIMITIVES,
+                                      v1::STAGING_BULK}));
   EXPECT_EQ(c.repeat, 5);
   EXPECT_EQ(c.stages, 0u);
   EXPECT_EQ(c.priority, v1::PRIORITY_UNSPECIFIED);
@@ -111,7 +132,8 @@ TEST(ArgsTest, CompareUsageErrors) {
   EXPECT_THAT(with({"--launch", ""}), HasSubstr("--launch: empty item"));
   EXPECT_EQ(with({"--launch", "pdl,graph,PDL"}), "--launch: 'pdl' listed twice");
   EXPECT_EQ(with({"--staging", "direct,shared"}),
-            "--staging: unknown value 'shared' (expected auto, direct, pipeline)");
+            "--staging: unknown value 'shared' (expected auto, direct, pipeline, "
+            "pipeline-thread, primitives, bulk)");
   EXPECT_EQ(with({"--repeat", "0"}), "--repeat: expected an integer from 1 to 1000, got '0'");
   EXPECT_THAT(with({"--repeat", "x"}), HasSubstr("--repeat: expected an integer"));
   EXPECT_THAT(with({"--repeat", "1001"}), HasSubstr("--repeat"));
@@ -190,7 +212,7 @@ TEST(ArgsTest, UsageErrors) {
   EXPECT_THAT(Error({"submit", "--input", "x", "--ops", "relu", "--priority", "urgent"}),
               HasSubstr("--priority: unknown value 'urgent' (expected low, normal, high)"));
   EXPECT_THAT(Error({"submit", "--input", "x", "--ops", "relu", "--staging", "x"}),
-              HasSubstr("(expected auto, direct, pipeline)"));
+              HasSubstr("(expected auto, direct, pipeline, pipeline-thread, primitives, bulk)"));
   EXPECT_THAT(Error({"submit", "--input", "x", "--ops", "relu", "--launch", "x"}),
               HasSubstr("(expected auto, stream, pdl, graph, graph-pdl)"));
   EXPECT_THAT(Error({"submit", "--input", "x", "--ops", "relu", "--stages", "9"}),
@@ -232,7 +254,7 @@ TEST(ArgsTest, HelpTextsMentionOptions) {
     EXPECT_THAT(SubmitHelp(), HasSubstr(option));
   }
   EXPECT_THAT(CompareHelp(), HasSubstr("(default stream,pdl,graph,graph-pdl)"));
-  EXPECT_THAT(CompareHelp(), HasSubstr("(default direct,pipeline)"));
+  EXPECT_THAT(CompareHelp(), HasSubstr("(default direct,pipeline,pipeline-thread,primitives,bulk)"));
   EXPECT_THAT(CompareHelp(), HasSubstr("--repeat N           measured runs per configuration, "
                                        "1 to 1000 (default 5)"));
   // Every help line fits in 100 columns.

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "kernels/cpu/reference_ops.h"
+#include "kernels/cuda/tuning/staging_table.h"
 
 namespace gpupipe::kernels::cuda {
 namespace {
@@ -75,10 +76,15 @@ class DeviceBuffer {
 
 std::string Describe(const LaunchConfig& c) {
   std::ostringstream os;
-  os << "staging=" << (c.staging == Staging::kDirect ? "direct" : "pipeline")
+  os << "staging=" << StagingName(c.staging)
      << " stages=" << c.stages << " pdl=" << c.pdl;
   return os.str();
 }
+
+const Staging kAllStagings[] = {Staging::kDirect,     Staging::kPipeline, Staging::kPipelineThread,
+                                Staging::kPrimitives, Staging::kBulk,     Staging::kAuto};
+const Staging kStagedStagings[] = {Staging::kPipeline, Staging::kPipelineThread,
+                                   Staging::kPrimitives, Staging::kBulk};
 
 class CudaOpsTest : public ::testing::Test {
  protected:
@@ -104,10 +110,10 @@ class CudaOpsTest : public ::testing::Test {
     }
   }
 
-  // Both staging modes x stages x PDL off/on.
+  // Every staging strategy x stages x PDL off/on.
   std::vector<LaunchConfig> AllConfigs(std::initializer_list<int> stage_counts = {1, 2, 4}) const {
     std::vector<LaunchConfig> configs;
-    for (Staging staging : {Staging::kDirect, Staging::kPipeline}) {
+    for (Staging staging : kAllStagings) {
       for (int stages : stage_counts) {
         for (bool pdl : {false, true}) {
           LaunchConfig c;
@@ -122,6 +128,9 @@ class CudaOpsTest : public ::testing::Test {
     }
     return configs;
   }
+
+  // Defined below the elementwise tests.
+  void StagedMatchesDirect(const std::vector<int64_t>& sizes);
 
   LaunchConfig DefaultConfig() const {
     LaunchConfig c;
@@ -400,6 +409,107 @@ TEST_F(CudaOpsTest, ElementwiseUnalignedOutput) {
   }
 }
 
+// Every staged strategy x stages {1, 2, 4, 8} x PDL off/on against direct and the CPU reference,
+// bit for bit, over `sizes`.
+// The shapes where tiling goes wrong: 1 element, lengths that are not whole 16-byte vectors,
+// lengths one below, at and one above a whole number of tiles (each strategy and depth has its
+// own tile size, detail::StagedGeometry), and a few tiles plus a ragged tail.
+TEST_F(CudaOpsTest, ElementwiseStagedEdgeShapes) {
+  std::vector<int64_t> sizes = {1, 2, 3, 5, 7, 13, 4096 + 1, 4096 + 3};
+  // Tile sizes in floats of every strategy and depth: 4 floats x ranks x vectors per rank,
+  // with ranks 256 (224 for the partitioned pipeline, whose first warp only copies).
+  for (int ranks : {256, 224}) {
+    for (int stages : {1, 2, 4, 8}) {
+      const int per_rank = std::max(1, 32768 / (16 * ranks * stages));
+      const int64_t tile = int64_t{4} * ranks * per_rank;
+      for (int64_t n : {tile - 1, tile, tile + 1, 2 * tile + 2, 7 * tile + 5}) sizes.push_back(n);
+    }
+  }
+  std::sort(sizes.begin(), sizes.end());
+  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+  StagedMatchesDirect(sizes);
+}
+
+// A large input (256 MiB in and out) with a ragged tail: every block walks many
+// tiles, so the barriers cycle through many phases. Left out of the sanitizer runs (slow there).
+TEST_F(CudaOpsTest, ElementwiseStagedLargeRaggedTail) {
+  StagedMatchesDirect({(int64_t{1} << 26) + 7});
+}
+
+void CudaOpsTest::StagedMatchesDirect(const std::vector<int64_t>& sizes) {
+  const EwProgram program =
+      Program({Affine(2.0f, 1.0f), Relu(), Affine(0.5f, -1.0f), Op(EwOpcode::kSqrt)});
+  for (int64_t n : sizes) {
+    SCOPED_TRACE("n=" + std::to_string(n));
+    const std::vector<float> in = Random(n, -8.0f, 8.0f);
+    std::vector<float> want(n);
+    cpu::Elementwise(in.data(), want.data(), n, program);
+    DeviceBuffer<float> d_in(n), d_out(n + kGuard);
+    ASSERT_NE(d_in.get(), nullptr);
+    ASSERT_NE(d_out.get(), nullptr);
+    Upload(in, d_in.get());
+
+    LaunchConfig direct = DefaultConfig();
+    direct.staging = Staging::kDirect;
+    Poison(d_out.get(), n);
+    ASSERT_CUDA(Elementwise(d_in.get(), d_out.get(), n, program, direct));
+    const std::vector<float> from_direct = Download(d_out.get(), n);
+    ASSERT_TRUE(BitwiseEqual(from_direct, want));
+
+    for (Staging staging : kStagedStagings) {
+      for (int stages : {1, 2, 4, 8}) {
+        for (bool pdl : {false, true}) {
+          LaunchConfig config = DefaultConfig();
+          config.staging = staging;
+          config.stages = stages;
+          config.pdl = pdl;
+          SCOPED_TRACE(Describe(config));
+          Poison(d_out.get(), n);
+          int kernels = -1;
+          ASSERT_CUDA(Elementwise(d_in.get(), d_out.get(), n, program, config, &kernels));
+          EXPECT_EQ(kernels, 1);
+          const std::vector<float> got = Download(d_out.get(), n);
+          EXPECT_TRUE(BitwiseEqual(got, from_direct));
+        }
+      }
+    }
+  }
+}
+
+// Back-to-back staged launches on one stream with PDL, each reading the previous one's output:
+// a staged kernel's copies must not start before its predecessor has finished writing.
+TEST_F(CudaOpsTest, ElementwiseStagedChainsWithPdl) {
+  const int64_t n = (int64_t{1} << 22) + 9;
+  const std::vector<float> in = Random(n, -4.0f, 4.0f);
+  const EwProgram program = Program({Affine(1.25f, 0.5f)});
+  DeviceBuffer<float> d_a(n + kGuard), d_b(n + kGuard);
+  ASSERT_NE(d_a.get(), nullptr);
+  ASSERT_NE(d_b.get(), nullptr);
+  for (Staging staging : kStagedStagings) {
+    for (int stages : {1, 3, 8}) {
+      LaunchConfig config = DefaultConfig();
+      config.staging = staging;
+      config.stages = stages;
+      config.pdl = true;
+      SCOPED_TRACE(Describe(config));
+      std::vector<float> want = in;
+      Poison(d_a.get(), n);  // the guard past the end of whichever buffer ends up the result
+      Upload(in, d_a.get());
+      Poison(d_b.get(), n);
+      float* src = d_a.get();
+      float* dst = d_b.get();
+      for (int step = 0; step < 6; ++step) {
+        ASSERT_CUDA(Elementwise(src, dst, n, program, config));
+        std::vector<float> next(n);
+        cpu::Elementwise(want.data(), next.data(), n, program);
+        want = std::move(next);
+        std::swap(src, dst);
+      }
+      EXPECT_TRUE(BitwiseEqual(Download(src, n), want));
+    }
+  }
+}
+
 TEST_F(CudaOpsTest, ElementwiseEmptyLaunchesNothing) {
   int kernels = -1;
   EXPECT_EQ(Elementwise(nullptr, nullptr, 0, TestPrograms().front(), DefaultConfig(), &kernels),
@@ -439,6 +549,10 @@ class CudaRowOpsTest : public CudaOpsTest {
     workspace_.emplace(RowOpsWorkspaceBytes());
     ASSERT_NE(workspace_->get(), nullptr);
   }
+  // Defined below RowReduceMatchesReference.
+  void StagedReduceMatchesReference(const std::vector<Shape>& shapes,
+                                    const std::vector<RowReduceKind>& kinds);
+
   std::optional<DeviceBuffer<unsigned char>> workspace_;
 };
 
@@ -526,6 +640,57 @@ TEST_F(CudaRowOpsTest, RowReduceMatchesReference) {
       }
     }
   }
+}
+
+// The staged strategies in the reduction's block path at every depth, on rows whose starts are
+// not 16-byte aligned (odd cols: each row has a scalar head, whole staged tiles, a ragged rest)
+// and on long rows split over blocks. Sum, mean and norm2 within tolerance of the reference
+// (the staged order of accumulation differs from direct's), min and max exact.
+void CudaRowOpsTest::StagedReduceMatchesReference(const std::vector<Shape>& shapes,
+                                                  const std::vector<RowReduceKind>& kinds) {
+  for (const Shape& shape : shapes) {
+    SCOPED_TRACE(Describe(shape));
+    const int64_t n = shape.rows * shape.cols;
+    const std::vector<float> in = Random(n, -4.0f, 4.0f);
+    DeviceBuffer<float> d_in(n), d_out(shape.rows + kGuard);
+    ASSERT_NE(d_in.get(), nullptr);
+    ASSERT_NE(d_out.get(), nullptr);
+    Upload(in, d_in.get());
+    for (RowReduceKind kind : kinds) {
+      SCOPED_TRACE(Name(kind));
+      std::vector<float> want(shape.rows);
+      cpu::RowReduce(in.data(), want.data(), shape.rows, shape.cols, kind);
+      const std::vector<double> tol = ReduceTolerance(kind, in, want, shape);
+      for (Staging staging : kStagedStagings) {
+        for (int stages : {1, 2, 4, 8}) {
+          LaunchConfig config = DefaultConfig();
+          config.staging = staging;
+          config.stages = stages;
+          SCOPED_TRACE(Describe(config));
+          Poison(d_out.get(), shape.rows);
+          ASSERT_CUDA(RowReduce(d_in.get(), d_out.get(), shape.rows, shape.cols, kind,
+                                EwProgram{}, workspace_->get(), workspace_->bytes(), config));
+          const std::vector<float> got = Download(d_out.get(), shape.rows);
+          if (kind == RowReduceKind::kMin || kind == RowReduceKind::kMax) {
+            EXPECT_TRUE(BitwiseEqual(got, want));
+          } else {
+            EXPECT_TRUE(Near(got, want, tol));
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_F(CudaRowOpsTest, RowReduceStagedShapes) {
+  StagedReduceMatchesReference({{3, 100003}, {7, 65537}, {1, 4 * 32768 + 3}, {2, (1 << 20) + 1},
+                                {600, 9001}},
+                               {std::begin(kReduceKinds), std::end(kReduceKinds)});
+}
+
+TEST_F(CudaRowOpsTest, RowReduceStagedLargeRaggedTail) {
+  StagedReduceMatchesReference({{1, (int64_t{1} << 26) + 7}},
+                               {RowReduceKind::kSum, RowReduceKind::kMax});
 }
 
 TEST_F(CudaRowOpsTest, RowSumIsRowReduceSum) {
@@ -998,7 +1163,7 @@ TEST_F(CudaRowOpsTest, PdlChainAcrossOpsMatchesReference) {
     ASSERT_NE(d_a.get(), nullptr);
     ASSERT_NE(d_b.get(), nullptr);
     ASSERT_NE(d_arg.get(), nullptr);
-    for (Staging staging : {Staging::kDirect, Staging::kPipeline}) {
+    for (Staging staging : kAllStagings) {
       LaunchConfig config = DefaultConfig();
       config.pdl = true;
       config.staging = staging;
@@ -1076,6 +1241,16 @@ TEST(DescribeLaunches, Elementwise) {
   EXPECT_EQ(Names(DescribeElementwise(1 << 20, c)), Strings{"elementwise.direct"});
   c.staging = Staging::kPipeline;
   EXPECT_EQ(Names(DescribeElementwise(1 << 20, c)), Strings{"elementwise.pipeline"});
+  c.staging = Staging::kPipelineThread;
+  EXPECT_EQ(Names(DescribeElementwise(1 << 20, c)), Strings{"elementwise.pipeline-thread"});
+  c.staging = Staging::kPrimitives;
+  EXPECT_EQ(Names(DescribeElementwise(1 << 20, c)), Strings{"elementwise.primitives"});
+  c.staging = Staging::kBulk;
+  EXPECT_EQ(Names(DescribeElementwise(1 << 20, c)), Strings{"elementwise.bulk"});
+  // auto resolves through the tuning table, which holds no measured entries yet: direct.
+  c.staging = Staging::kAuto;
+  EXPECT_EQ(Names(DescribeElementwise(1 << 20, c)), Strings{"elementwise.direct"});
+  c.staging = Staging::kPipeline;
   EXPECT_TRUE(DescribeElementwise(0, c).empty());
   EXPECT_TRUE(DescribeElementwise(-1, c).empty());
   c.stages = 0;
@@ -1085,6 +1260,42 @@ TEST(DescribeLaunches, Elementwise) {
   const std::vector<KernelLaunchInfo> big = DescribeElementwise(int64_t{1} << 30, c);
   ASSERT_EQ(big.size(), 1u);
   EXPECT_LE(big[0].blocks, 132 * 8);
+}
+
+// The `auto` table: well-formed entries, and until the H200 measurements are in, `direct` for
+// every family, type and size class. Host-only: runs without a GPU.
+TEST(StagingTable, EntriesAreValidAndDefaultToDirect) {
+  for (const tuning::StagingTableEntry& e : tuning::kStagingTable) {
+    EXPECT_NE(e.staging, Staging::kAuto);
+    EXPECT_TRUE(e.stages == 0 || (e.stages >= kMinStages && e.stages <= kMaxStages));
+    EXPECT_NE(std::string(e.provenance), "");
+  }
+  EXPECT_EQ(tuning::SizeClassOf(tuning::StagingFamily::kElementwise, 1, 1 << 30, 132),
+            tuning::SizeClass::kElementwise);
+  EXPECT_EQ(tuning::SizeClassOf(tuning::StagingFamily::kRowReduce, 4096, 8192, 132),
+            tuning::SizeClass::kShortRows);
+  EXPECT_EQ(tuning::SizeClassOf(tuning::StagingFamily::kRowReduce, 4, 8193, 132),
+            tuning::SizeClass::kFewLongRows);
+  EXPECT_EQ(tuning::SizeClassOf(tuning::StagingFamily::kRowReduce, 132, 8193, 132),
+            tuning::SizeClass::kManyLongRows);
+  LaunchConfig c = DescribeConfig();
+  c.staging = Staging::kAuto;
+  c.stages = 3;
+  for (auto family : {tuning::StagingFamily::kElementwise, tuning::StagingFamily::kRowReduce}) {
+    for (ElementType type : {ElementType::kFloat32, ElementType::kFloat64,
+                             ElementType::kFloat16, ElementType::kInt32}) {
+      for (int64_t rows : {1, 4, 4096}) {
+        const tuning::StagingChoice choice = tuning::ResolveStaging(c, family, type, rows, 1 << 20);
+        EXPECT_EQ(choice.staging, Staging::kDirect);
+        EXPECT_EQ(choice.stages, 3);
+      }
+    }
+  }
+  c.staging = Staging::kBulk;  // an explicit strategy is kept as is
+  EXPECT_EQ(tuning::ResolveStaging(c, tuning::StagingFamily::kElementwise, ElementType::kFloat32,
+                                   1, 1 << 20)
+                .staging,
+            Staging::kBulk);
 }
 
 TEST(DescribeLaunches, RowReduceAndArgmax) {

@@ -167,11 +167,12 @@ TEST_F(CudaBackendTest, MatchesTheCpuReferenceForEveryPipelineAndShape) {
       std::vector<float> x = gpupipe::testing::RandomFloats(count, seed + n++);
       auto want = Run(cpu_, spec, x);
       ASSERT_TRUE(want->status().ok()) << want->status();
-      for (Staging staging : {Staging::kDirect, Staging::kPipeline}) {
+      for (Staging staging : {Staging::kAuto, Staging::kDirect, Staging::kPipeline,
+                              Staging::kPipelineThread, Staging::kPrimitives, Staging::kBulk}) {
         for (LaunchMode launch : {LaunchMode::kStream, LaunchMode::kPdl}) {
           spec.staging = staging;
           spec.launch = launch;
-          spec.stages = staging == Staging::kPipeline ? 1 + (n % 4) : 0;
+          spec.stages = staging == Staging::kDirect ? 0 : 1 + (n % 4);
           const std::string what = std::string(pc.name) + " on " + ShapeString(shape) + " " +
                                    std::string(StagingName(staging)) + "/" +
                                    std::string(LaunchModeName(launch));
@@ -285,7 +286,8 @@ TEST_F(CudaLaunchModesTest, EveryLaunchModeAndStagingGivesIdenticalBytes) {
       const std::string reference = Run(spec, x)->output();
       for (LaunchMode launch : {LaunchMode::kStream, LaunchMode::kPdl, LaunchMode::kGraph,
                                 LaunchMode::kGraphPdl}) {
-        for (Staging staging : {Staging::kDirect, Staging::kPipeline}) {
+        for (Staging staging : {Staging::kDirect, Staging::kPipeline, Staging::kPipelineThread,
+                                Staging::kPrimitives, Staging::kBulk}) {
           for (int stages : {1, 4}) {
             spec.launch = launch;
             spec.staging = staging;

@@ -1,0 +1,73 @@
+// Shared pieces of the staging strategies (kernels/cuda/detail/staging/*.cuh): the tile
+// geometry every strategy and the host dispatch agree on, and the block's shared storage.
+//
+// A staged kernel streams contiguous tiles of 16-byte vectors from global into shared memory
+// and hands each tile to a consumer callback. Tiles are dtype-agnostic (bytes, as uint4
+// vectors): the caller converts the vectors to its element type. The vectors of one tile are
+// split over `ranks` consumer threads, rank r owning vectors r, r + ranks, ... (vecs_per_rank of
+// them): consecutive ranks read consecutive 16-byte words of shared memory (conflict-free) and
+// write consecutive 16-byte words of global memory (coalesced). The thread-scope strategies
+// rely on that ownership: a thread copies exactly the vectors it later consumes, so it never
+// needs another thread's copy to have landed.
+#pragma once
+
+#include <cuda/pipeline>
+
+#include <cstdint>
+
+#include "kernels/cuda/ops.h"
+
+namespace gpupipe::kernels::cuda::detail {
+
+// Shared-memory staging budget of one block, split into `stages` tiles: fewer stages mean
+// bigger tiles, so every stage count keeps about the same bytes in flight per block. 32 KiB
+// leaves room for 6 blocks on an H200 SM (228 KiB). Initial value carried over from the
+// first pipeline kernel, not tuned per strategy.
+inline constexpr int kStagingBudgetBytes = 32 * 1024;
+inline constexpr int kStagingVecBytes = 16;
+inline constexpr int kStagingWarp = 32;
+
+// Threads that only produce (copy) and never consume: the partitioned cuda::pipeline gives
+// one warp the producer role. Every other strategy has all threads consume.
+__host__ __device__ constexpr int StagingProducerThreads(Staging staging) {
+  return staging == Staging::kPipeline ? kStagingWarp : 0;
+}
+
+struct TileGeometry {
+  int ranks;          // consumer threads: vector r of a tile belongs to rank r % ranks
+  int vecs_per_rank;  // 16-byte vectors each rank consumes per tile (>= 1)
+  int stages;         // tiles in flight per block, kMinStages..kMaxStages
+
+  __host__ __device__ int64_t tile_vecs() const {
+    return static_cast<int64_t>(ranks) * vecs_per_rank;
+  }
+  __host__ __device__ int64_t tile_bytes() const { return tile_vecs() * kStagingVecBytes; }
+};
+
+// The geometry of a block of `threads` threads (a multiple of 32, at most 256 so that
+// kMaxStages tiles of one vector per rank fit the budget) staging with `stages` buffers.
+// Host and device compute it the same way, so the grid sizing matches what the kernel walks.
+__host__ __device__ inline TileGeometry StagedGeometry(Staging staging, int threads,
+                                                      int stages) {
+  const int ranks = threads - StagingProducerThreads(staging);
+  const int per_rank = kStagingBudgetBytes / (kStagingVecBytes * ranks * stages);
+  return {ranks, per_rank < 1 ? 1 : per_rank, stages};
+}
+
+// One block's staging storage; declared `__shared__` by the kernel. Each strategy uses the
+// part it needs (the barrier words cost a few hundred bytes in the others).
+using BlockPipelineState8 = ::cuda::pipeline_shared_state<::cuda::thread_scope_block, kMaxStages>;
+struct StagingSmem {
+  alignas(128) uint4 buffer[kStagingBudgetBytes / kStagingVecBytes];
+  // Raw storage for a pipeline_shared_state<block, stages> with stages chosen at run time
+  // (MakeBlockPipeline): the largest one fits, and a smaller one is a prefix of the same layout
+  // (stage records, then the reference count, whose offset the pipeline computes from its
+  // run-time stage count).
+  alignas(16) unsigned char pipeline_state[sizeof(BlockPipelineState8)];
+  // mbarriers of the bulk strategy: `full` completes when a tile has landed, `empty` when every
+  // consumer warp is done with it.
+  alignas(8) uint64_t full[kMaxStages];
+  alignas(8) uint64_t empty[kMaxStages];
+};
+
+}  // namespace gpupipe::kernels::cuda::detail

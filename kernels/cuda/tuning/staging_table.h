@@ -1,0 +1,96 @@
+// The `auto` staging choice (Staging::kAuto) as data: which strategy and depth each op family
+// uses for an element type and size class. Host-only; the dispatch code of each op resolves
+// kAuto through ResolveStaging before it sizes its grid, so Describe* reports the resolved
+// strategy.
+//
+// Provenance. Entries are to come from the kernels benchmark on the H200: bench/kernels/run.sh
+// times every strategy x stages x size, and its report (bench/results/kernels-h200.md, section
+// "Winners for the `auto` staging table", also auto-staging.json) lists the winner per op,
+// dtype and size class, the same keys as here. Until those measurements exist, no entry claims
+// one: every family, type and size class uses `direct` (the baseline, vectorized plain loads).
+// A measured entry goes below the defaults (later entries win) and names the results file and
+// the commit it was measured at.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/common/element_type.h"
+#include "kernels/cuda/ops.h"
+
+namespace gpupipe::kernels::cuda::tuning {
+
+// Op families whose load loop can stage (their kernels stream long contiguous runs).
+enum class StagingFamily {
+  kElementwise,  // Elementwise
+  kRowReduce,    // RowReduce over long rows (the block path; short rows never stage)
+};
+
+// The benchmark's size classes (SizeClass() in bench/kernels/kernels_bench.cc).
+enum class SizeClass {
+  kAny,           // an entry for every class
+  kElementwise,   // the elementwise family, any length
+  kShortRows,     // cols <= 8192
+  kFewLongRows,   // longer rows, fewer of them than multiprocessors (rows split over blocks)
+  kManyLongRows,  // longer rows, at least one per multiprocessor
+};
+
+inline SizeClass SizeClassOf(StagingFamily family, int64_t rows, int64_t cols,
+                             int multiprocessors) {
+  if (family == StagingFamily::kElementwise) return SizeClass::kElementwise;
+  if (cols <= 8192) return SizeClass::kShortRows;
+  return rows < multiprocessors ? SizeClass::kFewLongRows : SizeClass::kManyLongRows;
+}
+
+struct StagingTableEntry {
+  StagingFamily family;
+  ElementType type;
+  SizeClass size_class;
+  Staging staging;  // never kAuto
+  int stages;       // kMinStages..kMaxStages, or 0 to keep LaunchConfig::stages
+  const char* provenance;
+};
+
+// `direct` for every size class of (family, type), claiming no measurement.
+constexpr StagingTableEntry Unmeasured(StagingFamily family, ElementType type) {
+  return {family, type, SizeClass::kAny, Staging::kDirect, 0,
+          "default until measured (bench/results/kernels-h200.md)"};
+}
+
+// Defaults first, measured entries after them; the last matching entry wins.
+inline constexpr StagingTableEntry kStagingTable[] = {
+    Unmeasured(StagingFamily::kElementwise, ElementType::kFloat32),
+    Unmeasured(StagingFamily::kElementwise, ElementType::kFloat64),
+    Unmeasured(StagingFamily::kElementwise, ElementType::kFloat16),
+    Unmeasured(StagingFamily::kElementwise, ElementType::kInt32),
+    Unmeasured(StagingFamily::kRowReduce, ElementType::kFloat32),
+    Unmeasured(StagingFamily::kRowReduce, ElementType::kFloat64),
+    Unmeasured(StagingFamily::kRowReduce, ElementType::kFloat16),
+    Unmeasured(StagingFamily::kRowReduce, ElementType::kInt32),
+    // Measured entries, e.g.
+    //   {StagingFamily::kElementwise, ElementType::kFloat32, SizeClass::kElementwise,
+    //    Staging::kBulk, 4, "bench/results/kernels-h200.md @ <commit>: 3.1 vs 3.4 us direct"},
+};
+
+struct StagingChoice {
+  Staging staging;
+  int stages;
+};
+
+// The strategy and depth a launch with `config` uses for `rows` x `cols` (elementwise: 1 x n):
+// config's own unless it asks for kAuto, then the last table entry for (family, type) whose
+// size class matches; direct where none does.
+inline StagingChoice ResolveStaging(const LaunchConfig& config, StagingFamily family,
+                                    ElementType type, int64_t rows, int64_t cols) {
+  if (config.staging != Staging::kAuto) return {config.staging, config.stages};
+  const SizeClass size_class = SizeClassOf(family, rows, cols, config.multiprocessors);
+  StagingChoice choice{Staging::kDirect, config.stages};
+  for (const StagingTableEntry& e : kStagingTable) {
+    if (e.family == family && e.type == type &&
+        (e.size_class == SizeClass::kAny || e.size_class == size_class)) {
+      choice = {e.staging, e.stages > 0 ? e.stages : config.stages};
+    }
+  }
+  return choice;
+}
+
+}  // namespace gpupipe::kernels::cuda::tuning
