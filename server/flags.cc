@@ -31,7 +31,9 @@ Runs the gpupipe job service: a gRPC daemon that owns one GPU.
   --backend auto|cuda|cpu    auto uses the GPU when one is usable, else the CPU (default auto)
   --device N                 CUDA device ordinal (default 0)
   --streams-per-priority N   lanes (CUDA streams with their own buffers) per priority (default 2)
-  --max-input-mib N          largest input tensor accepted, in MiB (default 64)
+  --max-input-mib N          largest input tensor accepted by Submit, in MiB (default 64)
+  --max-stream-input-gib N   largest input tensor accepted by Run, the streaming upload, in
+                             GiB (default 4)
   --max-queued-jobs N        accepted jobs waiting for a lane before new ones are refused
                              with RESOURCE_EXHAUSTED (default 1024)
   --max-queued-mib N         input bytes waiting for a lane, likewise (default 2048)
@@ -89,6 +91,8 @@ absl::StatusOr<DaemonOptions> ParseFlags(const std::vector<std::string>& args) {
           {"--streams-per-priority", 1, 16,
            [&](int64_t v) { o.streams_per_priority = static_cast<int>(v); }},
           {"--max-input-mib", 1, 1024, [&](int64_t v) { o.max_input_bytes = v << 20; }},
+          {"--max-stream-input-gib", 1, 1024,
+           [&](int64_t v) { o.max_stream_input_bytes = v << 30; }},
           {"--max-queued-jobs", 1, 1 << 20,
            [&](int64_t v) { o.max_queued_jobs = static_cast<int>(v); }},
           {"--max-queued-mib", 1, 1 << 20, [&](int64_t v) { o.max_queued_bytes = v << 20; }},

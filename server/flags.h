@@ -16,6 +16,7 @@ struct DaemonOptions {
   int device = 0;
   int streams_per_priority = 2;
   int64_t max_input_bytes = int64_t{64} << 20;
+  int64_t max_stream_input_bytes = int64_t{4} << 30;
   int max_queued_jobs = 1024;
   int64_t max_queued_bytes = int64_t{2} << 30;
   int shutdown_grace_seconds = 10;
