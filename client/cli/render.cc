@@ -427,7 +427,11 @@ std::string RenderDescribeText(const v1::DescribeResponse& d) {
   }
   if (d.has_limits()) {
     const v1::Limits& l = d.limits();
-    text += Line("limits", absl::StrCat("input ", FormatBytes(l.max_input_bytes()), ", ",
+    const std::string streamed =
+        l.max_stream_input_bytes() > 0
+            ? absl::StrCat(" (streamed ", FormatBytes(l.max_stream_input_bytes()), ")")
+            : std::string();
+    text += Line("limits", absl::StrCat("input ", FormatBytes(l.max_input_bytes()), streamed, ", ",
                                         l.max_ops(), " ops, rank ", l.max_rank(), ", chunks ",
                                         FormatBytes(l.max_chunk_bytes())));
   }
