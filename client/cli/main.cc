@@ -211,6 +211,7 @@ int RunSubmit(const Args& args, const Reporter& reporter) {
   report.input_path = s.input;
   report.input_dtype = input.dtype;
   report.input_shape = input.shape;
+  report.streamed = stream;
   report.ops = client::FormatOps(s.ops);
   report.explain = s.explain;
   report.profile = s.options.profile();

@@ -27,6 +27,7 @@ struct SubmitReport {
   std::string output_path;  // empty: not written
   bool explain = false;     // the plan was asked for (--explain)
   bool profile = false;     // step timings were asked for (--profile)
+  bool streamed = false;    // the input went through Run (JSON "upload": "stream" or "inline")
   client::JobResult result;
 };
 

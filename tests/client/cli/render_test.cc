@@ -304,6 +304,7 @@ TEST(RenderTest, SubmitJson) {
   EXPECT_EQ(j["input"]["path"], "x.npy");
   EXPECT_EQ(j["input"]["shape"], nlohmann::ordered_json({2, 3}));
   EXPECT_EQ(j["input"]["dtype"], "float32");
+  EXPECT_EQ(j["upload"], "inline");
   EXPECT_EQ(j["output"]["shape"], nlohmann::ordered_json({2}));
   EXPECT_EQ(j["output"]["dtype"], "float32");
   EXPECT_TRUE(j["output"]["path"].is_null());
