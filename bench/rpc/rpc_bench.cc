@@ -142,7 +142,8 @@ double Run(client::JobClient* client, const std::string& input, bool check) {
 double Median(std::vector<double> v) {
   if (v.empty()) return -1;
   std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
+  const size_t m = v.size() / 2;
+  return v.size() % 2 == 1 ? v[m] : (v[m - 1] + v[m]) / 2;  // as Python's statistics.median
 }
 
 int Main(int argc, char** argv) {
