@@ -15,6 +15,7 @@ rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib"
 binaries=("$build/bin/gpupiped" "$build/bin/gpupipe")
 [ -x "$build/bin/planner_bench" ] && binaries+=("$build/bin/planner_bench")
+[ -x "$build/bin/rpc_bench" ] && binaries+=("$build/bin/rpc_bench")
 while IFS= read -r -d '' t; do binaries+=("$t"); done < <(find "$build/tests" -maxdepth 2 -type f \
   -perm -u+x -name '*_test' -print0)
 for b in "${binaries[@]}"; do cp "$b" "$out/bin/"; done
