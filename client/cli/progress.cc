@@ -52,14 +52,14 @@ void ProgressBar::Draw(const std::string& phase, int64_t done, int64_t total, bo
   std::lock_guard<std::mutex> lock(mu_);
   if (closed_) return;
   const auto now = std::chrono::steady_clock::now();
-  if (phase != phase_) {
-    phase_ = phase;
-    phase_start_ = now;
+  auto& start = phase == "upload" ? upload_start_ : result_start_;
+  if (start == std::chrono::steady_clock::time_point{}) {
+    start = now;
     force = true;
   }
   if (!force && now - last_draw_ < kRedrawInterval) return;
   last_draw_ = now;
-  const double seconds = std::chrono::duration<double>(now - phase_start_).count();
+  const double seconds = std::chrono::duration<double>(now - start).count();
   std::fprintf(out_, "\r\033[K%s", RenderProgressLine(phase, done, total, seconds).c_str());
   std::fflush(out_);
   drawn_ = true;

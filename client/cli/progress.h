@@ -41,8 +41,10 @@ class ProgressBar {
   std::mutex mu_;
   bool drawn_ = false;
   bool closed_ = false;
-  std::string phase_;
-  std::chrono::steady_clock::time_point phase_start_;
+  // Each phase's rate counts from its own first report (with a backend that streams results
+  // during the upload, the two phases interleave).
+  std::chrono::steady_clock::time_point upload_start_;
+  std::chrono::steady_clock::time_point result_start_;
   std::chrono::steady_clock::time_point last_draw_;
 };
 
