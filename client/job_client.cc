@@ -1,7 +1,10 @@
 #include "client/job_client.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <mutex>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -76,6 +79,67 @@ absl::StatusOr<JobResult> JobClient::Submit(const v1::SubmitRequest& request,
   const grpc::Status rpc_status = reader->Finish();
   // A failed Done is the job's own verdict and carries the server's message; report it even
   // though the RPC then fails with the same status.
+  if (!stream_error.ok()) return stream_error;
+  if (!rpc_status.ok()) return FromGrpcStatus(rpc_status);
+  return assembler.Finish();
+}
+
+absl::StatusOr<JobResult> JobClient::Run(const v1::SubmitRequest& spec, int64_t input_bytes,
+                                         const InputReader& read, EventCallback on_event,
+                                         UploadProgress on_progress) {
+  if (!spec.input().data().empty()) {
+    return absl::InvalidArgumentError(
+        "Run: the spec's input must carry no data (the bytes are streamed)");
+  }
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  std::unique_ptr<grpc::ClientReaderWriter<v1::RunRequest, v1::JobEvent>> stream =
+      stub_->Run(&context);
+
+  // The upload runs on its own thread so that events (results included) are read while it
+  // goes on; gRPC allows one reader and one writer on a stream at the same time.
+  absl::Status upload_error;  // written by the upload thread, read after join
+  std::thread upload([&] {
+    v1::RunRequest message;
+    *message.mutable_spec() = spec;
+    if (!stream->Write(message)) return;  // the call ended; its status says why
+    int64_t sent = 0;
+    while (sent < input_bytes) {
+      const int64_t n = std::min(kUploadChunkBytes, input_bytes - sent);
+      std::string* data = message.mutable_data();
+      data->resize(static_cast<size_t>(n));
+      if (absl::Status s = read(data->data(), n); !s.ok()) {
+        upload_error = std::move(s);
+        context.TryCancel();
+        return;
+      }
+      // Write returns once the message is serialized and handed on, so the buffer is reused.
+      if (!stream->Write(message)) return;
+      sent += n;
+      if (on_progress) on_progress(sent, input_bytes);
+    }
+    stream->WritesDone();
+  });
+
+  ResultAssembler assembler(spec.dry_run());
+  absl::Status stream_error;
+  v1::JobEvent event;
+  while (stream->Read(&event)) {
+    absl::Status s = assembler.Add(event);
+    if (!s.ok()) {
+      stream_error = std::move(s);
+      break;
+    }
+    if (on_event) on_event(event);
+  }
+  if (!stream_error.ok()) {
+    if (!assembler.done()) context.TryCancel();
+    while (stream->Read(&event)) {
+    }
+  }
+  upload.join();
+  const grpc::Status rpc_status = stream->Finish();
+  if (!upload_error.ok()) return upload_error;
   if (!stream_error.ok()) return stream_error;
   if (!rpc_status.ok()) return FromGrpcStatus(rpc_status);
   return assembler.Finish();

@@ -26,6 +26,17 @@ struct ClientOptions {
 // Called with every event of a Submit stream, in order, after the event was checked.
 using EventCallback = std::function<void(const v1::JobEvent&)>;
 
+// Fills `buffer` with the next `n` bytes of a streamed input (Run), in order; an error stops the
+// upload and becomes the call's result. Called from the client's upload thread.
+using InputReader = std::function<absl::Status(char* buffer, int64_t n)>;
+
+// Called from the upload thread after each input chunk was handed to gRPC.
+using UploadProgress = std::function<void(int64_t bytes_sent, int64_t bytes_total)>;
+
+// Input bytes per Run data message: under 1 MiB with room for the message's framing, so no
+// gRPC message limit needs raising.
+inline constexpr int64_t kUploadChunkBytes = (int64_t{1} << 20) - 4096;
+
 // grpc::Status -> absl::Status with the same code (both number google.rpc.Code) and message.
 absl::Status FromGrpcStatus(const grpc::Status& status);
 
@@ -50,6 +61,15 @@ class JobClient {
   // yields DATA_LOSS. On an error the RPC is cancelled. With request.dry_run the result holds
   // the plan and no output data.
   absl::StatusOr<JobResult> Submit(const v1::SubmitRequest& request, EventCallback on_event = {});
+
+  // Runs one job through the streaming upload RPC (Run): `spec` is the job with an input that
+  // has shape and dtype but no data; `read` supplies the input's `input_bytes` bytes in
+  // kUploadChunkBytes pieces, on an upload thread, while this thread reads the job's events, so
+  // results that come back during the upload are consumed. Results and errors as for Submit;
+  // a failing `read` cancels the RPC and its error is returned.
+  absl::StatusOr<JobResult> Run(const v1::SubmitRequest& spec, int64_t input_bytes,
+                                const InputReader& read, EventCallback on_event = {},
+                                UploadProgress on_progress = {});
 
   const ClientOptions& options() const { return options_; }
 

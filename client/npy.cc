@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -228,11 +229,16 @@ absl::string_view NpyDescr(v1::DType dtype) {
   }
 }
 
-absl::StatusOr<NpyArray> ParseNpy(std::string bytes, absl::string_view name) {
+namespace {
+
+// Parses the header at the start of `bytes` (which must hold at least the whole header) of a
+// file of `file_size` bytes.
+absl::StatusOr<NpyFileInfo> ParseHeader(absl::string_view bytes, uint64_t file_size,
+                                        absl::string_view name) {
   auto error = [&](auto&&... parts) {
     return absl::InvalidArgumentError(absl::StrCat(name, ": ", parts...));
   };
-  if (bytes.size() < kMagicLen || bytes.compare(0, kMagicLen, kMagic, kMagicLen) != 0) {
+  if (bytes.size() < kMagicLen || bytes.compare(0, kMagicLen, absl::string_view(kMagic, kMagicLen)) != 0) {
     return error("not a .npy file (bad magic; expected \\x93NUMPY, a file written by numpy.save)");
   }
   if (bytes.size() < kMagicLen + 2) {
@@ -252,13 +258,12 @@ absl::StatusOr<NpyArray> ParseNpy(std::string bytes, absl::string_view name) {
   const size_t header_len = ReadLe(bytes, kMagicLen + 2, len_width);
   const size_t data_start = header_start + header_len;
   if (bytes.size() < data_start) {
-    return error("truncated header (file is ", bytes.size(), " bytes, header ends at byte ",
+    return error("truncated header (file is ", file_size, " bytes, header ends at byte ",
                  data_start, ")");
   }
 
   PyValue header;
-  absl::Status s =
-      LiteralParser(absl::string_view(bytes).substr(header_start, header_len)).ParseTop(&header);
+  absl::Status s = LiteralParser(bytes.substr(header_start, header_len)).ParseTop(&header);
   if (!s.ok()) return Prefixed(name, s);
   if (header.kind != PyValue::kDict) return error("malformed header (not a dict)");
   const PyValue* descr = FindKey(header, "descr");
@@ -268,14 +273,14 @@ absl::StatusOr<NpyArray> ParseNpy(std::string bytes, absl::string_view name) {
     return error("malformed header (needs the keys 'descr', 'fortran_order' and 'shape')");
   }
 
-  NpyArray array;
+  NpyFileInfo info;
   if (descr->kind == PyValue::kList) {
     return error("structured dtype is not supported (supported: ", kSupported, ")");
   }
   if (descr->kind != PyValue::kStr) return error("malformed header ('descr' is not a string)");
   absl::StatusOr<v1::DType> dtype = DTypeFromDescr(descr->str);
   if (!dtype.ok()) return Prefixed(name, dtype.status());
-  array.dtype = *dtype;
+  info.dtype = *dtype;
 
   if (fortran->kind != PyValue::kBool) {
     return error("malformed header ('fortran_order' is not True or False)");
@@ -290,18 +295,31 @@ absl::StatusOr<NpyArray> ParseNpy(std::string bytes, absl::string_view name) {
     if (dim.kind != PyValue::kInt || dim.num < 0) {
       return error("malformed header ('shape' must hold non-negative integers)");
     }
-    array.shape.push_back(dim.num);
+    info.shape.push_back(dim.num);
   }
-  absl::StatusOr<int64_t> want = TensorBytes(array.dtype, array.shape);
+  absl::StatusOr<int64_t> want = TensorBytes(info.dtype, info.shape);
   if (!want.ok()) return Prefixed(name, want.status());
-  const size_t have = bytes.size() - data_start;
+  const uint64_t have = file_size - data_start;
   if (have != static_cast<uint64_t>(*want)) {
-    return error("data is ", have, " bytes but shape ", ShapeTuple(array.shape), " of ",
+    return error("data is ", have, " bytes but shape ", ShapeTuple(info.shape), " of ",
                  descr->str, " needs ", *want, have < static_cast<uint64_t>(*want)
                                                       ? " (truncated file)"
                                                       : " (trailing bytes)");
   }
-  bytes.erase(0, data_start);
+  info.data_offset = static_cast<int64_t>(data_start);
+  info.data_bytes = *want;
+  return info;
+}
+
+}  // namespace
+
+absl::StatusOr<NpyArray> ParseNpy(std::string bytes, absl::string_view name) {
+  absl::StatusOr<NpyFileInfo> info = ParseHeader(bytes, bytes.size(), name);
+  if (!info.ok()) return info.status();
+  NpyArray array;
+  array.dtype = info->dtype;
+  array.shape = std::move(info->shape);
+  bytes.erase(0, static_cast<size_t>(info->data_offset));
   array.data = std::move(bytes);
   return array;
 }
@@ -345,6 +363,50 @@ absl::StatusOr<std::string> SerializeNpy(const NpyArray& array) {
   out += dict;
   out += array.data;
   return out;
+}
+
+absl::StatusOr<NpyFileInfo> ReadNpyHeader(const std::string& path) {
+  auto errno_error = [&](absl::string_view what) {
+    const int err = errno;
+    return absl::Status(absl::ErrnoToStatusCode(err),
+                        absl::StrCat(path, ": ", what, ": ", std::strerror(err)));
+  };
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return errno_error("cannot open");
+  struct FdCloser {
+    int fd;
+    ~FdCloser() { ::close(fd); }
+  } closer{fd};
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return errno_error("cannot stat");
+  if (!S_ISREG(st.st_mode)) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": not a regular file"));
+  }
+  // The prefix up to the header length first, then the whole header.
+  std::string prefix;
+  auto read_prefix = [&](size_t want) -> absl::Status {
+    want = std::min<size_t>(want, static_cast<size_t>(st.st_size));
+    while (prefix.size() < want) {
+      char buffer[4096];
+      const ssize_t n = ::pread(fd, buffer, std::min(sizeof(buffer), want - prefix.size()),
+                                static_cast<off_t>(prefix.size()));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return errno_error("read failed");
+      if (n == 0) break;
+      prefix.append(buffer, static_cast<size_t>(n));
+    }
+    return absl::OkStatus();
+  };
+  if (absl::Status s = read_prefix(kMagicLen + 6); !s.ok()) return s;
+  if (prefix.size() >= kMagicLen + 2 && prefix.compare(0, kMagicLen, kMagic, kMagicLen) == 0) {
+    const int major = static_cast<unsigned char>(prefix[kMagicLen]);
+    const size_t len_width = major == 1 ? 2 : 4;
+    if (prefix.size() >= kMagicLen + 2 + len_width) {
+      const size_t header_len = ReadLe(prefix, kMagicLen + 2, len_width);
+      if (absl::Status s = read_prefix(kMagicLen + 2 + len_width + header_len); !s.ok()) return s;
+    }
+  }
+  return ParseHeader(prefix, static_cast<uint64_t>(st.st_size), path);
 }
 
 absl::StatusOr<NpyArray> ReadNpy(const std::string& path) {

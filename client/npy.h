@@ -37,6 +37,19 @@ absl::StatusOr<NpyArray> ParseNpy(std::string bytes, absl::string_view name = "<
 // does not match shape x dtype.
 absl::StatusOr<std::string> SerializeNpy(const NpyArray& array);
 
+// Where a .npy file's element bytes are, for reading them from disk in pieces (streaming an
+// input larger than memory should hold twice).
+struct NpyFileInfo {
+  v1::DType dtype = v1::DTYPE_UNSPECIFIED;
+  std::vector<int64_t> shape;
+  int64_t data_offset = 0;  // first element byte within the file
+  int64_t data_bytes = 0;   // prod(shape) * itemsize; the file holds exactly these after the header
+};
+
+// Reads and checks only the header of `path` (and its size against the shape), with the same
+// errors as ReadNpy.
+absl::StatusOr<NpyFileInfo> ReadNpyHeader(const std::string& path);
+
 // ParseNpy on the contents of `path`.
 absl::StatusOr<NpyArray> ReadNpy(const std::string& path);
 

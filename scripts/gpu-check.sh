@@ -15,7 +15,7 @@ note() { summary+=("$1"); echo "== $1"; }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$out/device.txt" 2>&1
 note "device: $(cat "$out/device.txt")"
 
-gpu_tests=(kernels_cuda_test server_cuda_test server_cuda_chunked_test hot_path_test integration_cuda_test)
+gpu_tests=(kernels_cuda_test server_cuda_test server_cuda_chunked_test hot_path_test rpc_cuda_test integration_cuda_test)
 for t in "${gpu_tests[@]}"; do
   [ -x "$bundle/bin/$t" ] || { note "$t: missing from the bundle"; continue; }
   "$bundle/bin/$t" --gtest_brief=1 > "$out/$t.log" 2>&1

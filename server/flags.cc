@@ -69,7 +69,9 @@ Runs the gpupipe job service: a gRPC daemon that owns one GPU.
   --backend auto|cuda|cpu    auto uses the GPU when one is usable, else the CPU (default auto)
   --device N                 CUDA device ordinal (default 0)
   --streams-per-priority N   lanes (CUDA streams with their own buffers) per priority (default 2)
-  --max-input-mib N          largest input tensor accepted, in MiB (default 64)
+  --max-input-mib N          largest input tensor accepted by Submit, in MiB (default 64)
+  --max-stream-input-gib N   largest input tensor accepted by Run, the streaming upload, in
+                             GiB (default 4)
   --device-memory SIZE       device memory for the lanes' chunk buffers, allocated at start:
                              a percentage of the GPU's memory ("40%") or a size ("2GiB",
                              "512MiB"); the lanes take what --chunk-mib needs within it
@@ -142,6 +144,8 @@ absl::StatusOr<DaemonOptions> ParseFlags(const std::vector<std::string>& args) {
            [&](int64_t v) { o.streams_per_priority = static_cast<int>(v); }},
           {"--max-input-mib", 1, 1024, [&](int64_t v) { o.max_input_bytes = v << 20; }},
           {"--chunk-mib", 1, 1024, [&](int64_t v) { o.chunk_bytes = v << 20; }},
+          {"--max-stream-input-gib", 1, 1024,
+           [&](int64_t v) { o.max_stream_input_bytes = v << 30; }},
           {"--max-queued-jobs", 1, 1 << 20,
            [&](int64_t v) { o.max_queued_jobs = static_cast<int>(v); }},
           {"--max-queued-mib", 1, 1 << 20, [&](int64_t v) { o.max_queued_bytes = v << 20; }},

@@ -117,6 +117,7 @@ int Run(const DaemonOptions& options) {
 
   engine::EngineOptions engine_options;
   engine_options.limits.max_input_bytes = options.max_input_bytes;
+  engine_options.limits.max_stream_input_bytes = options.max_stream_input_bytes;
   engine_options.max_queued_jobs = options.max_queued_jobs;
   engine_options.max_queued_bytes = options.max_queued_bytes;
   if (options.log_jobs) {

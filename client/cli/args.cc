@@ -74,6 +74,7 @@ const std::map<std::string, OptionSpec>& Options() {
       {"--timeline", {false, {"submit"}}},
       {"--explain", {false, {"submit"}}},
       {"--dry-run", {false, {"submit"}}},
+      {"--stream", {true, {"submit"}}},
   };
   return *options;
 }
@@ -330,6 +331,12 @@ absl::StatusOr<Args> ParseArgs(const std::vector<std::string>& argv) {
   s.options.set_timeline(given.count("--timeline") != 0);
   s.explain = given.count("--explain") != 0;
   s.dry_run = given.count("--dry-run") != 0;
+  if (const std::string* v = get("--stream")) {
+    if (*v == "auto") s.stream = StreamMode::kAuto;
+    else if (*v == "always") s.stream = StreamMode::kAlways;
+    else if (*v == "never") s.stream = StreamMode::kNever;
+    else return Usage(absl::StrCat("--stream: expected auto, always or never, got '", *v, "'"));
+  }
   if (input.empty()) return Usage("submit: missing --input FILE.npy");
   if (ops_text == nullptr) return Usage("submit: missing --ops PIPELINE");
   s.input = input;
@@ -392,6 +399,10 @@ std::string SubmitHelp() {
       "  --dry-run            validate and plan only; print the plan, run nothing, write no\n"
       "                       --output\n"
       "  --tag TEXT           free text for the daemon's log line (at most 128 bytes)\n"
+      "  --stream MODE        auto|always|never: upload the input in chunks with the Run RPC\n"
+      "                       (read from disk as it is sent, for inputs over the Submit\n"
+      "                       limit); auto streams inputs over ", kStreamAutoBytes >> 20, " MiB (default auto).\n"
+      "                       On a terminal, a progress bar shows the upload and the result\n"
       "  --json               print one JSON object instead of text\n"
       "  --target HOST:PORT   daemon address (default ", kDefaultTarget, ")\n");
 }

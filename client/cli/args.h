@@ -18,6 +18,12 @@ inline constexpr char kDefaultTarget[] = "127.0.0.1:50051";
 
 enum class Command { kHelp, kVersion, kSubmit, kDescribe, kCompare };
 
+// How `submit` sends its input: in the request (Submit) or streamed in chunks (Run).
+enum class StreamMode { kAuto, kAlways, kNever };
+// kAuto streams inputs larger than this: half the daemon's default Submit limit (64 MiB), so
+// that a request stays well inside it.
+inline constexpr int64_t kStreamAutoBytes = int64_t{32} << 20;
+
 struct SubmitArgs {
   std::string input;     // --input, required
   std::string ops_text;  // --ops, required, as typed
@@ -28,6 +34,7 @@ struct SubmitArgs {
   std::string tag;            // --tag
   bool explain = false;       // --explain: ask for the plan and print it
   bool dry_run = false;       // --dry-run: plan only; implies printing the plan
+  StreamMode stream = StreamMode::kAuto;  // --stream
 };
 
 // Default configurations of `compare`: every explicit mode; "auto" only when asked for, as it

@@ -3,7 +3,12 @@
 // Exit status: 0 on success, 1 on a runtime or server error, 2 on a usage error. Every error is
 // one line on stderr, "gpupipe: <cause>"; with --json, stdout also gets one JSON object
 // {"status":"error","code":...,"message":...}.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <iostream>
 #include <string>
 #include <utility>
@@ -15,7 +20,9 @@
 #include "absl/strings/strip.h"
 #include "client/cli/args.h"
 #include "client/cli/compare.h"
+#include "client/cli/progress.h"
 #include "client/cli/render.h"
+#include "client/dtype.h"
 #include "client/job_client.h"
 #include "client/npy.h"
 #include "client/ops_grammar.h"
@@ -93,12 +100,76 @@ v1::SubmitRequest MakeRequest(client::NpyArray& input, const std::vector<v1::Op>
   return request;
 }
 
+// Reads a file's bytes in order from `offset` on, for the Run upload: the input goes from disk
+// to the wire without being held in memory.
+class FileReader {
+ public:
+  static absl::StatusOr<std::unique_ptr<FileReader>> Open(const std::string& path,
+                                                          int64_t offset) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      const int err = errno;
+      return absl::Status(absl::ErrnoToStatusCode(err),
+                          absl::StrCat(path, ": cannot open: ", std::strerror(err)));
+    }
+    return std::unique_ptr<FileReader>(new FileReader(path, fd, offset));
+  }
+  ~FileReader() { ::close(fd_); }
+
+  absl::Status Read(char* buffer, int64_t n) {
+    while (n > 0) {
+      const ssize_t got = ::pread(fd_, buffer, static_cast<size_t>(n), static_cast<off_t>(offset_));
+      if (got < 0 && errno == EINTR) continue;
+      if (got < 0) {
+        const int err = errno;
+        return absl::Status(absl::ErrnoToStatusCode(err),
+                            absl::StrCat(path_, ": read failed: ", std::strerror(err)));
+      }
+      if (got == 0) {
+        return absl::DataLossError(absl::StrCat(path_, ": the file shrank while it was sent"));
+      }
+      buffer += got;
+      n -= got;
+      offset_ += got;
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  FileReader(std::string path, int fd, int64_t offset)
+      : path_(std::move(path)), fd_(fd), offset_(offset) {}
+  std::string path_;
+  int fd_;
+  int64_t offset_;
+};
+
+// True when `s` should travel through the streaming Run RPC.
+bool ShouldStream(StreamMode mode, int64_t input_bytes) {
+  switch (mode) {
+    case StreamMode::kAlways: return true;
+    case StreamMode::kNever: return false;
+    case StreamMode::kAuto: return input_bytes > kStreamAutoBytes;
+  }
+  return false;
+}
+
 int RunSubmit(const Args& args, const Reporter& reporter) {
   const SubmitArgs& s = args.submit;
-  absl::StatusOr<client::NpyArray> input = client::ReadNpy(s.input);
-  if (!input.ok()) return reporter.Fail(kExitRuntime, input.status());
+  // The header decides how the input travels; only the unary path reads the whole file.
+  absl::StatusOr<client::NpyFileInfo> header = client::ReadNpyHeader(s.input);
+  if (!header.ok()) return reporter.Fail(kExitRuntime, header.status());
+  const bool stream = ShouldStream(s.stream, header->data_bytes);
+  client::NpyArray input;
+  if (stream) {
+    input.dtype = header->dtype;
+    input.shape = header->shape;
+  } else {
+    absl::StatusOr<client::NpyArray> read = client::ReadNpy(s.input);
+    if (!read.ok()) return reporter.Fail(kExitRuntime, read.status());
+    input = *std::move(read);
+  }
 
-  v1::SubmitRequest request = MakeRequest(*input, s.ops, s.priority, s.tag);
+  v1::SubmitRequest request = MakeRequest(input, s.ops, s.priority, s.tag);
   *request.mutable_options() = s.options;
   // A dry run's stream carries the plan anyway; asking for it keeps that explicit.
   request.set_explain(s.explain || s.dry_run);
@@ -107,14 +178,40 @@ int RunSubmit(const Args& args, const Reporter& reporter) {
   absl::StatusOr<std::unique_ptr<client::JobClient>> client = Connect(args);
   if (!client.ok()) return reporter.Fail(kExitUsage, client.status());
   bool got_events = false;
-  absl::StatusOr<client::JobResult> result =
-      (*client)->Submit(request, [&](const v1::JobEvent&) { got_events = true; });
+  ProgressBar progress(!args.json && ::isatty(STDERR_FILENO), stderr);
+  int64_t result_bytes = 0;
+  int64_t received = 0;
+  const client::EventCallback on_event = [&](const v1::JobEvent& event) {
+    got_events = true;
+    if (event.has_accepted()) {
+      const std::vector<int64_t> shape(event.accepted().output_shape().begin(),
+                                       event.accepted().output_shape().end());
+      result_bytes = client::TensorBytes(event.accepted().output_dtype(), shape).value_or(0);
+    } else if (event.has_chunk()) {
+      received += static_cast<int64_t>(event.chunk().data().size());
+      progress.Result(received, result_bytes);
+    }
+  };
+  absl::StatusOr<client::JobResult> result;
+  if (stream) {
+    absl::StatusOr<std::unique_ptr<FileReader>> reader =
+        FileReader::Open(s.input, header->data_offset);
+    if (!reader.ok()) return reporter.Fail(kExitRuntime, reader.status());
+    result = (*client)->Run(
+        request, header->data_bytes,
+        [&](char* buffer, int64_t n) { return (*reader)->Read(buffer, n); }, on_event,
+        [&](int64_t sent, int64_t total) { progress.Upload(sent, total); });
+  } else {
+    result = (*client)->Submit(request, on_event);
+  }
+  progress.Close();
   if (!result.ok()) return FailRpc(reporter, args, result.status(), got_events);
 
   SubmitReport report;
   report.input_path = s.input;
-  report.input_dtype = input->dtype;
-  report.input_shape = input->shape;
+  report.input_dtype = input.dtype;
+  report.input_shape = input.shape;
+  report.streamed = stream;
   report.ops = client::FormatOps(s.ops);
   report.explain = s.explain;
   report.profile = s.options.profile();

@@ -345,6 +345,7 @@ nlohmann::ordered_json SubmitJson(const SubmitReport& r) {
   j["input"] = {{"path", r.input_path},
                 {"shape", r.input_shape},
                 {"dtype", DTypeName(r.input_dtype)}};
+  j["upload"] = r.streamed ? "stream" : "inline";
   nlohmann::ordered_json output = {{"shape", ShapeOf(out.shape())},
                                    {"dtype", DTypeName(out.dtype())}};
   if (!res.dry_run) {
@@ -468,7 +469,11 @@ std::string RenderDescribeText(const v1::DescribeResponse& d) {
   }
   if (d.has_limits()) {
     const v1::Limits& l = d.limits();
-    text += Line("limits", absl::StrCat("input ", FormatBytes(l.max_input_bytes()), ", ",
+    const std::string streamed =
+        l.max_stream_input_bytes() > 0
+            ? absl::StrCat(" (streamed ", FormatBytes(l.max_stream_input_bytes()), ")")
+            : std::string();
+    text += Line("limits", absl::StrCat("input ", FormatBytes(l.max_input_bytes()), streamed, ", ",
                                         l.max_ops(), " ops, rank ", l.max_rank(), ", chunks ",
                                         FormatBytes(l.max_chunk_bytes())));
   }

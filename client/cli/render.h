@@ -28,6 +28,7 @@ struct SubmitReport {
   bool explain = false;     // the plan was asked for (--explain)
   bool profile = false;     // step timings were asked for (--profile)
   bool timeline = false;    // the per-chunk timeline was asked for (--timeline)
+  bool streamed = false;    // the input went through Run (JSON "upload": "stream" or "inline")
   client::JobResult result;
 };
 

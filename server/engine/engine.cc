@@ -51,10 +51,10 @@ class Engine::Impl {
 
   // `take_input` is called only once the job is accepted, so a rejected job leaves the
   // caller's bytes alone.
-  absl::Status Submit(JobSpec spec, int64_t input_size,
+  absl::Status Submit(JobSpec spec, int64_t input_size, InputPath path,
                       const std::function<std::shared_ptr<InputSource>()>& take_input,
                       std::shared_ptr<JobSink> sink) {
-    if (absl::Status s = ValidateJob(spec, input_size, options_.limits);
+    if (absl::Status s = ValidateJob(spec, input_size, options_.limits, path);
         !s.ok()) {
       return s;
     }
@@ -69,8 +69,10 @@ class Engine::Impl {
       if (stopping_ || stopping_accepting_) {
         return absl::UnavailableError("the server is shutting down");
       }
+      // A job alone in the queue is admitted whatever its size (its input limit bounds it),
+      // so that a streamed input larger than the queue limit can still run.
       if (queued_jobs_ >= options_.max_queued_jobs ||
-          queued_bytes_ + input_size > options_.max_queued_bytes) {
+          (queued_jobs_ > 0 && queued_bytes_ + input_size > options_.max_queued_bytes)) {
         return absl::ResourceExhaustedError(absl::StrFormat(
             "the server is busy: %d jobs (%d bytes) queued; retry later", queued_jobs_,
             queued_bytes_));
@@ -232,7 +234,7 @@ std::unique_ptr<Engine> Engine::Create(std::unique_ptr<Backend> backend, EngineO
 
 absl::Status Engine::Submit(JobSpec spec, std::string& input, std::shared_ptr<JobSink> sink) {
   return impl_->Submit(
-      std::move(spec), static_cast<int64_t>(input.size()),
+      std::move(spec), static_cast<int64_t>(input.size()), InputPath::kInline,
       [&input] { return InputSource::Complete(std::move(input)); }, std::move(sink));
 }
 
@@ -240,7 +242,7 @@ absl::Status Engine::Submit(JobSpec spec, std::shared_ptr<InputSource> input,
                             std::shared_ptr<JobSink> sink) {
   const int64_t size = input->size();
   return impl_->Submit(
-      std::move(spec), size, [&input] { return std::move(input); }, std::move(sink));
+      std::move(spec), size, InputPath::kStreamed, [&input] { return std::move(input); }, std::move(sink));
 }
 
 EngineDescription Engine::Describe() const { return impl_->Describe(); }

@@ -68,7 +68,7 @@ class Engine {
   absl::Status Submit(JobSpec spec, std::string& input, std::shared_ptr<JobSink> sink);
   // As above, for an input that may still be arriving: its size() must match the spec, and the
   // job may start before the last byte is there. A failed upload (InputSource::Fail) ends the
-  // job with that status.
+  // job with that status. The streamed-input limit (Limits::max_stream_input_bytes) applies.
   absl::Status Submit(JobSpec spec, std::shared_ptr<InputSource> input,
                       std::shared_ptr<JobSink> sink);
 

@@ -5,8 +5,18 @@
 
 namespace gpupipe::engine {
 
+// How a job's input reaches the engine, which selects the input size limit that applies.
+enum class InputPath {
+  kInline,    // in the request message (Submit): Limits::max_input_bytes
+  kStreamed,  // uploaded in chunks (Run): Limits::max_stream_input_bytes
+};
+
 struct Limits {
+  // Largest input of a job whose bytes arrive in one message (Submit).
   int64_t max_input_bytes = int64_t{64} << 20;
+  // Largest input of a job whose bytes are streamed in chunks (Run): larger, since no single
+  // message holds it.
+  int64_t max_stream_input_bytes = int64_t{4} << 30;
   int max_ops = 64;
   int max_rank = 8;
   // Largest result chunk in one event: 1 MiB less room for the event's other fields, so every

@@ -129,7 +129,8 @@ int64_t ElementCount(const std::vector<int64_t>& shape) {
   return count;
 }
 
-absl::Status ValidateJob(const JobSpec& spec, int64_t input_bytes, const Limits& limits) {
+absl::Status ValidateJob(const JobSpec& spec, int64_t input_bytes, const Limits& limits,
+                         InputPath path) {
   if (static_cast<int>(spec.shape.size()) > limits.max_rank) {
     return absl::InvalidArgumentError(absl::StrCat("input.shape: rank ", spec.shape.size(),
                                                    " exceeds the limit of ", limits.max_rank));
@@ -151,13 +152,21 @@ absl::Status ValidateJob(const JobSpec& spec, int64_t input_bytes, const Limits&
         "); at least one element is required"));
   }
   const int64_t itemsize = DTypeSize(spec.dtype);
-  if (elements > std::numeric_limits<int64_t>::max() / itemsize ||
-      elements * itemsize > limits.max_input_bytes) {
+  const bool streamed = path == InputPath::kStreamed;
+  const int64_t max_bytes = streamed ? limits.max_stream_input_bytes : limits.max_input_bytes;
+  const bool overflows = elements > std::numeric_limits<int64_t>::max() / itemsize;
+  if (overflows || elements * itemsize > max_bytes) {
+    // An inline input that a streamed upload could carry gets pointed there.
+    const std::string hint =
+        !streamed && !overflows && elements * itemsize <= limits.max_stream_input_bytes
+            ? absl::StrCat("; inputs up to ", limits.max_stream_input_bytes,
+                           " bytes can be streamed with Run")
+            : std::string();
     return absl::ResourceExhaustedError(absl::StrCat(
         "input: shape ", ShapeString(spec.shape), " of ", DTypeName(spec.dtype), " needs ",
-        elements > std::numeric_limits<int64_t>::max() / itemsize ? std::string("too many")
-                                                                  : absl::StrCat(elements * itemsize),
-        " bytes, over this server's limit of ", limits.max_input_bytes, " bytes"));
+        overflows ? std::string("too many") : absl::StrCat(elements * itemsize),
+        " bytes, over this server's limit of ", max_bytes, " bytes",
+        streamed ? " for streamed inputs" : "", hint));
   }
   if (input_bytes != elements * itemsize) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -11,7 +11,9 @@
 namespace gpupipe::engine {
 
 // OK, INVALID_ARGUMENT for malformed jobs, RESOURCE_EXHAUSTED for jobs over a size limit.
-absl::Status ValidateJob(const JobSpec& spec, int64_t input_bytes, const Limits& limits);
+// `path` selects the input size limit (inline or streamed).
+absl::Status ValidateJob(const JobSpec& spec, int64_t input_bytes, const Limits& limits,
+                         InputPath path = InputPath::kInline);
 
 // Number of elements of `shape` (1 for a scalar); -1 on overflow or a negative dimension.
 int64_t ElementCount(const std::vector<int64_t>& shape);

@@ -380,6 +380,7 @@ v1::DescribeResponse EncodeDescription(const engine::EngineDescription& d,
   }
   v1::Limits* limits = response.mutable_limits();
   limits->set_max_input_bytes(d.limits.max_input_bytes);
+  limits->set_max_stream_input_bytes(d.limits.max_stream_input_bytes);
   limits->set_max_ops(d.limits.max_ops);
   limits->set_max_chunk_bytes(d.limits.max_chunk_bytes);
   limits->set_max_rank(d.limits.max_rank);

@@ -1,6 +1,7 @@
 #include "server/rpc/job_service.h"
 
 #include "server/rpc/convert.h"
+#include "server/rpc/run_reactor.h"
 #include "server/rpc/submit_reactor.h"
 
 namespace gpupipe::rpc {
@@ -11,6 +12,11 @@ JobServiceImpl::JobServiceImpl(engine::Engine* engine, JobServiceOptions options
 grpc::ServerWriteReactor<v1::JobEvent>* JobServiceImpl::Submit(
     grpc::CallbackServerContext* /*context*/, const v1::SubmitRequest* request) {
   return new SubmitReactor(engine_, request, options_.max_queued_events);
+}
+
+grpc::ServerBidiReactor<v1::RunRequest, v1::JobEvent>* JobServiceImpl::Run(
+    grpc::CallbackServerContext* context) {
+  return new RunReactor(engine_, context, options_.max_queued_events);
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::Describe(grpc::CallbackServerContext* context,

@@ -23,6 +23,8 @@ class JobServiceImpl final : public v1::JobService::CallbackService {
 
   grpc::ServerWriteReactor<v1::JobEvent>* Submit(grpc::CallbackServerContext* context,
                                                  const v1::SubmitRequest* request) override;
+  grpc::ServerBidiReactor<v1::RunRequest, v1::JobEvent>* Run(
+      grpc::CallbackServerContext* context) override;
   grpc::ServerUnaryReactor* Describe(grpc::CallbackServerContext* context,
                                      const v1::DescribeRequest* request,
                                      v1::DescribeResponse* response) override;

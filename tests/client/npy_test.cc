@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -334,6 +336,44 @@ TEST(NpyWriteTest, NumpyReadsOurFiles) {
       "(a.ravel() == np.arange(6) * 0.5).all() and a.flags.c_contiguous else 1)\" " +
       tmp.path();
   EXPECT_EQ(std::system(cmd.c_str()), 0);
+}
+
+// ---- the header alone, for streaming -----------------------------------------------------
+
+TEST(NpyHeaderTest, LocatesTheDataOfEveryFixture) {
+  for (const char* name : {"f4_1d.npy", "f4_2d.npy", "f4_scalar.npy", "f4_v2.npy", "f4_v3.npy",
+                           "f8.npy", "f2.npy", "i4.npy", "i8.npy", "empty_2d.npy"}) {
+    SCOPED_TRACE(name);
+    absl::StatusOr<NpyFileInfo> info = ReadNpyHeader(Fixture(name));
+    ASSERT_TRUE(info.ok()) << info.status();
+    NpyArray whole = Read(name);
+    EXPECT_EQ(info->dtype, whole.dtype);
+    EXPECT_EQ(info->shape, whole.shape);
+    EXPECT_EQ(info->data_bytes, static_cast<int64_t>(whole.data.size()));
+    std::ifstream in(Fixture(name), std::ios::binary);
+    std::string file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(file.substr(static_cast<size_t>(info->data_offset)), whole.data);
+  }
+}
+
+TEST(NpyHeaderTest, SameErrorsAsReadNpy) {
+  for (const char* name : {"fortran.npy", "big_endian.npy", "object.npy", "bool.npy"}) {
+    SCOPED_TRACE(name);
+    absl::StatusOr<NpyFileInfo> info = ReadNpyHeader(Fixture(name));
+    ASSERT_FALSE(info.ok());
+    EXPECT_EQ(std::string(info.status().message()), ReadError(name));
+  }
+  EXPECT_EQ(ReadNpyHeader(Fixture("no_such.npy")).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(NpyHeaderTest, TruncatedDataIsReported) {
+  TempFile tmp;
+  std::string bytes = ValidBytes();
+  bytes.pop_back();
+  std::ofstream(tmp.path(), std::ios::binary) << bytes;
+  absl::StatusOr<NpyFileInfo> info = ReadNpyHeader(tmp.path());
+  ASSERT_FALSE(info.ok());
+  EXPECT_THAT(info.status().message(), HasSubstr("truncated file"));
 }
 
 }  // namespace

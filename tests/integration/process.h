@@ -29,6 +29,7 @@ class DaemonProcess {
   ~DaemonProcess();  // SIGKILL if still running
 
   int port() const { return port_; }
+  pid_t pid() const { return pid_; }
   std::string target() const { return "127.0.0.1:" + std::to_string(port_); }
   const std::string& error() const { return error_; }
   std::string log() const;

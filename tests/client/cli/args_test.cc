@@ -70,6 +70,20 @@ TEST(ArgsTest, SubmitTakesEveryStagingStrategy) {
   }
 }
 
+TEST(ArgsTest, SubmitStreamModes) {
+  EXPECT_EQ(MustParse({"submit", "--input", "x", "--ops", "relu"}).submit.stream,
+            StreamMode::kAuto);
+  EXPECT_EQ(MustParse({"submit", "--input", "x", "--ops", "relu", "--stream", "always"})
+                .submit.stream,
+            StreamMode::kAlways);
+  EXPECT_EQ(MustParse({"submit", "--input", "x", "--ops", "relu", "--stream=never"}).submit.stream,
+            StreamMode::kNever);
+  EXPECT_THAT(Error({"submit", "--input", "x", "--ops", "relu", "--stream", "sometimes"}),
+              HasSubstr("--stream: expected auto, always or never, got 'sometimes'"));
+  EXPECT_THAT(Error({"compare", "--input", "x", "--ops", "relu", "--stream", "always"}),
+              HasSubstr("--stream"));
+}
+
 TEST(ArgsTest, SubmitPlanAndProfileFlags) {
   Args a = MustParse({"submit", "--input", "x.npy", "--ops", "softmax", "--launch", "graph-pdl",
                       "--profile", "--explain", "--dry-run"});

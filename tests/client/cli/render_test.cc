@@ -332,6 +332,7 @@ TEST(RenderTest, SubmitJson) {
   EXPECT_EQ(j["input"]["path"], "x.npy");
   EXPECT_EQ(j["input"]["shape"], nlohmann::ordered_json({2, 3}));
   EXPECT_EQ(j["input"]["dtype"], "float32");
+  EXPECT_EQ(j["upload"], "inline");
   EXPECT_EQ(j["output"]["shape"], nlohmann::ordered_json({2}));
   EXPECT_EQ(j["output"]["dtype"], "float32");
   EXPECT_TRUE(j["output"]["path"].is_null());
@@ -416,6 +417,10 @@ TEST(RenderTest, DescribeText) {
   EXPECT_THAT(text,
               HasSubstr("graphs    3 of 64 cached; 120 hits, 4 updates, 8 misses, 0 evictions\n"));
   EXPECT_THAT(text, HasSubstr("limits    input 1.0 GiB, 16 ops, rank 8, chunks 1.0 MiB\n"));
+  v1::DescribeResponse streaming = Description();
+  streaming.mutable_limits()->set_max_stream_input_bytes(int64_t{4} << 30);
+  EXPECT_THAT(RenderDescribeText(streaming),
+              HasSubstr("limits    input 1.0 GiB (streamed 4.0 GiB), 16 ops, rank 8, chunks 1.0 MiB\n"));
   v1::DescribeResponse cpu;
   cpu.set_backend("cpu");
   EXPECT_THAT(RenderDescribeText(cpu), HasSubstr("device    none (CPU backend)\n"));

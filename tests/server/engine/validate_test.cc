@@ -64,6 +64,26 @@ TEST(ValidateJob, RejectsInputOverTheSizeLimit) {
   EXPECT_NE(s.message().find("limit of 16 bytes"), std::string::npos) << s;
 }
 
+TEST(ValidateJob, StreamedInputsHaveTheirOwnLimit) {
+  Limits limits;
+  limits.max_input_bytes = 16;
+  limits.max_stream_input_bytes = kValidBytes;
+  // Inline: over the limit, pointed at Run, which could carry it.
+  absl::Status inline_status = ValidateJob(ValidSpec(), kValidBytes, limits, InputPath::kInline);
+  EXPECT_EQ(inline_status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(inline_status.message().find("can be streamed with Run"), std::string::npos)
+      << inline_status;
+  EXPECT_TRUE(ValidateJob(ValidSpec(), kValidBytes, limits, InputPath::kStreamed).ok());
+  limits.max_stream_input_bytes = kValidBytes - 1;
+  absl::Status streamed = ValidateJob(ValidSpec(), kValidBytes, limits, InputPath::kStreamed);
+  EXPECT_EQ(streamed.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(streamed.message().find("for streamed inputs"), std::string::npos) << streamed;
+  // Too large for either path: no hint.
+  limits.max_stream_input_bytes = 16;
+  EXPECT_EQ(ValidateJob(ValidSpec(), kValidBytes, limits).message().find("Run"),
+            std::string::npos);
+}
+
 TEST(ValidateJob, RejectsEmptyPipeline) {
   JobSpec spec = ValidSpec();
   spec.ops.clear();

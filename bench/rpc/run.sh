@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Runs the RPC benchmark (1 GiB through Run against a plain gRPC echo) and writes a Markdown
+# report. Well under two minutes: 4 x 3 streams of 1 GiB over loopback.
+#
+# usage: bench/rpc/run.sh [BUNDLE_OR_BUILD_BIN_DIR]
+#   BUNDLE_OR_BUILD_BIN_DIR: a bundle (holding bin/rpc_bench) or a directory holding rpc_bench
+#   itself (build/bin); default: the first of .bundle, build/bin, build-bench/bin.
+# env: OUT (default ./bench-out) receives rpc_bench.out, rpc_bench.stderr and rpc-h200.md;
+#      GPUPIPE_COMMIT names the commit where git cannot (the device copy has no .git);
+#      RPC_BENCH_ARGS: extra arguments (e.g. --bytes 268435456 --reps 5 --backend cpu).
+set -uo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+OUT=${OUT:-./bench-out}
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+
+bin=""
+for d in "${1:-}" "$repo/.bundle" "$repo/build/bin" "$repo/build-bench/bin"; do
+  [ -n "$d" ] || continue
+  if [ -x "$d/rpc_bench" ]; then bin="$d/rpc_bench"; break; fi
+  if [ -x "$d/bin/rpc_bench" ]; then bin="$d/bin/rpc_bench"; break; fi
+done
+[ -n "$bin" ] || { echo "run.sh: rpc_bench not found (give the bundle or bin directory)" >&2; exit 1; }
+echo "run.sh: $bin, output in $OUT" >&2
+
+commit=${GPUPIPE_COMMIT:-}
+if [ -z "$commit" ] && git -C "$repo" rev-parse --short HEAD >/dev/null 2>&1; then
+  commit=$(git -C "$repo" rev-parse --short HEAD)
+  [ -n "$(git -C "$repo" status --porcelain 2>/dev/null)" ] && commit="$commit (with uncommitted changes)"
+fi
+gpu=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)
+cpu=$(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/^ *//')
+python3 - "$OUT/rpc-meta.json" "${commit:-unknown}" "$gpu" "$cpu" "$(nproc)" <<'PY'
+import json, sys, datetime
+json.dump({"commit": sys.argv[2],
+           "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+           "gpu": sys.argv[3], "cpu": sys.argv[4], "cores": sys.argv[5]},
+          open(sys.argv[1], "w"))
+PY
+
+start=$SECONDS
+# shellcheck disable=SC2086
+timeout 110 "$bin" ${RPC_BENCH_ARGS:-} > "$OUT/rpc_bench.out" 2> "$OUT/rpc_bench.stderr"
+echo "run.sh: rpc_bench exit $? after $((SECONDS - start)) s" >&2
+cat "$OUT/rpc_bench.stderr" >&2
+python3 "$here/report.py" "$OUT"

@@ -1,0 +1,81 @@
+// The write half of a job's call: events on their way from engine threads to a gRPC reactor,
+// at most `max_queued` of them waiting (a slow reader makes the job's lane wait in OnChunk
+// instead of growing server memory). Shared by the Submit and Run reactors.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <string>
+
+#include "gpupipe/v1/gpupipe.pb.h"
+#include "server/engine/job_sink.h"
+
+namespace gpupipe::rpc {
+
+// What an EventStream needs from its reactor. Both are called outside the stream's lock, at
+// most one write in flight, and FinishCall exactly once.
+class EventWriter {
+ public:
+  virtual ~EventWriter() = default;
+  // StartWrite(event); `event` stays valid until the reactor reports the write done.
+  virtual void WriteEvent(const v1::JobEvent* event) = 0;
+  virtual void FinishCall(const grpc::Status& status) = 0;
+};
+
+// Thread safety: the JobSink methods come from engine threads, the rest from gRPC reactions;
+// all state is guarded by one mutex. Lifetime: shared by the reactor and the engine; once the
+// reactor detaches (OnDone), every call is a no-op and OnChunk answers false.
+class EventStream final : public engine::JobSink {
+ public:
+  EventStream(EventWriter* writer, size_t max_queued) : writer_(writer), max_queued_(max_queued) {}
+
+  // ---- JobSink (engine threads) ----
+  void OnAccepted(const engine::AcceptedInfo& info) override;
+  void OnPlan(const engine::PlanDescription& plan) override;
+  bool OnChunk(int64_t offset, const char* data, int64_t size) override;
+  void OnTiming(const engine::JobTiming& timing) override;
+  void OnDone(const absl::Status& status) override;
+  bool Cancelled() const override;
+
+  // ---- reactor side ----
+  void WriteDone(bool ok);
+  // The client went away: drop queued events, refuse new ones, finish CANCELLED.
+  void Cancel();
+  // Finishes the call with `status` before any job was accepted (a rejected request).
+  void FinishNow(const grpc::Status& status);
+  // Ends the call with `status` whatever the job is doing (a broken upload): queued events
+  // are dropped, OnChunk answers false from now on so the job stops, and the job's own Done
+  // is not sent.
+  void Abort(const grpc::Status& status);
+  // True once FinishCall was made or is about to be.
+  bool finishing() const;
+  // The reactor is gone (OnDone).
+  void Detach();
+
+ private:
+  void MarkGone();
+  void Push(std::unique_lock<std::mutex> lock, v1::JobEvent event);
+  // Starts the next write, or finishes the call once the terminal event is written (or the
+  // reader is gone). Called with the lock held; releases it before calling into gRPC.
+  void Pump(std::unique_lock<std::mutex> lock);
+
+  mutable std::mutex mu_;
+  std::condition_variable space_;
+  EventWriter* writer_;
+  const size_t max_queued_;
+  std::string job_id_;
+  std::deque<v1::JobEvent> queue_;
+  v1::JobEvent in_flight_;  // owned here until the write is done
+  bool writing_ = false;
+  bool finishing_ = false;
+  bool done_queued_ = false;
+  bool gone_ = false;
+  bool aborted_ = false;
+  grpc::Status final_status_;
+};
+
+}  // namespace gpupipe::rpc

@@ -1,0 +1,60 @@
+// One Run call (the streaming upload): a ServerBidiReactor that reads the spec, submits the job
+// as soon as the spec is valid, and appends the input chunks that follow into the job's
+// InputSource while the engine's events are written back through an EventStream.
+//
+// Flow control: one read outstanding at a time, so a client can be at most one message (under
+// 1 MiB) plus gRPC's flow-control window ahead of the server; writes are bounded by the
+// EventStream's queue. Errors of the upload (bytes beyond the size, an early half-close, a
+// second spec) fail the InputSource, so a job waiting for bytes ends, and end the call at once
+// with INVALID_ARGUMENT; a client that cancels fails the InputSource with CANCELLED.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+#include <mutex>
+
+#include "absl/status/status.h"
+#include "gpupipe/v1/gpupipe.pb.h"
+#include "server/engine/engine.h"
+#include "server/engine/input_source.h"
+#include "server/rpc/event_stream.h"
+
+namespace gpupipe::rpc {
+
+// Lifetime: created by the service, deletes itself in OnDone. The engine may outlive it through
+// the shared EventStream and InputSource.
+class RunReactor final : public grpc::ServerBidiReactor<v1::RunRequest, v1::JobEvent>,
+                         public EventWriter {
+ public:
+  RunReactor(engine::Engine* engine, grpc::CallbackServerContext* context, int max_queued_events);
+
+  void OnReadDone(bool ok) override;
+  void OnWriteDone(bool ok) override;
+  void OnCancel() override;
+  void OnDone() override;
+
+ private:
+  void WriteEvent(const v1::JobEvent* event) override { StartWrite(event); }
+  void FinishCall(const grpc::Status& status) override { Finish(status); }
+
+  // Handlers of one read; each returns whether to read on.
+  bool OnSpec(v1::SubmitRequest* spec);
+  bool OnData(const std::string& data);
+  void OnInputEnded();
+  // A request rejected before any job exists.
+  void Reject(const absl::Status& status);
+  // A broken upload of an accepted job: the input fails and the call ends with `status`.
+  void Break(const absl::Status& status);
+  std::shared_ptr<engine::InputSource> input() const;
+
+  engine::Engine* const engine_;
+  grpc::CallbackServerContext* const context_;
+  std::shared_ptr<EventStream> stream_;
+  v1::RunRequest request_;  // the read in flight; reads are serialized
+  bool have_spec_ = false;  // reaction state: touched only by OnReadDone
+  mutable std::mutex input_mu_;  // OnCancel may run beside OnReadDone
+  std::shared_ptr<engine::InputSource> input_;
+};
+
+}  // namespace gpupipe::rpc

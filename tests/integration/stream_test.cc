@@ -1,0 +1,194 @@
+// The streaming upload (Run) end to end with the real daemon on the CPU backend: a 2 GiB input
+// through the CLI, and a slow reader that must not grow the daemon's memory.
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "client/npy.h"
+#include "gpupipe/v1/gpupipe.grpc.pb.h"
+#include "nlohmann/json.hpp"
+#include "tests/integration/binaries.h"
+#include "tests/integration/process.h"
+
+namespace gpupipe::testing {
+namespace {
+
+// A value of element `i` of the test inputs: k/16 for k in [-128, 128), spread by a hash. Any
+// sum of up to 2^17 of them is a multiple of 1/16 below 2^21 in magnitude, so float32 sums are
+// exact whatever the order: results compare bit for bit.
+float PatternValue(uint64_t i) {
+  const uint32_t h = static_cast<uint32_t>((i * 2654435761u) >> 7);
+  return static_cast<float>(static_cast<int>(h & 255) - 128) / 16.0f;
+}
+
+void FillPattern(uint64_t first, float* out, size_t n) {
+  for (size_t k = 0; k < n; ++k) out[k] = PatternValue(first + k);
+}
+
+// The daemon's resident memory (VmRSS), in bytes; -1 if unreadable.
+int64_t ResidentBytes(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::atoll(line.c_str() + 6) * 1024;
+  }
+  return -1;
+}
+
+class StreamTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    daemon_ = new DaemonProcess(DaemonBinary(), {"--backend", "cpu", "--quiet"});
+  }
+  static void TearDownTestSuite() {
+    delete daemon_;
+    daemon_ = nullptr;
+  }
+  void SetUp() override {
+    ASSERT_NE(daemon_->port(), 0) << daemon_->error();
+    char tmpl[] = "/tmp/gpupipe-stream-test-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override { std::system(("rm -rf " + dir_).c_str()); }
+
+  static inline DaemonProcess* daemon_ = nullptr;
+  std::string dir_;
+};
+
+// A .npy of shape [rows, cols] float32 holding PatternValue, written piece by piece (the test
+// never holds it whole); returns each row's sum of relu(x), exact.
+std::vector<float> WritePatternNpy(const std::string& path, int64_t rows, int64_t cols) {
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" +
+                       std::to_string(rows) + ", " + std::to_string(cols) + "), }";
+  const size_t total = 10 + header.size() + 1;
+  header.append((64 - total % 64) % 64, ' ');
+  header.push_back('\n');
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  EXPECT_NE(f, nullptr);
+  const uint16_t len = static_cast<uint16_t>(header.size());
+  std::fwrite("\x93NUMPY\x01\x00", 1, 8, f);
+  std::fwrite(&len, 2, 1, f);
+  std::fwrite(header.data(), 1, header.size(), f);
+  std::vector<float> row(static_cast<size_t>(cols));
+  std::vector<float> sums(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) {
+    FillPattern(static_cast<uint64_t>(r * cols), row.data(), row.size());
+    int64_t sixteenths = 0;
+    for (float v : row) sixteenths += v > 0 ? static_cast<int64_t>(v * 16) : 0;
+    sums[static_cast<size_t>(r)] = static_cast<float>(sixteenths) / 16.0f;
+    EXPECT_EQ(std::fwrite(row.data(), sizeof(float), row.size(), f), row.size());
+  }
+  EXPECT_EQ(std::fclose(f), 0);
+  return sums;
+}
+
+TEST_F(StreamTest, TwoGiBInputThroughTheCli) {
+  // 2^29 float32 = 2 GiB: 32x the daemon's Submit limit, so only Run can carry it. relu | sum
+  // keeps the result small (the slow-reader test below streams a large result); the daemon
+  // holds the input twice (upload buffer, CPU backend copy), about 4 GiB.
+  const int64_t rows = 1 << 15, cols = 1 << 14;
+  const std::string input = dir_ + "/x.npy", output = dir_ + "/y.npy";
+  const std::vector<float> want = WritePatternNpy(input, rows, cols);
+  const auto start = std::chrono::steady_clock::now();
+  const CommandResult r =
+      RunCommand({CliBinary(), "--target", daemon_->target(), "--json", "submit", "--input",
+                  input, "--ops", "relu | sum", "--output", output});
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_EQ(r.exit_code, 0) << r.err << "\ndaemon log:\n" << daemon_->log();
+  // Not a terminal: no progress bar.
+  EXPECT_EQ(r.err, "");
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["upload"], "stream");
+  EXPECT_EQ(j["timing"]["bytes_in"], int64_t{2} << 30);
+  absl::StatusOr<client::NpyArray> y = client::ReadNpy(output);
+  ASSERT_TRUE(y.ok()) << y.status();
+  ASSERT_EQ(y->shape, std::vector<int64_t>{rows});
+  ASSERT_EQ(y->data.size(), want.size() * sizeof(float));
+  EXPECT_EQ(std::memcmp(y->data.data(), want.data(), y->data.size()), 0);
+  std::printf("2 GiB through Run and back: %.1f s\n", seconds);
+}
+
+TEST_F(StreamTest, ASlowReaderHoldsTheJobNotTheDaemonsMemory) {
+  // relu on 2^28 float32: 1 GiB in, 1 GiB out.
+  const int64_t n = int64_t{1} << 28;
+  const int64_t bytes = n * 4;
+  auto channel = grpc::CreateChannel(daemon_->target(), grpc::InsecureChannelCredentials());
+  auto stub = v1::JobService::NewStub(channel);
+  grpc::ClientContext context;
+  std::unique_ptr<grpc::ClientReaderWriter<v1::RunRequest, v1::JobEvent>> stream =
+      stub->Run(&context);
+  v1::RunRequest message;
+  v1::SubmitRequest* spec = message.mutable_spec();
+  spec->mutable_input()->set_dtype(v1::DTYPE_FLOAT32);
+  spec->mutable_input()->add_shape(n);
+  spec->add_ops()->mutable_relu();
+  ASSERT_TRUE(stream->Write(message));
+  const int64_t piece = (1 << 20) - 4096;  // whole floats, under 1 MiB
+  for (int64_t at = 0; at < bytes; at += piece) {
+    const int64_t len = std::min(piece, bytes - at);
+    std::string* data = message.mutable_data();
+    data->resize(static_cast<size_t>(len));
+    FillPattern(static_cast<uint64_t>(at / 4), reinterpret_cast<float*>(data->data()),
+                static_cast<size_t>(len / 4));
+    ASSERT_TRUE(stream->Write(message)) << "upload refused at byte " << at;
+  }
+  ASSERT_TRUE(stream->WritesDone());
+
+  // Read nothing for 10 s while the job computes and then wants to stream its 1 GiB result.
+  int64_t peak = 0;
+  for (int i = 0; i < 40; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    peak = std::max(peak, ResidentBytes(daemon_->pid()));
+  }
+  // The daemon holds the upload buffer (1 GiB), the CPU backend's two working vectors (input
+  // copy and output, 1 GiB each), at most 4 queued result events of under 1 MiB plus one in
+  // flight, and gRPC's own buffers (flow-control windows, a few MiB): 3 GiB and change. 256 MiB
+  // of slack covers the rest of the process. A daemon that buffered the result for the slow
+  // reader would pass 4 GiB.
+  const int64_t bound = (int64_t{3} << 30) + (int64_t{256} << 20);
+  EXPECT_GT(peak, 0);
+  EXPECT_LT(peak, bound) << "peak VmRSS " << (peak >> 20) << " MiB while the client read nothing";
+
+  // Now read everything: the result is whole and right.
+  v1::JobEvent event;
+  int64_t expected_offset = 0;
+  bool done = false;
+  std::vector<float> want;
+  while (stream->Read(&event)) {
+    if (event.has_chunk()) {
+      ASSERT_EQ(event.chunk().offset(), expected_offset);
+      const std::string& data = event.chunk().data();
+      ASSERT_EQ(data.size() % 4, 0u);
+      want.resize(data.size() / 4);
+      FillPattern(static_cast<uint64_t>(expected_offset / 4), want.data(), want.size());
+      for (float& v : want) v = v > 0 ? v : 0.0f;
+      ASSERT_EQ(std::memcmp(data.data(), want.data(), data.size()), 0)
+          << "wrong result near byte " << expected_offset;
+      expected_offset += static_cast<int64_t>(data.size());
+    } else if (event.has_done()) {
+      EXPECT_EQ(event.done().code(), 0) << event.done().message();
+      done = true;
+    }
+  }
+  const grpc::Status status = stream->Finish();
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  EXPECT_TRUE(done);
+  EXPECT_EQ(expected_offset, bytes);
+  std::printf("peak daemon VmRSS while the reader stalled: %lld MiB (bound %lld MiB)\n",
+              static_cast<long long>(peak >> 20), static_cast<long long>(bound >> 20));
+}
+
+}  // namespace
+}  // namespace gpupipe::testing

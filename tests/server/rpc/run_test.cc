@@ -1,0 +1,301 @@
+// The streaming upload RPC (Run) in-process over a loopback port, on the CPU backend: driven by
+// the client library where the client behaves, and by the raw stub where it must not.
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "client/job_client.h"
+#include "server/engine/cpu_backend.h"
+#include "server/rpc/job_service.h"
+#include "tests/testing/random_tensor.h"
+
+namespace gpupipe::rpc {
+namespace {
+
+using gpupipe::testing::AsBytes;
+using gpupipe::testing::AsFloats;
+using RawStream = grpc::ClientReaderWriter<v1::RunRequest, v1::JobEvent>;
+
+constexpr int64_t kMaxInline = 8 << 20;
+constexpr int64_t kMaxStreamed = 32 << 20;
+
+class RunTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    engine::EngineOptions options;
+    options.limits.max_input_bytes = kMaxInline;
+    options.limits.max_stream_input_bytes = kMaxStreamed;
+    engine_ = engine::Engine::Create(engine::CreateCpuBackend({}), options);
+    service_ = std::make_unique<JobServiceImpl>(engine_.get(), JobServiceOptions{4, "test"});
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
+    builder.RegisterService(service_.get());
+    builder.SetMaxReceiveMessageSize(16 << 20);
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(port_, 0);
+    channel_ = grpc::CreateChannel("127.0.0.1:" + std::to_string(port_),
+                                   grpc::InsecureChannelCredentials());
+    client_ = std::make_unique<client::JobClient>(channel_, client::ClientOptions{});
+    stub_ = v1::JobService::NewStub(channel_);
+  }
+
+  void TearDown() override {
+    // Every test leaves the engine without a job: nothing leaked, nothing stuck.
+    EXPECT_TRUE(WaitIdle()) << engine_->jobs_in_flight() << " jobs still in flight";
+    server_->Shutdown();
+    engine_->Shutdown();
+  }
+
+  // Waits up to 10 s for `jobs` jobs in flight.
+  bool WaitInFlight(int64_t jobs) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (engine_->jobs_in_flight() != jobs && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return engine_->jobs_in_flight() == jobs;
+  }
+  bool WaitIdle() { return WaitInFlight(0); }
+
+  static v1::SubmitRequest Spec(std::vector<int64_t> shape, const char* op = "relu") {
+    v1::SubmitRequest request;
+    request.mutable_input()->set_dtype(v1::DTYPE_FLOAT32);
+    for (int64_t d : shape) request.mutable_input()->add_shape(d);
+    if (std::string(op) == "relu") request.add_ops()->mutable_relu();
+    if (std::string(op) == "softmax") request.add_ops()->mutable_softmax();
+    return request;
+  }
+
+  // Streams `bytes` from memory through JobClient::Run.
+  absl::StatusOr<client::JobResult> Run(const v1::SubmitRequest& spec, const std::string& bytes) {
+    int64_t at = 0;
+    return client_->Run(spec, static_cast<int64_t>(bytes.size()), [&](char* buffer, int64_t n) {
+      std::memcpy(buffer, bytes.data() + at, static_cast<size_t>(n));
+      at += n;
+      return absl::OkStatus();
+    });
+  }
+
+  static void WriteSpec(RawStream* s, const v1::SubmitRequest& spec) {
+    v1::RunRequest m;
+    *m.mutable_spec() = spec;
+    s->Write(m);
+  }
+  static void WriteData(RawStream* s, const std::string& bytes) {
+    v1::RunRequest m;
+    m.set_data(bytes);
+    s->Write(m);
+  }
+  // Reads the rest of the call and returns its status.
+  static grpc::Status Drain(RawStream* s) {
+    v1::JobEvent e;
+    while (s->Read(&e)) {
+    }
+    return s->Finish();
+  }
+
+  std::unique_ptr<engine::Engine> engine_;
+  std::unique_ptr<JobServiceImpl> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<client::JobClient> client_;
+  std::unique_ptr<v1::JobService::Stub> stub_;
+  int port_ = 0;
+};
+
+TEST_F(RunTest, StreamedJobEqualsUnaryJob) {
+  const uint64_t seed = gpupipe::testing::FreshSeed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  // 3 MiB: several upload chunks and several result chunks, with a ragged last chunk.
+  const int64_t rows = 3, cols = (1 << 18) + 7;
+  const std::string bytes = AsBytes(gpupipe::testing::RandomFloats(rows * cols, seed));
+  for (const char* op : {"relu", "softmax"}) {
+    SCOPED_TRACE(op);
+    v1::SubmitRequest unary = Spec({rows, cols}, op);
+    unary.mutable_input()->set_data(bytes);
+    absl::StatusOr<client::JobResult> want = client_->Submit(unary);
+    ASSERT_TRUE(want.ok()) << want.status();
+    std::vector<v1::JobEvent::EventCase> kinds;
+    int64_t at = 0;
+    int64_t progress = 0;
+    absl::StatusOr<client::JobResult> got = client_->Run(
+        Spec({rows, cols}, op), static_cast<int64_t>(bytes.size()),
+        [&](char* buffer, int64_t n) {
+          EXPECT_LE(n, client::kUploadChunkBytes);
+          std::memcpy(buffer, bytes.data() + at, static_cast<size_t>(n));
+          at += n;
+          return absl::OkStatus();
+        },
+        [&](const v1::JobEvent& e) { kinds.push_back(e.event_case()); },
+        [&](int64_t sent, int64_t total) {
+          EXPECT_GT(sent, progress);
+          EXPECT_EQ(total, static_cast<int64_t>(bytes.size()));
+          progress = sent;
+        });
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(progress, static_cast<int64_t>(bytes.size()));
+    EXPECT_EQ(got->output.data(), want->output.data());  // bit-identical
+    EXPECT_EQ(got->output.dtype(), want->output.dtype());
+    EXPECT_EQ(got->timing.bytes_in(), static_cast<int64_t>(bytes.size()));
+    ASSERT_GE(kinds.size(), 3u);
+    EXPECT_EQ(kinds.front(), v1::JobEvent::kAccepted);
+    EXPECT_EQ(kinds[kinds.size() - 2], v1::JobEvent::kTiming);
+    EXPECT_EQ(kinds.back(), v1::JobEvent::kDone);
+  }
+}
+
+TEST_F(RunTest, StreamedInputsMayExceedTheInlineLimit) {
+  const uint64_t seed = gpupipe::testing::FreshSeed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const int64_t n = (kMaxInline / 4) + 1024;  // 8 MiB + 4 KiB
+  const std::vector<float> x = gpupipe::testing::RandomFloats(n, seed);
+  v1::SubmitRequest unary = Spec({n});
+  unary.mutable_input()->set_data(AsBytes(x));
+  absl::Status refused = client_->Submit(unary).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(refused.message().find("can be streamed with Run"), std::string::npos) << refused;
+
+  absl::StatusOr<client::JobResult> got = Run(Spec({n}), AsBytes(x));
+  ASSERT_TRUE(got.ok()) << got.status();
+  const std::vector<float> y = AsFloats(got->output.data());
+  ASSERT_EQ(y.size(), x.size());
+  for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(y[i], x[i] < 0 ? 0.0f : x[i]) << i;
+}
+
+TEST_F(RunTest, StreamedInputsOverTheirLimitAreRefusedBeforeAnyUpload) {
+  grpc::ClientContext context;
+  std::unique_ptr<RawStream> s = stub_->Run(&context);
+  WriteSpec(s.get(), Spec({kMaxStreamed / 4 + 1}));
+  const grpc::Status status = Drain(s.get());
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(status.error_message().find("for streamed inputs"), std::string::npos)
+      << status.error_message();
+}
+
+TEST_F(RunTest, BytesBeyondTheSizeAreInvalid) {
+  grpc::ClientContext context;
+  std::unique_ptr<RawStream> s = stub_->Run(&context);
+  WriteSpec(s.get(), Spec({4}));
+  WriteData(s.get(), std::string(20, '\0'));
+  s->WritesDone();
+  const grpc::Status status = Drain(s.get());
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("20 bytes sent, but the shape and dtype give 16"),
+            std::string::npos)
+      << status.error_message();
+}
+
+TEST_F(RunTest, EarlyHalfCloseIsInvalid) {
+  grpc::ClientContext context;
+  std::unique_ptr<RawStream> s = stub_->Run(&context);
+  WriteSpec(s.get(), Spec({4}));
+  WriteData(s.get(), std::string(8, '\0'));
+  s->WritesDone();
+  const grpc::Status status = Drain(s.get());
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(status.error_message(), "input ended after 8 of 16 bytes");
+}
+
+TEST_F(RunTest, ASecondSpecIsInvalid) {
+  grpc::ClientContext context;
+  std::unique_ptr<RawStream> s = stub_->Run(&context);
+  WriteSpec(s.get(), Spec({4}));
+  WriteData(s.get(), std::string(8, '\0'));
+  WriteSpec(s.get(), Spec({4}));
+  s->WritesDone();
+  const grpc::Status status = Drain(s.get());
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("a second spec arrived after 8 input bytes"),
+            std::string::npos)
+      << status.error_message();
+}
+
+TEST_F(RunTest, MalformedStartsAreInvalid) {
+  {
+    SCOPED_TRACE("data first");
+    grpc::ClientContext context;
+    std::unique_ptr<RawStream> s = stub_->Run(&context);
+    WriteData(s.get(), std::string(8, '\0'));
+    s->WritesDone();
+    const grpc::Status status = Drain(s.get());
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_NE(status.error_message().find("must carry the spec"), std::string::npos);
+  }
+  {
+    SCOPED_TRACE("nothing at all");
+    grpc::ClientContext context;
+    std::unique_ptr<RawStream> s = stub_->Run(&context);
+    s->WritesDone();
+    const grpc::Status status = Drain(s.get());
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_NE(status.error_message().find("ended before the spec"), std::string::npos);
+  }
+  {
+    SCOPED_TRACE("bytes inside the spec");
+    grpc::ClientContext context;
+    std::unique_ptr<RawStream> s = stub_->Run(&context);
+    v1::SubmitRequest spec = Spec({4});
+    spec.mutable_input()->set_data(std::string(16, '\0'));
+    WriteSpec(s.get(), spec);
+    s->WritesDone();
+    const grpc::Status status = Drain(s.get());
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_NE(status.error_message().find("spec.input.data: must be empty in Run"),
+              std::string::npos);
+  }
+  {
+    SCOPED_TRACE("an invalid spec");
+    grpc::ClientContext context;
+    std::unique_ptr<RawStream> s = stub_->Run(&context);
+    v1::SubmitRequest spec = Spec({4});
+    spec.clear_ops();
+    WriteSpec(s.get(), spec);
+    s->WritesDone();
+    const grpc::Status status = Drain(s.get());
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_NE(status.error_message().find("ops:"), std::string::npos);
+  }
+}
+
+TEST_F(RunTest, CancelMidUploadEndsTheJobAndTheServerStaysHealthy) {
+  grpc::ClientContext context;
+  std::unique_ptr<RawStream> s = stub_->Run(&context);
+  WriteSpec(s.get(), Spec({1 << 20}));  // 4 MiB expected
+  WriteData(s.get(), std::string(100 << 10, '\0'));
+  // The job is accepted (and waits for its input) before the client goes away.
+  v1::JobEvent accepted;
+  ASSERT_TRUE(s->Read(&accepted));
+  ASSERT_TRUE(accepted.has_accepted());
+  // (The engine counts the job just after Accepted is on its way.)
+  EXPECT_TRUE(WaitInFlight(1));
+  context.TryCancel();
+  EXPECT_EQ(Drain(s.get()).error_code(), grpc::StatusCode::CANCELLED);
+  EXPECT_TRUE(WaitIdle()) << "the cancelled job never ended";
+  // The lane it held serves the next job.
+  absl::StatusOr<client::JobResult> next = Run(Spec({2}), AsBytes({-1.0f, 2.0f}));
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_EQ(AsFloats(next->output.data()), (std::vector<float>{0.0f, 2.0f}));
+}
+
+TEST_F(RunTest, AFailingReaderCancelsTheUpload) {
+  int calls = 0;
+  absl::StatusOr<client::JobResult> result =
+      client_->Run(Spec({1 << 20}), 4 << 20, [&](char* buffer, int64_t n) {
+        if (++calls == 2) return absl::DataLossError("disk on fire");
+        std::memset(buffer, 0, static_cast<size_t>(n));
+        return absl::OkStatus();
+      });
+  EXPECT_EQ(result.status(), absl::DataLossError("disk on fire"));
+}
+
+TEST_F(RunTest, DescribeReportsBothLimits) {
+  absl::StatusOr<v1::DescribeResponse> d = client_->Describe();
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->limits().max_input_bytes(), kMaxInline);
+  EXPECT_EQ(d->limits().max_stream_input_bytes(), kMaxStreamed);
+}
+
+}  // namespace
+}  // namespace gpupipe::rpc
