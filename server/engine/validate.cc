@@ -197,12 +197,13 @@ absl::Status ValidateJob(const JobSpec& spec, int64_t input_bytes, const Limits&
       shape.back() = OpOutputCols(op, shape.back());
     }
     dtype = OpOutputDType(op, dtype);
-    // Intermediate results live in buffers of the input limit's size.
+    // No result may outgrow the input limit of the job's path: ops that widen rows
+    // (histogram, convolve) would otherwise let a small request claim unbounded memory.
     const int64_t count = ElementCount(shape);
-    if (count < 0 || count > limits.max_input_bytes / DTypeSize(dtype)) {
+    if (count < 0 || count > max_bytes / DTypeSize(dtype)) {
       return absl::ResourceExhaustedError(absl::StrCat(
           OpField(i, info), ": its result, shape ", ShapeString(shape), " of ", DTypeName(dtype),
-          ", needs more than this server's limit of ", limits.max_input_bytes, " bytes"));
+          ", needs more than this server's limit of ", max_bytes, " bytes"));
     }
   }
   if (spec.stages < 0 || spec.stages > 8) {
