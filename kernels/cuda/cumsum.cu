@@ -18,18 +18,23 @@ namespace {
 
 using detail::ItemTraits;
 
-// ---- tuning (initial values, chosen for sm_90 from CUB's scan policies: 256-thread blocks and
-// 16 items a thread; not yet measured on the H200) -------------------------------------------
+// ---- tuning (sm_90; the block paths start from CUB's scan policies, 256-thread blocks and 16
+// items a thread; the look-back tile was sized against CUB DeviceScan on the H200, see
+// kernels-h200.md: 8192 elements, so a block keeps 32 KiB of float32 loads in flight) -------
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
-constexpr int kItems = 16;                       // per thread, block paths
+constexpr int kItems = 16;                       // per thread, block-rows path
 constexpr int64_t kTile = kThreads * kItems;     // 4096 elements
+constexpr int kLookbackItems = 32;               // per thread, look-back path
+constexpr int64_t kLookbackTile = kThreads * kLookbackItems;  // 8192 elements
 constexpr int kWarpItems = 8;                    // per lane, warp path
 constexpr int64_t kWarpTile = 32 * kWarpItems;   // 256 elements
 constexpr int64_t kWarpRowsMaxCols = 2048;       // rows up to this length: one warp a row
 constexpr int kBlockRowsMinRowsPerSm = 4;        // rows >= this * SMs: one block a row
 constexpr int kWarpRowsBlocksPerSm = 16;
 constexpr int kBlockRowsBlocksPerSm = 4;
+constexpr unsigned kSpinMinNs = 8;               // look-back backoff while predecessors run
+constexpr unsigned kSpinMaxNs = 256;
 
 constexpr uint32_t kFlagInvalid = 0;    // tile not yet published
 constexpr uint32_t kFlagAggregate = 1;  // the tile's own total is published
@@ -120,35 +125,100 @@ struct ItemRun {
 };
 
 // ---- look-back workspace -----------------------------------------------------------------------
+//
+// Layout: counter (16 bytes), then per tile either one 64-bit status word (4-byte accumulators:
+// the value's bits above the flag, so one load sees a flag and the value it announces) or a
+// 32-bit flag plus an aggregate and an inclusive value (8-byte accumulators, which do not fit a
+// word with a flag: the value is written first and the flag released after it; two value slots,
+// since a reader that saw "aggregate" must not read an inclusive value written meanwhile).
+// LookbackBytes covers the larger layout, so the size depends on the tile count only.
 
-template <typename Acc>
-struct LookbackState {
-  unsigned long long* counter;  // next tile to claim
-  uint32_t* flags;              // kFlag* per tile
-  Acc* aggregates;              // per tile, valid from kFlagAggregate
-  Acc* inclusives;              // per tile, valid from kFlagPrefix
-};
+__host__ __device__ constexpr size_t Round16(size_t n) { return (n + 15) / 16 * 16; }
 
-size_t Round16(size_t n) { return (n + 15) / 16 * 16; }
-
-// Layout: counter (16 bytes), flags, aggregates, inclusives, each 16-byte aligned; values take
-// 8 bytes whatever the accumulator, so the size depends on the tile count only.
 size_t LookbackBytes(int64_t tiles) {
   const auto t = static_cast<size_t>(tiles);
   return 16 + Round16(4 * t) + 2 * Round16(8 * t);
 }
 
-template <typename Acc>
-LookbackState<Acc> LookbackLayout(void* d_workspace, int64_t tiles) {
-  auto* base = static_cast<char*>(d_workspace);
-  const auto t = static_cast<size_t>(tiles);
-  LookbackState<Acc> s;
-  s.counter = reinterpret_cast<unsigned long long*>(base);
-  s.flags = reinterpret_cast<uint32_t*>(detail::Advance(base, 16));
-  s.aggregates = reinterpret_cast<Acc*>(detail::Advance(base, 16 + Round16(4 * t)));
-  s.inclusives = reinterpret_cast<Acc*>(detail::Advance(base, 16 + Round16(4 * t) + Round16(8 * t)));
-  return s;
+// 32-bit words that cumsum.init zeroes so that every tile reads kFlagInvalid.
+int64_t LookbackStatusWords(int64_t tiles, size_t acc_bytes) {
+  return acc_bytes == 4 ? 2 * tiles : tiles;
 }
+
+struct TileRecord {
+  uint32_t flag;
+  uint64_t bits;  // the value's bits (valid unless flag is kFlagInvalid)
+};
+
+// Tile status for 4-byte accumulators: one relaxed 64-bit store publishes flag and value at
+// once (aligned 64-bit accesses are single-copy atomic), one relaxed load reads both.
+template <typename Acc>
+struct PackedStatus {
+  static_assert(sizeof(Acc) == 4);
+  unsigned long long* words;
+
+  static __device__ __forceinline__ PackedStatus Make(char* base, int64_t /*tiles*/) {
+    return {reinterpret_cast<unsigned long long*>(base + 16)};
+  }
+  __device__ __forceinline__ void Publish(int64_t tile, Acc value, uint32_t flag) const {
+    uint32_t v;
+    memcpy(&v, &value, 4);
+    ::cuda::atomic_ref<unsigned long long, ::cuda::thread_scope_device>(words[tile])
+        .store((static_cast<unsigned long long>(v) << 32) | flag, ::cuda::memory_order_relaxed);
+  }
+  __device__ __forceinline__ TileRecord Load(int64_t tile) const {
+    const unsigned long long w =
+        ::cuda::atomic_ref<unsigned long long, ::cuda::thread_scope_device>(words[tile])
+            .load(::cuda::memory_order_relaxed);
+    return {static_cast<uint32_t>(w), w >> 32};
+  }
+  static __device__ __forceinline__ Acc Value(uint64_t bits) {
+    const auto v = static_cast<uint32_t>(bits);
+    Acc a;
+    memcpy(&a, &v, 4);
+    return a;
+  }
+};
+
+// Tile status for 8-byte accumulators: value first, then the flag with release; the reader
+// loads the flag with acquire and only then the value it announces.
+template <typename Acc>
+struct SplitStatus {
+  static_assert(sizeof(Acc) == 8);
+  uint32_t* flags;
+  Acc* aggregates;
+  Acc* inclusives;
+
+  static __device__ __forceinline__ SplitStatus Make(char* base, int64_t tiles) {
+    const auto t = static_cast<size_t>(tiles);
+    return {reinterpret_cast<uint32_t*>(base + 16),
+            reinterpret_cast<Acc*>(base + 16 + Round16(4 * t)),
+            reinterpret_cast<Acc*>(base + 16 + Round16(4 * t) + Round16(8 * t))};
+  }
+  __device__ __forceinline__ void Publish(int64_t tile, Acc value, uint32_t flag) const {
+    (flag == kFlagPrefix ? inclusives : aggregates)[tile] = value;
+    ::cuda::atomic_ref<uint32_t, ::cuda::thread_scope_device>(flags[tile])
+        .store(flag, ::cuda::memory_order_release);
+  }
+  __device__ __forceinline__ TileRecord Load(int64_t tile) const {
+    const uint32_t flag = ::cuda::atomic_ref<uint32_t, ::cuda::thread_scope_device>(flags[tile])
+                              .load(::cuda::memory_order_acquire);
+    uint64_t bits = 0;
+    if (flag != kFlagInvalid) {
+      const Acc v = __ldcg((flag == kFlagPrefix ? inclusives : aggregates) + tile);
+      memcpy(&bits, &v, 8);
+    }
+    return {flag, bits};
+  }
+  static __device__ __forceinline__ Acc Value(uint64_t bits) {
+    Acc a;
+    memcpy(&a, &bits, 8);
+    return a;
+  }
+};
+
+template <typename Acc>
+using TileStatus = std::conditional_t<sizeof(Acc) == 4, PackedStatus<Acc>, SplitStatus<Acc>>;
 
 // ---- kernels -----------------------------------------------------------------------------------
 
@@ -211,94 +281,184 @@ __global__ void __launch_bounds__(kThreads)
   detail::AllowDependentGrids();
 }
 
-// Resets the look-back state of `tiles` tiles.
+// Resets the look-back state: the counter and `words` 32-bit status words after it.
 __global__ void __launch_bounds__(kThreads)
-    LookbackInitKernel(unsigned long long* d_counter, uint32_t* d_flags, int64_t tiles) {
+    LookbackInitKernel(unsigned long long* d_counter, int64_t words) {
   detail::WaitForPrimaryGrids();
+  auto* status = reinterpret_cast<uint32_t*>(reinterpret_cast<char*>(d_counter) + 16);
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < tiles;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < words;
        i += stride) {
-    d_flags[i] = kFlagInvalid;
+    status[i] = kFlagInvalid;
   }
   if (blockIdx.x == 0 && threadIdx.x == 0) *d_counter = 0;
   detail::AllowDependentGrids();
 }
 
-template <typename Acc>
-__device__ __forceinline__ void Publish(uint32_t* flag, Acc* slot, Acc value, uint32_t state) {
-  *slot = value;
-  ::cuda::atomic_ref<uint32_t, ::cuda::thread_scope_device>(*flag).store(state,
-                                                                     ::cuda::memory_order_release);
+// Warp 0 of a tile that is not its row's first: walks back over the row's earlier tiles, 32 at
+// a time (lane l looks at tile - 1 - l), until it meets an inclusive prefix, and returns the
+// sum of the aggregates newer than that prefix plus the prefix (the same in every lane).
+// Spins with a growing __nanosleep while any of the 32 has published nothing yet, so that
+// waiting warps leave issue slots and L2 bandwidth to the tiles they wait for.
+template <typename Acc, typename Status>
+__device__ __forceinline__ Acc LookBack(const Status& status, int64_t tile, int64_t row_first) {
+  const int lane = threadIdx.x & 31;
+  Acc prefix = Acc(0);
+  for (int64_t newest = tile - 1;; newest -= 32) {
+    const int64_t q = newest - lane;
+    const bool in_row = q >= row_first;  // the row's first tile always holds a prefix
+    TileRecord r{kFlagPrefix, 0};
+    unsigned sleep_ns = kSpinMinNs;
+    for (;;) {
+      if (in_row) r = status.Load(q);
+      if (__all_sync(kFullMask, r.flag != kFlagInvalid)) break;
+      __nanosleep(sleep_ns);
+      sleep_ns = min(2 * sleep_ns, kSpinMaxNs);
+    }
+    Acc value = in_row ? Status::Value(r.bits) : Acc(0);
+    const unsigned prefixes = __ballot_sync(kFullMask, r.flag == kFlagPrefix);
+    // Only tiles newer than the nearest inclusive prefix (lowest such lane) count.
+    if (prefixes != 0 && lane > __ffs(prefixes) - 1) value = Acc(0);
+    prefix += WarpSum(value);
+    if (prefixes != 0) return prefix;
+  }
 }
 
 // Single-pass scan with decoupled look-back over the tiles of rows [row0, row0 + tiles /
 // tiles_per_row). A block claims the next tile from the counter (so every tile it waits for
 // belongs to a block that already runs: forward progress without relying on blockIdx order),
-// scans it, publishes its aggregate, and warp 0 walks back over the row's earlier tiles, 32 at
-// a time, until it meets an inclusive prefix; the row's first tile starts from the carry.
+// scans it, publishes its aggregate, and warp 0 looks back (LookBack) for its prefix; the
+// row's first tile starts from the carry. Each warp owns 32 * kLookbackItems consecutive
+// elements, loaded warp-striped (lane l takes 16-byte vectors l, l + 32, ...), so every load
+// and store instruction of a warp covers 512 contiguous bytes; the scan follows that layout:
+// within a vector in registers, across lanes per vector with shuffles, vectors in order.
 template <typename In>
 __global__ void __launch_bounds__(kThreads)
     LookbackKernel(const In* d_in, typename OutOf<In>::type* d_out, int64_t row0, int64_t cols,
                    int64_t tiles_per_row, typename ItemTraits<In>::Acc* d_carry,
-                   LookbackState<typename ItemTraits<In>::Acc> state) {
+                   void* d_workspace) {
   using Acc = typename ItemTraits<In>::Acc;
-  __shared__ Acc warp_totals[kWarps];
+  using Bits = typename ItemTraits<In>::Bits;
+  using Out = typename OutOf<In>::type;
+  using Status = TileStatus<Acc>;
+  constexpr int kVec = 16 / sizeof(Bits);        // elements a vector
+  constexpr int kVecs = kLookbackItems / kVec;   // vectors a thread
+  constexpr int kWarpSpan = 32 * kLookbackItems;
+  static_assert(kLookbackItems % kVec == 0 && (kVec * sizeof(Out)) % 16 == 0);
+  __shared__ Acc s_warp_totals[kWarps];
   __shared__ long long s_tile;
   __shared__ Acc s_prefix;
+  auto* base = static_cast<char*>(d_workspace);
+  auto* counter = reinterpret_cast<unsigned long long*>(base);
   detail::WaitForPrimaryGrids();
-  if (threadIdx.x == 0) s_tile = static_cast<long long>(atomicAdd(state.counter, 1ull));
+  if (threadIdx.x == 0) s_tile = static_cast<long long>(atomicAdd(counter, 1ull));
   __syncthreads();
   const int64_t tile = s_tile;
   const int64_t row_in_batch = tile / tiles_per_row;
   const int64_t j = tile - row_in_batch * tiles_per_row;  // tile index within its row
   const int64_t row = row0 + row_in_batch;
-  const int64_t first = j * kTile + static_cast<int64_t>(threadIdx.x) * kItems;
-  const int64_t valid = cols - first;
-
-  ItemRun<In, kItems> run;
-  Acc tile_total;
-  const Acc exclusive = BlockExclusiveScan(run.LoadAndScan(d_in + row * cols + first, valid),
-                                           warp_totals, &tile_total);
   const int lane = threadIdx.x & 31;
-  if (j == 0) {
-    if (threadIdx.x == 0) {
-      const Acc carry = d_carry != nullptr ? __ldcg(d_carry + row) : Acc(0);
-      Publish(state.flags + tile, state.inclusives + tile, carry + tile_total, kFlagPrefix);
-      s_prefix = carry;
+  const int warp = threadIdx.x >> 5;
+  const int64_t warp_first = j * kLookbackTile + static_cast<int64_t>(warp) * kWarpSpan;
+  const int64_t valid = cols - warp_first;  // may be <= 0 or beyond the warp's span
+  const In* in = d_in + row * cols + warp_first;
+  Out* out = d_out + row * cols + warp_first;
+
+  // Load: whole aligned spans as vectors, anything else element by element.
+  Acc v[kVecs][kVec];
+  const auto* bits = reinterpret_cast<const Bits*>(in);
+  if (valid >= kWarpSpan && detail::Aligned16(in)) {
+    uint4 raw[kVecs];
+#pragma unroll
+    for (int k = 0; k < kVecs; ++k) raw[k] = __ldcg(reinterpret_cast<const uint4*>(bits) + k * 32 + lane);
+#pragma unroll
+    for (int k = 0; k < kVecs; ++k) {
+      Bits e[kVec];
+      memcpy(e, &raw[k], sizeof(raw[k]));
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) v[k][i] = ItemTraits<In>::ToAcc(e[i]);
     }
-  } else if (threadIdx.x < 32) {
-    if (lane == 0) Publish(state.flags + tile, state.aggregates + tile, tile_total, kFlagAggregate);
-    const int64_t row_first = tile - j;  // always publishes an inclusive prefix
-    Acc prefix = Acc(0);
-    for (int64_t newest = tile - 1;; newest -= 32) {
-      const int64_t q = newest - lane;
-      const bool in_row = q >= row_first;
-      uint32_t flag;
-      do {
-        flag = in_row ? ::cuda::atomic_ref<uint32_t, ::cuda::thread_scope_device>(state.flags[q])
-                            .load(::cuda::memory_order_relaxed)
-                      : kFlagPrefix;
-      } while (__any_sync(kFullMask, flag == kFlagInvalid));
-      // Pairs with the release in Publish: the values below are those the flags announce.
-      ::cuda::atomic_thread_fence(::cuda::memory_order_acquire, ::cuda::thread_scope_device);
-      Acc value = Acc(0);
-      if (in_row) {
-        value = flag == kFlagPrefix ? __ldcg(state.inclusives + q) : __ldcg(state.aggregates + q);
+  } else {
+#pragma unroll
+    for (int k = 0; k < kVecs; ++k) {
+      const int64_t at = static_cast<int64_t>(k * 32 + lane) * kVec;
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) {
+        v[k][i] = at + i < valid ? ItemTraits<In>::ToAcc(__ldcg(bits + at + i)) : Acc(0);
       }
-      const unsigned prefixes = __ballot_sync(kFullMask, flag == kFlagPrefix);
-      // Only tiles newer than the nearest inclusive prefix (lowest such lane) count.
-      if (prefixes != 0 && lane > __ffs(prefixes) - 1) value = Acc(0);
-      prefix += WarpSum(value);
-      if (prefixes != 0) break;
+    }
+  }
+
+  // Scan: each vector in registers, then each vector's totals across the lanes; vec_base[k] is
+  // what precedes vector k of this lane within the warp's span.
+  Acc vec_base[kVecs];
+  Acc warp_total = Acc(0);
+#pragma unroll
+  for (int k = 0; k < kVecs; ++k) {
+#pragma unroll
+    for (int i = 1; i < kVec; ++i) v[k][i] += v[k][i - 1];
+    const Acc inclusive = WarpInclusiveScan(v[k][kVec - 1]);
+    Acc exclusive = __shfl_up_sync(kFullMask, inclusive, 1);
+    if (lane == 0) exclusive = Acc(0);
+    vec_base[k] = warp_total + exclusive;
+    warp_total += __shfl_sync(kFullMask, inclusive, 31);
+  }
+  if (lane == 0) s_warp_totals[warp] = warp_total;
+  __syncthreads();
+  Acc warp_prefix = Acc(0);
+  Acc tile_total = Acc(0);
+#pragma unroll
+  for (int w = 0; w < kWarps; ++w) {
+    const Acc t = s_warp_totals[w];
+    if (w < warp) warp_prefix += t;
+    tile_total += t;
+  }
+
+  // The tile's prefix: the carry for a row's first tile, the look-back otherwise.
+  if (warp == 0) {
+    const Status status = Status::Make(base, gridDim.x);  // a block a tile
+    Acc prefix;
+    if (j == 0) {
+      prefix = d_carry != nullptr ? __ldcg(d_carry + row) : Acc(0);
+    } else {
+      if (lane == 0) status.Publish(tile, tile_total, kFlagAggregate);
+      prefix = LookBack<Acc>(status, tile, tile - j);
     }
     if (lane == 0) {
-      Publish(state.flags + tile, state.inclusives + tile, prefix + tile_total, kFlagPrefix);
+      status.Publish(tile, prefix + tile_total, kFlagPrefix);
       s_prefix = prefix;
     }
   }
   __syncthreads();
   const Acc prefix = s_prefix;
-  run.Store(d_out + row * cols + first, valid, prefix + exclusive);
+
+  // Store, in the layout of the load.
+  const Acc start = prefix + warp_prefix;
+  if (valid >= kWarpSpan && detail::Aligned16(out)) {
+    constexpr int kChunks = kVec * sizeof(Out) / 16;  // 16-byte stores a vector
+#pragma unroll
+    for (int k = 0; k < kVecs; ++k) {
+      const Acc b = start + vec_base[k];
+      Out o[kVec];
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) o[i] = FromAcc<Out>(b + v[k][i]);
+      uint4 raw[kChunks];
+      memcpy(raw, o, sizeof(o));
+      auto* dst = reinterpret_cast<uint4*>(out) + static_cast<int64_t>(k * 32 + lane) * kChunks;
+#pragma unroll
+      for (int c = 0; c < kChunks; ++c) dst[c] = raw[c];
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < kVecs; ++k) {
+      const Acc b = start + vec_base[k];
+      const int64_t at = static_cast<int64_t>(k * 32 + lane) * kVec;
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) {
+        if (at + i < valid) out[at + i] = FromAcc<Out>(b + v[k][i]);
+      }
+    }
+  }
   if (d_carry != nullptr && j == tiles_per_row - 1 && threadIdx.x == 0) {
     d_carry[row] = prefix + tile_total;
   }
@@ -320,7 +480,7 @@ CumsumPath ChoosePath(int64_t rows, int64_t cols, int multiprocessors) {
 // Rows one look-back launch covers: whole rows, at most kCumsumMaxTilesPerLaunch tiles unless
 // one row alone has more.
 int64_t LookbackRowsPerBatch(int64_t rows, int64_t cols) {
-  const int64_t tiles_per_row = detail::CeilDiv(cols, kTile);
+  const int64_t tiles_per_row = detail::CeilDiv(cols, kLookbackTile);
   return std::min(rows, std::max<int64_t>(1, kCumsumMaxTilesPerLaunch / tiles_per_row));
 }
 
@@ -346,18 +506,18 @@ cudaError_t Dispatch(const In* d_in, typename OutOf<In>::type* d_out, int64_t ro
     case CumsumPath::kLookback:
       break;
   }
-  const int64_t tiles_per_row = detail::CeilDiv(cols, kTile);
+  const int64_t tiles_per_row = detail::CeilDiv(cols, kLookbackTile);
   const int64_t batch_rows = LookbackRowsPerBatch(rows, cols);
   for (int64_t row0 = 0; row0 < rows; row0 += batch_rows) {
     const int64_t n = std::min(batch_rows, rows - row0);
     const int64_t tiles = n * tiles_per_row;
-    const LookbackState<Acc> state = LookbackLayout<Acc>(d_workspace, tiles);
-    const int64_t init_grid = std::min<int64_t>(detail::CeilDiv(tiles, kThreads), 4 * mp);
+    const int64_t words = LookbackStatusWords(tiles, sizeof(Acc));
+    const int64_t init_grid = std::min<int64_t>(detail::CeilDiv(words, kThreads), 4 * mp);
     cudaError_t err = launch("cumsum.init", LookbackInitKernel, init_grid, kThreads,
-                             state.counter, state.flags, tiles);
+                             static_cast<unsigned long long*>(d_workspace), words);
     if (err != cudaSuccess) return err;
     err = launch("cumsum.lookback", LookbackKernel<In>, tiles, kThreads, d_in, d_out, row0, cols,
-                 tiles_per_row, d_carry, state);
+                 tiles_per_row, d_carry, d_workspace);
     if (err != cudaSuccess) return err;
   }
   return cudaSuccess;
@@ -380,14 +540,14 @@ bool WithInputType(ElementType type, Fn&& fn, cudaError_t* err) {
 bool ValidShape(int64_t rows, int64_t cols) {
   return rows >= 1 && cols >= 1 && cols <= std::numeric_limits<int64_t>::max() / rows &&
          // one look-back launch's grid (tiles) must fit a grid dimension
-         detail::CeilDiv(cols, kTile) <= std::numeric_limits<int32_t>::max();
+         detail::CeilDiv(cols, kLookbackTile) <= std::numeric_limits<int32_t>::max();
 }
 
 }  // namespace
 
 size_t RowCumsumWorkspaceBytes(int64_t rows, int64_t cols) {
   if (!ValidShape(rows, cols) || cols <= kWarpRowsMaxCols) return 0;
-  return LookbackBytes(LookbackRowsPerBatch(rows, cols) * detail::CeilDiv(cols, kTile));
+  return LookbackBytes(LookbackRowsPerBatch(rows, cols) * detail::CeilDiv(cols, kLookbackTile));
 }
 
 cudaError_t RowCumsum(const void* d_in, ElementType in_type, void* d_out, int64_t rows,

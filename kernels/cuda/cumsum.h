@@ -32,7 +32,7 @@
 namespace gpupipe::kernels::cuda {
 
 // Workspace RowCumsum needs for rows x cols (a function of the shape only; 0 for shapes that
-// need none). The single-pass scan of long rows keeps one status record per tile of 4096
+// need none). The single-pass scan of long rows keeps one status record per tile of 8192
 // elements there, for at most kCumsumMaxTilesPerLaunch tiles (or one row's tiles, if more).
 size_t RowCumsumWorkspaceBytes(int64_t rows, int64_t cols);
 
@@ -41,9 +41,10 @@ size_t RowCumsumWorkspaceBytes(int64_t rows, int64_t cols);
 //   cols <= 2048:        cumsum.warp-rows: one warp scans a row (many short rows);
 //   many longer rows:    cumsum.block-rows: one block scans a row, tile after tile;
 //   few long rows:       cumsum.init + cumsum.lookback per batch of rows: a single-pass scan
-//                        with decoupled look-back (tiles claimed in order through an atomic
-//                        counter, per-tile aggregate / inclusive-prefix records in d_workspace,
-//                        reset by cumsum.init, never by a memset).
+//                        with decoupled look-back (tiles of 8192 claimed in order through an
+//                        atomic counter, per-tile aggregate / inclusive-prefix records in
+//                        d_workspace, reset by cumsum.init, never by a memset; float32 and
+//                        float16 pack flag and value into one 64-bit word).
 cudaError_t RowCumsum(const void* d_in, ElementType in_type, void* d_out, int64_t rows,
                       int64_t cols, void* d_carry, void* d_workspace, size_t workspace_bytes,
                       const LaunchConfig& config, int* kernels = nullptr);
@@ -53,7 +54,7 @@ std::vector<KernelLaunchInfo> DescribeRowCumsum(ElementType in_type, int64_t row
                                                 const LaunchConfig& config);
 
 // Tiles one look-back launch covers at most: bounds the workspace (20 bytes a tile), so that
-// any shape whose rows have at most 2^16 tiles (2^28 elements) needs under 1.4 MB, within the
+// any shape whose rows have at most 2^16 tiles (2^29 elements) needs under 1.4 MB, within the
 // 2 MiB of RowOpsWorkspaceBytes() that the engine gives every lane.
 inline constexpr int64_t kCumsumMaxTilesPerLaunch = int64_t{1} << 16;
 
