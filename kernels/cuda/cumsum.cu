@@ -25,8 +25,16 @@ constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr int kItems = 16;                       // per thread, block-rows path
 constexpr int64_t kTile = kThreads * kItems;     // 4096 elements
-constexpr int kLookbackItems = 32;               // per thread, look-back path
-constexpr int64_t kLookbackTile = kThreads * kLookbackItems;  // 8192 elements
+// Look-back path: 32 items a thread (tiles of 8192) for 4-byte accumulators, 16 (tiles of
+// 4096) for 8-byte ones, which would otherwise need over 128 registers and run one block an SM.
+constexpr int kLookbackItemsNarrow = 32;
+constexpr int kLookbackItemsWide = 16;
+constexpr int64_t kLookbackTileMin = kThreads * kLookbackItemsWide;
+template <typename In>
+constexpr int kLookbackItems =
+    sizeof(typename detail::ItemTraits<In>::Acc) == 4 ? kLookbackItemsNarrow : kLookbackItemsWide;
+template <typename In>
+constexpr int64_t kLookbackTile = int64_t{kThreads} * kLookbackItems<In>;
 constexpr int kWarpItems = 8;                    // per lane, warp path
 constexpr int64_t kWarpTile = 32 * kWarpItems;   // 256 elements
 constexpr int64_t kWarpRowsMaxCols = 2048;       // rows up to this length: one warp a row
@@ -342,9 +350,10 @@ __global__ void __launch_bounds__(kThreads)
   using Out = typename OutOf<In>::type;
   using Status = TileStatus<Acc>;
   constexpr int kVec = 16 / sizeof(Bits);        // elements a vector
-  constexpr int kVecs = kLookbackItems / kVec;   // vectors a thread
-  constexpr int kWarpSpan = 32 * kLookbackItems;
-  static_assert(kLookbackItems % kVec == 0 && (kVec * sizeof(Out)) % 16 == 0);
+  constexpr int kItemsHere = kLookbackItems<In>;
+  constexpr int kVecs = kItemsHere / kVec;       // vectors a thread
+  constexpr int kWarpSpan = 32 * kItemsHere;
+  static_assert(kItemsHere % kVec == 0 && (kVec * sizeof(Out)) % 16 == 0);
   __shared__ Acc s_warp_totals[kWarps];
   __shared__ long long s_tile;
   __shared__ Acc s_prefix;
@@ -359,7 +368,7 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t row = row0 + row_in_batch;
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
-  const int64_t warp_first = j * kLookbackTile + static_cast<int64_t>(warp) * kWarpSpan;
+  const int64_t warp_first = j * kLookbackTile<In> + static_cast<int64_t>(warp) * kWarpSpan;
   const int64_t valid = cols - warp_first;  // may be <= 0 or beyond the warp's span
   const In* in = d_in + row * cols + warp_first;
   Out* out = d_out + row * cols + warp_first;
@@ -479,8 +488,8 @@ CumsumPath ChoosePath(int64_t rows, int64_t cols, int multiprocessors) {
 
 // Rows one look-back launch covers: whole rows, at most kCumsumMaxTilesPerLaunch tiles unless
 // one row alone has more.
-int64_t LookbackRowsPerBatch(int64_t rows, int64_t cols) {
-  const int64_t tiles_per_row = detail::CeilDiv(cols, kLookbackTile);
+int64_t LookbackRowsPerBatch(int64_t rows, int64_t cols, int64_t tile) {
+  const int64_t tiles_per_row = detail::CeilDiv(cols, tile);
   return std::min(rows, std::max<int64_t>(1, kCumsumMaxTilesPerLaunch / tiles_per_row));
 }
 
@@ -506,8 +515,8 @@ cudaError_t Dispatch(const In* d_in, typename OutOf<In>::type* d_out, int64_t ro
     case CumsumPath::kLookback:
       break;
   }
-  const int64_t tiles_per_row = detail::CeilDiv(cols, kLookbackTile);
-  const int64_t batch_rows = LookbackRowsPerBatch(rows, cols);
+  const int64_t tiles_per_row = detail::CeilDiv(cols, kLookbackTile<In>);
+  const int64_t batch_rows = LookbackRowsPerBatch(rows, cols, kLookbackTile<In>);
   for (int64_t row0 = 0; row0 < rows; row0 += batch_rows) {
     const int64_t n = std::min(batch_rows, rows - row0);
     const int64_t tiles = n * tiles_per_row;
@@ -540,14 +549,19 @@ bool WithInputType(ElementType type, Fn&& fn, cudaError_t* err) {
 bool ValidShape(int64_t rows, int64_t cols) {
   return rows >= 1 && cols >= 1 && cols <= std::numeric_limits<int64_t>::max() / rows &&
          // one look-back launch's grid (tiles) must fit a grid dimension
-         detail::CeilDiv(cols, kLookbackTile) <= std::numeric_limits<int32_t>::max();
+         detail::CeilDiv(cols, kLookbackTileMin) <= std::numeric_limits<int32_t>::max();
 }
 
 }  // namespace
 
 size_t RowCumsumWorkspaceBytes(int64_t rows, int64_t cols) {
   if (!ValidShape(rows, cols) || cols <= kWarpRowsMaxCols) return 0;
-  return LookbackBytes(LookbackRowsPerBatch(rows, cols) * detail::CeilDiv(cols, kLookbackTile));
+  // The most tiles a launch of any input type covers (the workspace does not depend on it).
+  int64_t tiles = 0;
+  for (const int64_t tile : {kThreads * int64_t{kLookbackItemsNarrow}, kLookbackTileMin}) {
+    tiles = std::max(tiles, LookbackRowsPerBatch(rows, cols, tile) * detail::CeilDiv(cols, tile));
+  }
+  return LookbackBytes(tiles);
 }
 
 cudaError_t RowCumsum(const void* d_in, ElementType in_type, void* d_out, int64_t rows,

@@ -6,7 +6,10 @@
 // Input types: float32, float64, float16, int32. Counts are int64, `rows` x `bins`, exact.
 // Bins are equal-width over [lo, hi], the last closed on the right; values outside [lo, hi]
 // and NaN are not counted. Bin placement is kernels/common/histogram_bin.h (NumPy's edges and
-// edge correction, computed in double: identical to the CPU reference for every value).
+// edge correction, computed in double: identical to the CPU reference for every value);
+// float32 and float16 input estimate the bin in float and accept it only when a table of the
+// exact edges, rounded up to float, brackets the value, falling back to the double function
+// otherwise, which gives the same bins (argued in histogram.cu, FloatBinner).
 // With `accumulate` the counts are added to d_counts instead of overwriting it, so a long row
 // may be counted in consecutive pieces.
 #pragma once

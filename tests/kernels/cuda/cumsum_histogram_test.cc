@@ -236,6 +236,12 @@ class CumsumHistogramTest : public ::testing::Test {
         }
       }
     }
+    CheckHistogramOf(x, t, rows, cols, bins, lo, hi, offset);
+  }
+
+  // Counts `x` (rows x cols of type t) on the device and compares with the CPU reference.
+  void CheckHistogramOf(const std::vector<char>& x, ElementType t, int64_t rows, int64_t cols,
+                        int32_t bins, double lo, double hi, int64_t offset = 0) {
     std::vector<int64_t> want(static_cast<size_t>(rows) * bins);
     ASSERT_TRUE(cpu::RowHistogram(x.data(), t, want.data(), rows, cols, bins, lo, hi, false));
 
@@ -277,7 +283,7 @@ TEST_F(CumsumHistogramTest, CumsumEdgeShapesEveryType) {
   const std::vector<std::pair<int64_t, int64_t>> shapes = {
       {1, 1}, {1, 7}, {3, 1}, {1, 255}, {1, 257}, {1, 2048}, {1, 2049}, {2, 4095},
       {1, 4097}, {5, 8193}, {3, 12289}, {17, 3001}, {1000, 1}, {100001, 33}, {600, 2100},
-      {700, 5003}, {7, 100003}};
+      {700, 5003}, {7, 100003}, {2, 8192}, {1, 16385}, {3, 270000}};
   for (ElementType t : kTypes) {
     for (auto [rows, cols] : shapes) {
       for (bool pdl : {true, false}) {
@@ -300,7 +306,7 @@ TEST_F(CumsumHistogramTest, CumsumMisalignedInputAndOutput) {
 }
 
 TEST_F(CumsumHistogramTest, CumsumOneLongRow) {
-  // 2^26 + 7 elements: 16385 look-back tiles, the last one partial.
+  // 2^26 + 7 elements: 8193 look-back tiles, the last one partial.
   const int64_t n = (int64_t{1} << 26) + 7;
   for (ElementType t : kTypes) {
     CheckCumsum(t, 1, n, /*integral=*/true);
@@ -402,6 +408,46 @@ TEST_F(CumsumHistogramTest, HistogramBinCountsAcrossPaths) {
   }
 }
 
+// float32 and float16 bins come from a float estimate checked against the exact edges: the
+// floats next to every edge (and the edges rounded each way) land where NumPy puts them, also
+// for ranges whose edges no float represents.
+TEST_F(CumsumHistogramTest, HistogramFloatValuesAtEdges) {
+  struct Range {
+    int32_t bins;
+    double lo, hi;
+  };
+  for (const Range& r : std::vector<Range>{{256, 0, 1},
+                                           {1000, 0, 0.3},
+                                           {7, -3, 100},
+                                           {256, 1e6, 1e6 + 1},
+                                           {4096, -1e-3, 2.5e-3},
+                                           {3, 0.1, 0.7}}) {
+    SCOPED_TRACE("bins " + std::to_string(r.bins) + " range " + std::to_string(r.lo) + " " +
+                 std::to_string(r.hi));
+    const double step = (r.hi - r.lo) / r.bins;
+    std::vector<float> f;
+    for (int32_t i = 0; i <= r.bins; ++i) {
+      const double e = i == r.bins ? r.hi : static_cast<double>(i) * step + r.lo;
+      const float n = static_cast<float>(e);
+      for (float v : {std::nextafter(n, -INFINITY), n, std::nextafter(n, INFINITY),
+                      std::nextafter(std::nextafter(n, INFINITY), INFINITY)}) {
+        f.push_back(v);
+      }
+    }
+    std::vector<char> x(f.size() * sizeof(float));
+    std::memcpy(x.data(), f.data(), x.size());
+    CheckHistogramOf(x, ElementType::kFloat32, 1, static_cast<int64_t>(f.size()), r.bins, r.lo,
+                     r.hi);
+    std::vector<char> h(f.size() * 2);
+    for (size_t i = 0; i < f.size(); ++i) {
+      const uint16_t b = cpu::FloatToHalfBits(f[i]);
+      std::memcpy(&h[2 * i], &b, 2);
+    }
+    CheckHistogramOf(h, ElementType::kFloat16, 1, static_cast<int64_t>(f.size()), r.bins, r.lo,
+                     r.hi);
+  }
+}
+
 TEST_F(CumsumHistogramTest, HistogramMisalignedInput) {
   for (ElementType t : kTypes) {
     CheckHistogram(t, 1, 100003, 256, 0, 1, /*offset=*/1);
@@ -485,7 +531,7 @@ TEST(CumsumHistogramDescribe, PathsByShape) {
   EXPECT_EQ(names(DescribeRowCumsum(ElementType::kFloat32, 1, int64_t{1} << 28, config)),
             "cumsum.init cumsum.lookback");
   EXPECT_EQ(DescribeRowCumsum(ElementType::kFloat32, 1, int64_t{1} << 28, config)[1].blocks,
-            65536);
+            32768);  // tiles of 8192
   EXPECT_TRUE(DescribeRowCumsum(ElementType::kInt64, 1, 10, config).empty());
   EXPECT_EQ(names(DescribeRowHistogram(ElementType::kFloat32, 1, int64_t{1} << 28, 256, false,
                                        config)),
