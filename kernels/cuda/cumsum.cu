@@ -19,8 +19,10 @@ namespace {
 using detail::ItemTraits;
 
 // ---- tuning (sm_90; the block paths start from CUB's scan policies, 256-thread blocks and 16
-// items a thread; the look-back tile was sized against CUB DeviceScan on the H200, see
-// kernels-h200.md: 8192 elements, so a block keeps 32 KiB of float32 loads in flight) -------
+// items a thread, not yet measured. The look-back tile was measured on the H200 with
+// kernels_bench, cumsum of one float32 row of 2^28, CUB DeviceScan::InclusiveSum 678 us in the
+// same run: 32 items a thread (tiles of 8192, 64 registers, 4 blocks an SM) 710 us; 16 items
+// (tiles of 4096) 803 us; the earlier kernel (4096, separate flag and value words) 1699 us) --
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr int kItems = 16;                       // per thread, block-rows path

@@ -20,7 +20,10 @@ namespace {
 using detail::ItemTraits;
 
 // ---- tuning (sm_90, after CUB's DeviceHistogram: privatized shared-memory counters and a
-// persistent grid; three 512-thread blocks an SM so that 48 warps keep loads in flight) -------
+// persistent grid). Measured on the H200 with kernels_bench, histogram(256, 0, 1) of 2^28
+// float32 values, CUB HistogramEven 268 us in the same run: 3 blocks an SM and 4 vectors in
+// flight 420 us; 3 and 2: 417 us; 2 and 4: 480 us; the earlier kernel (bins in double, 2 blocks
+// an SM, unpadded counters) 550 us. Still instruction-bound, not at CUB's speed. -------------
 constexpr int kThreads = 512;
 constexpr int kWarps = kThreads / 32;
 constexpr int kBlocksPerSm = 3;        // 3 x 48 KiB of shared memory and 1536 threads an SM
