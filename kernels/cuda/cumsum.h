@@ -55,8 +55,8 @@ std::vector<KernelLaunchInfo> DescribeRowCumsum(ElementType in_type, int64_t row
                                                 const LaunchConfig& config);
 
 // Tiles one look-back launch covers at most: bounds the workspace (20 bytes a tile), so that
-// any shape whose rows have at most 2^16 tiles (2^29 elements) needs under 1.4 MB, within the
-// 2 MiB of RowOpsWorkspaceBytes() that the engine gives every lane.
+// any shape whose rows have at most 2^16 tiles (2^28 elements in tiles of 4096) needs under
+// 1.4 MB, within the 2 MiB of RowOpsWorkspaceBytes() that the engine gives every lane.
 inline constexpr int64_t kCumsumMaxTilesPerLaunch = int64_t{1} << 16;
 
 }  // namespace gpupipe::kernels::cuda
