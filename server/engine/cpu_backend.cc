@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/common/half.h"
 #include "kernels/cpu/reference_ops.h"
 #include "server/engine/chunking.h"
 
@@ -56,37 +57,13 @@ class CpuBackend final : public Backend {
     int step_index = 0;
     absl::StatusOr<const char*> input_bytes = input.WaitForBytes(input.size());
     if (!input_bytes.ok()) return input_bytes.status();
-    std::vector<float> current(plan.input_elements);
+    std::vector<char> current(static_cast<size_t>(input.size()));
     std::memcpy(current.data(), *input_bytes, static_cast<size_t>(input.size()));
-    std::vector<float> next;
-    // argmax yields int64 indices; validation guarantees nothing runs after it.
-    std::vector<int64_t> indices;
+    std::vector<char> next;
     for (const PlanStep& step : plan.steps) {
-      // Row ops apply their prologue program first, as the kernels do on load.
-      if (step.kind != StepKind::kElementwise) {
-        kernels::cpu::Elementwise(current.data(), current.data(), step.input_elements(),
-                                  step.program);
-      }
-      next.resize(step.output_elements());
-      switch (step.kind) {
-        case StepKind::kElementwise:
-          kernels::cpu::Elementwise(current.data(), next.data(), step.input_elements(),
-                                    step.program);
-          break;
-        case StepKind::kRowReduce:
-          kernels::cpu::RowReduce(current.data(), next.data(), step.rows, step.cols, step.reduce);
-          break;
-        case StepKind::kRowArgmax:
-          indices.resize(step.rows);
-          kernels::cpu::RowArgmax(current.data(), indices.data(), step.rows, step.cols);
-          break;
-        case StepKind::kRowSoftmax:
-          kernels::cpu::RowSoftmax(current.data(), next.data(), step.rows, step.cols);
-          break;
-        case StepKind::kRowNormalize:
-          kernels::cpu::RowNormalize(current.data(), next.data(), step.rows, step.cols,
-                                     step.normalize);
-          break;
+      if (!RunStep(step, current, next)) {
+        return absl::InternalError(absl::StrCat("the CPU reference has no ", step.ops, " for ",
+                                                kernels::ElementTypeName(step.in_type)));
       }
       current.swap(next);
       if (spec.profile) {
@@ -106,10 +83,7 @@ class CpuBackend final : public Backend {
     timing->kernels = 0;
     const int64_t bytes = plan.output_elements * DTypeSize(plan.output_dtype);
     timing->output_ready = std::chrono::steady_clock::now();
-    const char* output = plan.output_dtype == DType::kInt64
-                             ? reinterpret_cast<const char*>(indices.data())
-                             : reinterpret_cast<const char*>(current.data());
-    if (!EmitInChunks(output, bytes,
+    if (!EmitInChunks(current.data(), bytes,
                       options_.max_chunk_bytes, emit)) {
       return absl::CancelledError("the client went away while the result was streamed");
     }
@@ -117,6 +91,56 @@ class CpuBackend final : public Backend {
   }
 
  private:
+  // Runs one step from `in` into `out` (resized to the step's output). A row step applies its
+  // prologue in the compute type first, as the kernels do on load: float16 data is widened to
+  // float32 for the whole step and only its output is rounded to float16.
+  static bool RunStep(const PlanStep& step, std::vector<char>& in, std::vector<char>& out) {
+    namespace cpu = kernels::cpu;
+    using kernels::ElementType;
+    const int64_t n = step.input_elements();
+    ElementType type = step.in_type;
+    std::vector<float> wide;
+    const void* x = in.data();
+    if (step.kind != StepKind::kElementwise) {
+      if (type == ElementType::kFloat16) {
+        wide.resize(static_cast<size_t>(n));
+        const auto* h = reinterpret_cast<const kernels::HalfBits*>(in.data());
+        for (int64_t i = 0; i < n; ++i) wide[i] = kernels::HalfToFloat(h[i]);
+        type = ElementType::kFloat32;
+        x = wide.data();
+      }
+      if (!cpu::Elementwise(x, type, const_cast<void*>(x), n, step.program)) return false;
+    }
+    out.resize(static_cast<size_t>(step.output_elements() * step.output_itemsize()));
+    // Float16 row ops compute into a float32 buffer, then round.
+    const bool narrow = !wide.empty() && step.out_type == ElementType::kFloat16;
+    std::vector<float> wide_out(narrow ? static_cast<size_t>(step.output_elements()) : 0);
+    void* y = narrow ? static_cast<void*>(wide_out.data()) : static_cast<void*>(out.data());
+    bool ok = false;
+    switch (step.kind) {
+      case StepKind::kElementwise:
+        ok = cpu::Elementwise(x, type, y, n, step.program);
+        break;
+      case StepKind::kRowReduce:
+        ok = cpu::RowReduce(x, type, y, step.rows, step.cols, step.reduce);
+        break;
+      case StepKind::kRowArgmax:
+        ok = cpu::RowArgmax(x, type, static_cast<int64_t*>(y), step.rows, step.cols);
+        break;
+      case StepKind::kRowSoftmax:
+        ok = cpu::RowSoftmax(x, type, y, step.rows, step.cols);
+        break;
+      case StepKind::kRowNormalize:
+        ok = cpu::RowNormalize(x, type, y, step.rows, step.cols, step.normalize);
+        break;
+    }
+    if (narrow) {
+      auto* h = reinterpret_cast<kernels::HalfBits*>(out.data());
+      for (size_t i = 0; i < wide_out.size(); ++i) h[i] = kernels::FloatToHalf(wide_out[i]);
+    }
+    return ok;
+  }
+
   CpuBackendOptions options_;
 };
 

@@ -37,6 +37,9 @@ const std::vector<OpInfo>& OpCatalog();
 const OpInfo& GetOpInfo(OpKind kind);
 bool IsElementwise(OpKind kind);
 const char* OpClassName(OpClass op_class);  // "elementwise", ...
+// The dtype `kind` writes for input `dtype` (NumPy's): argmax gives int64, a sum of int32
+// gives int64, everything else keeps its input's dtype.
+DType OpOutputDType(OpKind kind, DType dtype);
 // "affine, relu, sum, softmax"
 std::string KnownOpNames();
 

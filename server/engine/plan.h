@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "kernels/common/element_type.h"
 #include "kernels/common/elementwise_program.h"
 #include "kernels/common/row_ops.h"
 #include "server/engine/types.h"
@@ -20,8 +21,16 @@ namespace gpupipe::engine {
 
 enum class StepKind { kElementwise, kRowReduce, kRowArgmax, kRowSoftmax, kRowNormalize };
 
+// The kernel library's name for a dtype.
+kernels::ElementType ToElementType(DType dtype);
+DType ToDType(kernels::ElementType type);
+
 struct PlanStep {
   StepKind kind = StepKind::kElementwise;
+  // Element types the step reads and writes (the output differs for argmax, int64, and for
+  // sums of int32, int64).
+  kernels::ElementType in_type = kernels::ElementType::kFloat32;
+  kernels::ElementType out_type = kernels::ElementType::kFloat32;
   // The elementwise program (kElementwise) or the prologue applied on load (row steps).
   kernels::EwProgram program;
   kernels::RowReduceKind reduce = kernels::RowReduceKind::kSum;                 // kRowReduce
@@ -33,8 +42,10 @@ struct PlanStep {
   int64_t input_elements() const { return rows * cols; }
   bool reduces() const { return kind == StepKind::kRowReduce || kind == StepKind::kRowArgmax; }
   int64_t output_elements() const { return reduces() ? rows : rows * cols; }
-  // float32, except argmax's int64 indices.
-  int64_t output_itemsize() const { return kind == StepKind::kRowArgmax ? 8 : 4; }
+  int64_t input_itemsize() const { return static_cast<int64_t>(kernels::ElementSize(in_type)); }
+  int64_t output_itemsize() const {
+    return static_cast<int64_t>(kernels::ElementSize(out_type));
+  }
 };
 
 struct Plan {

@@ -10,23 +10,23 @@ namespace gpupipe::engine {
 namespace {
 
 // scale and add are affine instructions: fma(alpha, x, 0) and fma(1, x, value) round once,
-// exactly like alpha * x and x + value.
+// exactly like alpha * x and x + value (and for int32, 1 * x + value wraps like x + value).
+// Parameters stay doubles; each compute type converts them (kernels::EwParam).
 kernels::EwInstr ToInstr(const OpSpec& op) {
   using kernels::EwOpcode;
-  const auto f = [](double v) { return static_cast<float>(v); };
   switch (op.kind) {
-    case OpKind::kAffine: return {EwOpcode::kAffine, f(op.alpha), f(op.beta)};
-    case OpKind::kScale: return {EwOpcode::kAffine, f(op.alpha), 0.0f};
-    case OpKind::kAdd: return {EwOpcode::kAffine, 1.0f, f(op.value)};
-    case OpKind::kRelu: return {EwOpcode::kRelu, 0.0f, 0.0f};
-    case OpKind::kClamp: return {EwOpcode::kClamp, f(op.lo), f(op.hi)};
-    case OpKind::kAbs: return {EwOpcode::kAbs, 0.0f, 0.0f};
-    case OpKind::kSqrt: return {EwOpcode::kSqrt, 0.0f, 0.0f};
-    case OpKind::kExp: return {EwOpcode::kExp, 0.0f, 0.0f};
-    case OpKind::kLog: return {EwOpcode::kLog, 0.0f, 0.0f};
-    case OpKind::kSigmoid: return {EwOpcode::kSigmoid, 0.0f, 0.0f};
-    case OpKind::kTanh: return {EwOpcode::kTanh, 0.0f, 0.0f};
-    case OpKind::kPow: return {EwOpcode::kPow, f(op.p), 0.0f};
+    case OpKind::kAffine: return {EwOpcode::kAffine, op.alpha, op.beta};
+    case OpKind::kScale: return {EwOpcode::kAffine, op.alpha, 0.0};
+    case OpKind::kAdd: return {EwOpcode::kAffine, 1.0, op.value};
+    case OpKind::kRelu: return {EwOpcode::kRelu, 0.0, 0.0};
+    case OpKind::kClamp: return {EwOpcode::kClamp, op.lo, op.hi};
+    case OpKind::kAbs: return {EwOpcode::kAbs, 0.0, 0.0};
+    case OpKind::kSqrt: return {EwOpcode::kSqrt, 0.0, 0.0};
+    case OpKind::kExp: return {EwOpcode::kExp, 0.0, 0.0};
+    case OpKind::kLog: return {EwOpcode::kLog, 0.0, 0.0};
+    case OpKind::kSigmoid: return {EwOpcode::kSigmoid, 0.0, 0.0};
+    case OpKind::kTanh: return {EwOpcode::kTanh, 0.0, 0.0};
+    case OpKind::kPow: return {EwOpcode::kPow, op.p, 0.0};
     default:
       break;
   }
@@ -35,7 +35,7 @@ kernels::EwInstr ToInstr(const OpSpec& op) {
 
 class PlanBuilder {
  public:
-  explicit PlanBuilder(const JobSpec& spec) : shape_(spec.shape) {
+  explicit PlanBuilder(const JobSpec& spec) : shape_(spec.shape), dtype_(spec.dtype) {
     plan_.output_dtype = spec.dtype;
     plan_.input_elements = ElementCount(spec.shape);
     plan_.max_bytes = plan_.input_elements * DTypeSize(spec.dtype);
@@ -50,6 +50,9 @@ class PlanBuilder {
   absl::Status AddRowOp(const OpSpec& op, PlanStep step) {
     if (shape_.empty()) return absl::InternalError("row op on a scalar passed validation");
     step.program = pending_;
+    step.in_type = ToElementType(dtype_);
+    dtype_ = OpOutputDType(op.kind, dtype_);
+    step.out_type = ToElementType(dtype_);
     step.cols = shape_.back();
     step.rows = ElementCount(std::vector<int64_t>(shape_.begin(), shape_.end() - 1));
     AppendLabel(op);
@@ -57,7 +60,7 @@ class PlanBuilder {
     pending_ = {};
     pending_label_.clear();
     if (step.reduces()) shape_.pop_back();
-    if (step.kind == StepKind::kRowArgmax) plan_.output_dtype = DType::kInt64;
+    plan_.output_dtype = dtype_;
     plan_.steps.push_back(std::move(step));
     return absl::OkStatus();
   }
@@ -67,7 +70,7 @@ class PlanBuilder {
     plan_.output_shape = shape_;
     plan_.output_elements = ElementCount(shape_);
     for (const PlanStep& s : plan_.steps) {
-      plan_.max_bytes = std::max({plan_.max_bytes, s.input_elements() * 4,
+      plan_.max_bytes = std::max({plan_.max_bytes, s.input_elements() * s.input_itemsize(),
                                   s.output_elements() * s.output_itemsize()});
     }
     return std::move(plan_);
@@ -78,6 +81,8 @@ class PlanBuilder {
     PlanStep step;
     step.kind = StepKind::kElementwise;
     step.program = pending_;
+    step.in_type = ToElementType(dtype_);
+    step.out_type = step.in_type;
     step.rows = 1;
     step.cols = ElementCount(shape_);
     step.ops = std::move(pending_label_);
@@ -93,11 +98,34 @@ class PlanBuilder {
 
   Plan plan_;
   std::vector<int64_t> shape_;
+  DType dtype_;  // of the tensor the next step reads
   kernels::EwProgram pending_;
   std::string pending_label_;
 };
 
 }  // namespace
+
+kernels::ElementType ToElementType(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32: return kernels::ElementType::kFloat32;
+    case DType::kFloat64: return kernels::ElementType::kFloat64;
+    case DType::kFloat16: return kernels::ElementType::kFloat16;
+    case DType::kInt32: return kernels::ElementType::kInt32;
+    case DType::kInt64: return kernels::ElementType::kInt64;
+  }
+  return kernels::ElementType::kFloat32;
+}
+
+DType ToDType(kernels::ElementType type) {
+  switch (type) {
+    case kernels::ElementType::kFloat32: return DType::kFloat32;
+    case kernels::ElementType::kFloat64: return DType::kFloat64;
+    case kernels::ElementType::kFloat16: return DType::kFloat16;
+    case kernels::ElementType::kInt32: return DType::kInt32;
+    case kernels::ElementType::kInt64: return DType::kInt64;
+  }
+  return DType::kFloat32;
+}
 
 const char* StepKindName(StepKind kind) {
   switch (kind) {

@@ -380,37 +380,45 @@ class CudaBackend final : public Backend {
   // other first-launch costs are paid at start and never by a job.
   absl::Status Warmup() {
     kernels::EwProgram program;
-    program.Append({kernels::EwOpcode::kAffine, 1.0f, 0.0f});
+    program.Append({kernels::EwOpcode::kAffine, 1.0, 0.0});
     for (auto& level : lanes_) {
       for (Lane& lane : level) {
-        auto* d_a = static_cast<float*>(lane.d_buffers[0]);
-        auto* d_b = static_cast<float*>(lane.d_buffers[1]);
-        GPUPIPE_CUDA_RETURN(cudaMemsetAsync(d_a, 0, 4096 * sizeof(float), lane.stream), "warm-up");
-        for (auto staging : {kernels::cuda::Staging::kDirect, kernels::cuda::Staging::kPipeline}) {
-          kernels::cuda::LaunchConfig config;
-          config.stream = lane.stream;
-          config.staging = staging;
-          config.stages = options_.default_stages;
-          config.multiprocessors = device_.multiprocessors;
-          GPUPIPE_CUDA_RETURN(kernels::cuda::Elementwise(d_a, d_b, 4096, program, config), "warm-up");
-          GPUPIPE_CUDA_RETURN(kernels::cuda::RowReduce(d_a, d_b, 4, 1024,
-                                                       kernels::RowReduceKind::kSum, program,
-                                                       lane.d_workspace, lane.workspace_bytes,
-                                                       config),
-                              "warm-up");
-          GPUPIPE_CUDA_RETURN(kernels::cuda::RowArgmax(d_a, reinterpret_cast<int64_t*>(d_b), 4,
-                                                       1024, program, lane.d_workspace,
-                                                       lane.workspace_bytes, config),
-                              "warm-up");
-          GPUPIPE_CUDA_RETURN(kernels::cuda::RowNormalize(d_a, d_b, 4, 1024,
-                                                          kernels::RowNormalizeKind::kStandardize,
-                                                          program, lane.d_workspace,
-                                                          lane.workspace_bytes, config),
-                              "warm-up");
-          GPUPIPE_CUDA_RETURN(kernels::cuda::RowSoftmax(d_a, d_b, 4, 1024, program,
-                                                        lane.d_workspace, lane.workspace_bytes,
-                                                        config),
-                              "warm-up");
+        void* d_a = lane.d_buffers[0];
+        void* d_b = lane.d_buffers[1];
+        // 4096 zeros of the widest element type.
+        GPUPIPE_CUDA_RETURN(cudaMemsetAsync(d_a, 0, 4096 * sizeof(double), lane.stream), "warm-up");
+        // Every element type's kernels, so no job pays for loading them.
+        using kernels::ElementType;
+        for (ElementType type : {ElementType::kFloat32, ElementType::kFloat64,
+                                 ElementType::kFloat16, ElementType::kInt32}) {
+          const bool is_float = kernels::IsFloatingPoint(type);
+          for (auto staging : {kernels::cuda::Staging::kDirect, kernels::cuda::Staging::kPipeline}) {
+            kernels::cuda::LaunchConfig config;
+            config.stream = lane.stream;
+            config.staging = staging;
+            config.stages = options_.default_stages;
+            config.multiprocessors = device_.multiprocessors;
+            GPUPIPE_CUDA_RETURN(kernels::cuda::Elementwise(d_a, type, d_b, 4096, program, config),
+                                "warm-up");
+            GPUPIPE_CUDA_RETURN(kernels::cuda::RowReduce(d_a, type, d_b, 4, 1024,
+                                                         kernels::RowReduceKind::kSum, program,
+                                                         lane.d_workspace, lane.workspace_bytes,
+                                                         config),
+                                "warm-up");
+            GPUPIPE_CUDA_RETURN(kernels::cuda::RowArgmax(d_a, type, static_cast<int64_t*>(d_b),
+                                                         4, 1024, program, lane.d_workspace,
+                                                         lane.workspace_bytes, config),
+                                "warm-up");
+            if (!is_float) continue;
+            GPUPIPE_CUDA_RETURN(kernels::cuda::RowNormalize(
+                                    d_a, type, d_b, 4, 1024, kernels::RowNormalizeKind::kStandardize,
+                                    program, lane.d_workspace, lane.workspace_bytes, config),
+                                "warm-up");
+            GPUPIPE_CUDA_RETURN(kernels::cuda::RowSoftmax(d_a, type, d_b, 4, 1024, program,
+                                                          lane.d_workspace, lane.workspace_bytes,
+                                                          config),
+                                "warm-up");
+          }
         }
         GPUPIPE_CUDA_RETURN(cudaStreamSynchronize(lane.stream), "warm-up");
       }
