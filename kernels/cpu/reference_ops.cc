@@ -275,6 +275,31 @@ bool RowNormalize(const void* in, ElementType type, void* out, int64_t rows, int
   }
 }
 
+bool RunWithPrologue(const void* in, ElementType type, int64_t n, const EwProgram& pre,
+                     void* out, ElementType out_type, int64_t out_count,
+                     const std::function<bool(const void* x, ElementType type, void* y)>& op) {
+  const bool half = type == ElementType::kFloat16;
+  std::vector<char> buffer;
+  std::vector<float> wide;
+  const void* x = in;
+  if (half) {
+    wide = Widen(in, n);
+    if (!Elementwise(wide.data(), ElementType::kFloat32, wide.data(), n, pre)) return false;
+    x = wide.data();
+  } else if (pre.count > 0) {
+    buffer.resize(static_cast<size_t>(n) * ElementSize(type));
+    if (!Elementwise(in, type, buffer.data(), n, pre)) return false;
+    x = buffer.data();
+  }
+  if (half && out_type == ElementType::kFloat16) {
+    std::vector<float> y(static_cast<size_t>(out_count));
+    if (!op(x, ElementType::kFloat32, y.data())) return false;
+    Narrow(y, out);
+    return true;
+  }
+  return op(x, half ? ElementType::kFloat32 : type, out);
+}
+
 void Elementwise(const float* in, float* out, int64_t n, const EwProgram& program) {
   Elementwise(in, ElementType::kFloat32, out, n, program);
 }

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 #include "kernels/common/element_type.h"
 #include "kernels/common/elementwise_program.h"
@@ -43,6 +44,15 @@ bool RowSoftmax(const void* in, ElementType type, void* out, int64_t rows, int64
 // type. Float types.
 bool RowNormalize(const void* in, ElementType type, void* out, int64_t rows, int64_t cols,
                   RowNormalizeKind kind);
+
+// A row op on ApplyEw(pre, x), as the CUDA row ops take their prologue: the prologue and the op
+// run in the compute type, so float16 input is widened to float32 once, `op` runs on float32,
+// and only its result is rounded to float16 (when out_type is float16; argmax's int64 stays).
+// `op(x, type, y)` gets the prepared input, its type (float16 replaced by float32) and where to
+// write: `out` itself, or a float32 scratch of out_count elements. `in` is not modified.
+bool RunWithPrologue(const void* in, ElementType type, int64_t n, const EwProgram& pre,
+                     void* out, ElementType out_type, int64_t out_count,
+                     const std::function<bool(const void* x, ElementType type, void* y)>& op);
 
 // float32 shorthands of the above.
 void Elementwise(const float* in, float* out, int64_t n, const EwProgram& program);

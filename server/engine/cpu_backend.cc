@@ -5,7 +5,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/common/half.h"
 #include "kernels/cpu/reference_ops.h"
 #include "server/engine/chunking.h"
 
@@ -92,53 +91,31 @@ class CpuBackend final : public Backend {
 
  private:
   // Runs one step from `in` into `out` (resized to the step's output). A row step applies its
-  // prologue in the compute type first, as the kernels do on load: float16 data is widened to
-  // float32 for the whole step and only its output is rounded to float16.
-  static bool RunStep(const PlanStep& step, std::vector<char>& in, std::vector<char>& out) {
+  // prologue in the compute type first, as the kernels do on load (RunWithPrologue).
+  static bool RunStep(const PlanStep& step, const std::vector<char>& in, std::vector<char>& out) {
     namespace cpu = kernels::cpu;
-    using kernels::ElementType;
-    const int64_t n = step.input_elements();
-    ElementType type = step.in_type;
-    std::vector<float> wide;
-    const void* x = in.data();
-    if (step.kind != StepKind::kElementwise) {
-      if (type == ElementType::kFloat16) {
-        wide.resize(static_cast<size_t>(n));
-        const auto* h = reinterpret_cast<const kernels::HalfBits*>(in.data());
-        for (int64_t i = 0; i < n; ++i) wide[i] = kernels::HalfToFloat(h[i]);
-        type = ElementType::kFloat32;
-        x = wide.data();
-      }
-      if (!cpu::Elementwise(x, type, const_cast<void*>(x), n, step.program)) return false;
-    }
     out.resize(static_cast<size_t>(step.output_elements() * step.output_itemsize()));
-    // Float16 row ops compute into a float32 buffer, then round.
-    const bool narrow = !wide.empty() && step.out_type == ElementType::kFloat16;
-    std::vector<float> wide_out(narrow ? static_cast<size_t>(step.output_elements()) : 0);
-    void* y = narrow ? static_cast<void*>(wide_out.data()) : static_cast<void*>(out.data());
-    bool ok = false;
-    switch (step.kind) {
-      case StepKind::kElementwise:
-        ok = cpu::Elementwise(x, type, y, n, step.program);
-        break;
-      case StepKind::kRowReduce:
-        ok = cpu::RowReduce(x, type, y, step.rows, step.cols, step.reduce);
-        break;
-      case StepKind::kRowArgmax:
-        ok = cpu::RowArgmax(x, type, static_cast<int64_t*>(y), step.rows, step.cols);
-        break;
-      case StepKind::kRowSoftmax:
-        ok = cpu::RowSoftmax(x, type, y, step.rows, step.cols);
-        break;
-      case StepKind::kRowNormalize:
-        ok = cpu::RowNormalize(x, type, y, step.rows, step.cols, step.normalize);
-        break;
+    if (step.kind == StepKind::kElementwise) {
+      return cpu::Elementwise(in.data(), step.in_type, out.data(), step.input_elements(),
+                              step.program);
     }
-    if (narrow) {
-      auto* h = reinterpret_cast<kernels::HalfBits*>(out.data());
-      for (size_t i = 0; i < wide_out.size(); ++i) h[i] = kernels::FloatToHalf(wide_out[i]);
-    }
-    return ok;
+    return cpu::RunWithPrologue(
+        in.data(), step.in_type, step.input_elements(), step.program, out.data(), step.out_type,
+        step.output_elements(), [&](const void* x, kernels::ElementType type, void* y) {
+          switch (step.kind) {
+            case StepKind::kRowReduce:
+              return cpu::RowReduce(x, type, y, step.rows, step.cols, step.reduce);
+            case StepKind::kRowArgmax:
+              return cpu::RowArgmax(x, type, static_cast<int64_t*>(y), step.rows, step.cols);
+            case StepKind::kRowSoftmax:
+              return cpu::RowSoftmax(x, type, y, step.rows, step.cols);
+            case StepKind::kRowNormalize:
+              return cpu::RowNormalize(x, type, y, step.rows, step.cols, step.normalize);
+            case StepKind::kElementwise:
+              break;
+          }
+          return false;
+        });
   }
 
   CpuBackendOptions options_;
