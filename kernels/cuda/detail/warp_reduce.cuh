@@ -200,8 +200,10 @@ struct ArgmaxMergeOp {
 // when |mean| >> std. For L2 normalization only m2 is used, as the plain sum of squares (no
 // cancellation there). n is a C: exact to 2^24 per partial in float, and beyond that only a
 // weight.
+// 16-byte aligned (the workspace promises no more): one 128-bit access for float, two for
+// double.
 template <typename C>
-struct alignas(4 * sizeof(C)) MomentStat {
+struct alignas(16) MomentStat {
   C n;
   C mean;
   C m2;
