@@ -1,6 +1,6 @@
 // Every op of the CUDA host API in every element type it accepts (float32, float64, float16,
 // int32) against the CPU reference, on fresh random data (the seed is printed with every
-// failure; GPUPIPE_TEST_SEED replays one), for each staging (direct, pipeline) and stage count
+// failure; GPUPIPE_TEST_SEED replays a test), for each staging (direct, pipeline) and stage count
 // (1, 2, 4), over edge shapes: 1 element, rows of length 1, lengths that are not multiples of
 // the vector width (so rows start unaligned), many short rows, and long rows, up to one row of
 // 2^26 + 7 for one op of each family and type.
@@ -412,7 +412,7 @@ class DtypesTest : public ::testing::Test {
     mp_ = prop.multiProcessorCount;
     ws_bytes_ = RowOpsWorkspaceBytes();
     ASSERT_CUDA(cudaMalloc(&ws_, ws_bytes_));
-    seed_ = testing::FreshSeed();
+    seed_ = first_seed_ = testing::FreshSeed();
   }
   void TearDown() override {
     if (ws_ != nullptr) cudaFree(ws_);
@@ -427,7 +427,8 @@ class DtypesTest : public ::testing::Test {
     const uint64_t seed = seed_++;
     SCOPED_TRACE(::testing::Message()
                  << OpName(op) << " " << ElementTypeName(type) << " " << shape.rows << "x"
-                 << shape.cols << " seed " << seed << " (GPUPIPE_TEST_SEED=" << seed << ")");
+                 << shape.cols << " seed " << seed << " (replay the test with GPUPIPE_TEST_SEED="
+                 << first_seed_ << ")");
     const int64_t n = shape.rows * shape.cols;
     const std::vector<char> in = RandomData(type, n, seed);
     const std::vector<char> want = Reference(op, type, in, shape.rows, shape.cols, pre);
@@ -470,6 +471,7 @@ class DtypesTest : public ::testing::Test {
   void* ws_ = nullptr;
   size_t ws_bytes_ = 0;
   uint64_t seed_ = 0;
+  uint64_t first_seed_ = 0;  // GPUPIPE_TEST_SEED replays the test from here
 };
 
 // Exact prologues (bit-identical on host and device in every float type), and int32 ones.
