@@ -219,12 +219,13 @@ absl::Status ValidateJob(const JobSpec& spec, int64_t input_bytes, const Limits&
       shape.back() = OpOutputCols(op, shape.back());
     }
     dtype = OpOutputDType(op, dtype);
-    // Intermediate results live in buffers of the input limit's size.
+    // Intermediate results are bounded like the input on its path (inline or streamed).
     const int64_t count = ElementCount(shape);
-    if (count < 0 || count > limits.max_input_bytes / DTypeSize(dtype)) {
+    if (count < 0 || count > max_bytes / DTypeSize(dtype)) {
       return absl::ResourceExhaustedError(absl::StrCat(
           OpField(i, info), ": its result, shape ", ShapeString(shape), " of ", DTypeName(dtype),
-          ", needs more than this server's limit of ", limits.max_input_bytes, " bytes"));
+          ", needs more than this server's limit of ", max_bytes, " bytes",
+          streamed ? " for streamed inputs" : ""));
     }
   }
   if (spec.stages < 0 || spec.stages > 8) {
