@@ -92,25 +92,25 @@ cudaError_t RunKernelOp(const KernelOpArgs& a, const float* d_in, void* d_out, v
   switch (a.op) {
     case KernelOp::kAffine: {
       kernels::EwProgram p;
-      p.Append({kernels::EwOpcode::kAffine, 2.0f, 1.0f});
-      return kc::Elementwise(d_in, static_cast<float*>(d_out), a.rows * a.cols, p, config,
+      p.Append({kernels::EwOpcode::kAffine, 2.0, 1.0});
+      return kc::Elementwise(d_in, ElementType::kFloat32, d_out, a.rows * a.cols, p, config,
                              kernel_count);
     }
     case KernelOp::kSum:
-      return kc::RowSum(d_in, static_cast<float*>(d_out), a.rows, a.cols, none, d_ws, ws_bytes,
-                        config, kernel_count);
+      return kc::RowSum(d_in, ElementType::kFloat32, d_out, a.rows, a.cols, none, d_ws,
+                        ws_bytes, config, kernel_count);
     case KernelOp::kSoftmax:
-      return kc::RowSoftmax(d_in, static_cast<float*>(d_out), a.rows, a.cols, none, d_ws,
+      return kc::RowSoftmax(d_in, ElementType::kFloat32, d_out, a.rows, a.cols, none, d_ws,
                             ws_bytes, config, kernel_count);
     case KernelOp::kArgmax:
-      return kc::RowArgmax(d_in, static_cast<int64_t*>(d_out), a.rows, a.cols, none, d_ws,
-                           ws_bytes, config, kernel_count);
+      return kc::RowArgmax(d_in, ElementType::kFloat32, static_cast<int64_t*>(d_out), a.rows,
+                           a.cols, none, d_ws, ws_bytes, config, kernel_count);
     case KernelOp::kStandardize:
-      return kc::RowNormalize(d_in, static_cast<float*>(d_out), a.rows, a.cols,
+      return kc::RowNormalize(d_in, ElementType::kFloat32, d_out, a.rows, a.cols,
                               kernels::RowNormalizeKind::kStandardize, none, d_ws, ws_bytes,
                               config, kernel_count);
     case KernelOp::kL2Normalize:
-      return kc::RowNormalize(d_in, static_cast<float*>(d_out), a.rows, a.cols,
+      return kc::RowNormalize(d_in, ElementType::kFloat32, d_out, a.rows, a.cols,
                               kernels::RowNormalizeKind::kL2Normalize, none, d_ws, ws_bytes,
                               config, kernel_count);
     case KernelOp::kCumsum:

@@ -390,7 +390,7 @@ class CudaBackend final : public Backend {
     bool delivered = true;
     const auto* result = static_cast<const char*>(slot.h_output);
     if (run.layout.mode == ChunkLayout::Mode::kSplitRow) {
-      run.combiner.Add(chunk, result, reinterpret_cast<const float*>(run.input_bytes));
+      run.combiner.Add(chunk, result, run.input_bytes);
       if (chunk.last_piece) {
         const std::string row = run.combiner.Finish(chunk);
         delivered = run.emit(chunk.out_offset * run.layout.out_itemsize, row.data(),
@@ -664,41 +664,50 @@ class CudaBackend final : public Backend {
   // other first-launch costs are paid at start and never by a job.
   absl::Status Warmup() {
     kernels::EwProgram program;
-    program.Append({kernels::EwOpcode::kAffine, 1.0f, 0.0f});
-    const int64_t n = std::min<int64_t>(4096, slot_bytes_ / 4);
+    program.Append({kernels::EwOpcode::kAffine, 1.0, 0.0});
+    // Zeros of the widest element type; 4 rows of n / 4.
+    const int64_t n = std::min<int64_t>(4096, slot_bytes_ / 8);
     for (auto& level : lanes_) {
       for (Lane& lane : level) {
-        auto* d_a = static_cast<float*>(lane.slots[0].d_buffers[0]);
-        auto* d_b = static_cast<float*>(lane.slots[0].d_buffers[1]);
-        GPUPIPE_CUDA_RETURN(cudaMemsetAsync(d_a, 0, n * sizeof(float), lane.stream), "warm-up");
-        for (auto staging :
-             {kernels::cuda::Staging::kDirect, kernels::cuda::Staging::kPipeline,
-              kernels::cuda::Staging::kPipelineThread, kernels::cuda::Staging::kPrimitives,
-              kernels::cuda::Staging::kBulk}) {
-          kernels::cuda::LaunchConfig config;
-          config.stream = lane.stream;
-          config.staging = staging;
-          config.stages = options_.default_stages;
-          config.multiprocessors = device_.multiprocessors;
-          GPUPIPE_CUDA_RETURN(kernels::cuda::Elementwise(d_a, d_b, n, program, config), "warm-up");
-          GPUPIPE_CUDA_RETURN(kernels::cuda::RowReduce(d_a, d_b, 4, n / 4,
-                                                       kernels::RowReduceKind::kSum, program,
-                                                       lane.d_workspace, lane.workspace_bytes,
-                                                       config),
-                              "warm-up");
-          GPUPIPE_CUDA_RETURN(kernels::cuda::RowArgmax(d_a, reinterpret_cast<int64_t*>(d_b), 4,
-                                                       n / 4, program, lane.d_workspace,
-                                                       lane.workspace_bytes, config),
-                              "warm-up");
-          GPUPIPE_CUDA_RETURN(kernels::cuda::RowNormalize(d_a, d_b, 4, n / 4,
-                                                          kernels::RowNormalizeKind::kStandardize,
-                                                          program, lane.d_workspace,
-                                                          lane.workspace_bytes, config),
-                              "warm-up");
-          GPUPIPE_CUDA_RETURN(kernels::cuda::RowSoftmax(d_a, d_b, 4, n / 4, program,
-                                                        lane.d_workspace, lane.workspace_bytes,
-                                                        config),
-                              "warm-up");
+        void* d_a = lane.slots[0].d_buffers[0];
+        void* d_b = lane.slots[0].d_buffers[1];
+        GPUPIPE_CUDA_RETURN(cudaMemsetAsync(d_a, 0, n * sizeof(double), lane.stream), "warm-up");
+        // Every staging strategy of every element type's kernels (one small launch of each
+        // family), so no job pays for loading them.
+        using kernels::ElementType;
+        for (ElementType type : {ElementType::kFloat32, ElementType::kFloat64,
+                                 ElementType::kFloat16, ElementType::kInt32}) {
+          const bool is_float = kernels::IsFloatingPoint(type);
+          for (auto staging :
+               {kernels::cuda::Staging::kDirect, kernels::cuda::Staging::kPipeline,
+                kernels::cuda::Staging::kPipelineThread, kernels::cuda::Staging::kPrimitives,
+                kernels::cuda::Staging::kBulk}) {
+            kernels::cuda::LaunchConfig config;
+            config.stream = lane.stream;
+            config.staging = staging;
+            config.stages = options_.default_stages;
+            config.multiprocessors = device_.multiprocessors;
+            GPUPIPE_CUDA_RETURN(kernels::cuda::Elementwise(d_a, type, d_b, n, program, config),
+                                "warm-up");
+            GPUPIPE_CUDA_RETURN(kernels::cuda::RowReduce(d_a, type, d_b, 4, n / 4,
+                                                         kernels::RowReduceKind::kSum, program,
+                                                         lane.d_workspace, lane.workspace_bytes,
+                                                         config),
+                                "warm-up");
+            GPUPIPE_CUDA_RETURN(kernels::cuda::RowArgmax(d_a, type, static_cast<int64_t*>(d_b),
+                                                         4, n / 4, program, lane.d_workspace,
+                                                         lane.workspace_bytes, config),
+                                "warm-up");
+            if (!is_float) continue;
+            GPUPIPE_CUDA_RETURN(kernels::cuda::RowNormalize(
+                                    d_a, type, d_b, 4, n / 4, kernels::RowNormalizeKind::kStandardize,
+                                    program, lane.d_workspace, lane.workspace_bytes, config),
+                                "warm-up");
+            GPUPIPE_CUDA_RETURN(kernels::cuda::RowSoftmax(d_a, type, d_b, 4, n / 4, program,
+                                                          lane.d_workspace, lane.workspace_bytes,
+                                                          config),
+                                "warm-up");
+          }
         }
         GPUPIPE_CUDA_RETURN(cudaStreamSynchronize(lane.stream), "warm-up");
       }
