@@ -111,6 +111,7 @@ class ConvolveTest : public testing::TypedKernelTest {
     ASSERT_NE(d_out.get(), nullptr);
     ASSERT_CUDA_OK(cudaMemcpy(d_in.get() + offset * elem, x.data(), rows * cols * elem,
                               cudaMemcpyHostToDevice));
+    ASSERT_CUDA_OK(cudaDeviceSynchronize());  // legacy-stream copy/set: order it before work on stream_
     int kernels = -1;
     ASSERT_CUDA_OK(RowConvolve(d_in.get() + offset * elem, type, d_out.get() + offset * elem,
                                rows, cols, h.data(), m, mode, nullptr, 0, Config(pdl),
@@ -188,6 +189,7 @@ TEST_F(ConvolveTest, HugeRow) {
   ASSERT_NE(d_in.get(), nullptr);
   ASSERT_NE(d_out.get(), nullptr);
   ASSERT_CUDA_OK(cudaMemcpy(d_in.get(), x.data(), n * 4, cudaMemcpyHostToDevice));
+  ASSERT_CUDA_OK(cudaDeviceSynchronize());  // legacy-stream copy/set: order it before work on stream_
   ASSERT_CUDA_OK(RowConvolve(d_in.get(), type, d_out.get(), 1, n, h.data(), m,
                              ConvolveMode::kSame, nullptr, 0, Config()));
   HostArray gpu(type, n);
@@ -226,6 +228,7 @@ TEST_F(ConvolveTest, TwoWindowsEqualOneCall) {
         ConvolveOutputRange(n, m, mode, &b, &c);
         DeviceBytes d_in(n * elem), d_one(c * elem), d_two(c * elem);
         ASSERT_CUDA_OK(cudaMemcpy(d_in.get(), x.data(), n * elem, cudaMemcpyHostToDevice));
+        ASSERT_CUDA_OK(cudaDeviceSynchronize());  // legacy-stream copy/set: order it before work on stream_
         ASSERT_CUDA_OK(RowConvolve(d_in.get(), type, d_one.get(), 1, n, h.data(), m, mode,
                                    nullptr, 0, Config()));
         const int64_t split = c / 2 + 13;
@@ -263,6 +266,7 @@ TEST_F(ConvolveTest, InfinityReachesOnlyOutputsThatReadIt) {
   const std::vector<double> h(7, 1.0);
   DeviceBytes d_in(400), d_out(106 * 4);
   ASSERT_CUDA_OK(cudaMemcpy(d_in.get(), x.data(), 400, cudaMemcpyHostToDevice));
+  ASSERT_CUDA_OK(cudaDeviceSynchronize());  // legacy-stream copy/set: order it before work on stream_
   ASSERT_CUDA_OK(RowConvolve(d_in.get(), ElementType::kFloat32, d_out.get(), 1, 100, h.data(), 7,
                              ConvolveMode::kFull, nullptr, 0, Config()));
   HostArray gpu(ElementType::kFloat32, 106);

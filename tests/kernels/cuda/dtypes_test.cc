@@ -451,9 +451,11 @@ class DtypesTest : public ::testing::Test {
     ASSERT_NE(d_in.get(), nullptr);
     ASSERT_NE(d_out.get(), nullptr);
     ASSERT_CUDA(cudaMemcpy(d_in.get(), in.data(), in.size(), cudaMemcpyHostToDevice));
+    ASSERT_CUDA(cudaDeviceSynchronize());  // legacy-stream copy/set: order it before work on stream_
     for (const LaunchConfig& config : configs) {
       SCOPED_TRACE(ConfigName(config));
       ASSERT_CUDA(cudaMemset(d_out.get(), 0xff, offset + out_bytes + kGuardBytes));
+      ASSERT_CUDA(cudaDeviceSynchronize());  // legacy-stream copy/set: order it before work on stream_
       ASSERT_CUDA(RunGpu(op, type, d_in.get(), d_out.get() + offset, shape.rows, shape.cols,
                          pre, ws_, ws_bytes_, config));
       ASSERT_CUDA(cudaStreamSynchronize(stream_));
@@ -590,6 +592,7 @@ TEST_F(DtypesTest, Int32WrapsLikeNumpy) {
   const EwProgram abs = Program({I(EwOpcode::kAbs)});
   DeviceBytes d_in(64), d_out(64);
   ASSERT_CUDA(cudaMemcpy(d_in.get(), in.data(), in.size() * 4, cudaMemcpyHostToDevice));
+  ASSERT_CUDA(cudaDeviceSynchronize());  // legacy-stream copy/set: order it before work on stream_
   LaunchConfig config = AllConfigs()[0];
   std::vector<int32_t> got(in.size());
   ASSERT_CUDA(Elementwise(d_in.get(), ElementType::kInt32, d_out.get(), 6, add, config));

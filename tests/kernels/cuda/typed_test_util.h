@@ -76,6 +76,9 @@ class DeviceBytes {
     if (cudaMalloc(&p, bytes + guard_bytes + 16) == cudaSuccess) {
       ptr_ = static_cast<unsigned char*>(p);
       (void)cudaMemset(ptr_, 0xFF, bytes + guard_bytes + 16);
+      // cudaMemset runs on the legacy stream, which does not order work on the tests'
+      // non-blocking streams: finish it before a kernel may write the buffer.
+      (void)cudaDeviceSynchronize();
     }
   }
   ~DeviceBytes() {
