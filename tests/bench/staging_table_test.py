@@ -151,7 +151,7 @@ class StagingTableTest(unittest.TestCase):
                     "static_assert(sizeof(t::kStagingTable) / sizeof(t::kStagingTable[0]) == "
                     "8 + 5, \"defaults plus measured entries\");\n"
                     "int main() { return 0; }\n")
-        res = subprocess.run([cxx, "-std=c++20", "-fsyntax-only", "-I", self.dir.name, "-I", REPO,
+        res = subprocess.run([cxx, "-std=c++17", "-fsyntax-only", "-I", self.dir.name, "-I", REPO,
                               "-isystem", cuda_inc, src], capture_output=True, text=True,
                              timeout=120)
         self.assertEqual(res.returncode, 0, res.stderr)
