@@ -7,7 +7,9 @@
 // R = kPerThread consecutive outputs with a sliding register window over the staged input: per
 // block of R taps a thread loads R new inputs and R taps (16-byte shared loads, the taps a
 // warp-wide broadcast) for R^2 FMAs. At 63 taps the kernel is bound by FMA issue (2^28 outputs
-// x 63 FMAs), so everything else is kept to a few percent of the instructions.
+// x 63 FMAs), so everything else is kept to a few percent of the instructions, and a block
+// issues the next tile's global loads (into registers) before computing the current tile, so
+// its DRAM latency hides behind its own FMAs.
 //
 // Shared-memory layout of the staged input: logical entry i lives at Phys(i) = i + kPad *
 // (i / R), i.e. every run of R entries (one thread's outputs, or one tap block of its window)
@@ -37,28 +39,35 @@
 namespace gpupipe::kernels::cuda {
 namespace {
 
-// Tile shape per compute type. Provenance: before this table the kernel ran 256 threads x 8
-// outputs with unpadded shared memory: 1539 us for 63 taps 'same' on 2^28 float32 on the H200
-// (33% of the copy bandwidth; by count of shared-memory wavefronts per FMA, shared-memory
-// bound). 16 float outputs per thread make a tap block 256 FMAs per 8 shared loads; ptxas
-// (sm_90) gives 64 registers per thread, so 8 blocks of 128 threads fit a multiprocessor and
-// one block's staging overlaps other blocks' FMAs. Doubles take 8 per thread (70 registers;
-// their FMA rate is half, so the load share matters less). The tile (threads x per-thread
-// outputs) makes a 63-tap halo cost 3% (float) or 6% (double) extra reads.
+// Tile shape per compute type: threads per block, consecutive outputs per thread (R), and
+// blocks per multiprocessor (the grid: all resident at once, which __launch_bounds__
+// guarantees; each block loops over tiles with the next tile's loads in flight).
+// Provenance, 63 taps 'same' on 2^28 float32 on the H200:
+//  - 256 threads x 8 outputs, unpadded shared memory, a block per tile: 1539 us (33% of the
+//    copy bandwidth; by count of shared-memory wavefronts per FMA, bank-conflict bound).
+//  - 128 threads x 16 outputs (a tap block is 256 FMAs per 8 shared loads), padded layout, a
+//    block per tile: 1199 us. That is about the sum of the memory time (1 tap: 651 us) and
+//    the FMA time (63/1024 of the 1024-tap time, 622 us, where the FMA loop runs at ~80% of
+//    peak): staging and FMAs did not overlap, hence the prefetch of the next tile.
+//  - with the prefetch: not yet measured; the blocks per multiprocessor follow from ptxas's
+//    register counts (sm_90: float 91, double 108).
+// Doubles take 8 outputs per thread to fit the register budget (their FMA rate is half, so
+// the load share matters less). The tile (threads x R) makes a 63-tap halo cost 3% (float) or
+// 6% (double) extra reads.
 template <typename Acc>
 struct ConvTuning;
 template <>
 struct ConvTuning<float> {
   static constexpr int kThreads = 128;
   static constexpr int kPerThread = 16;
+  static constexpr int kBlocksPerSm = 5;  // resident blocks: <= 102 registers (ptxas: 91)
 };
 template <>
 struct ConvTuning<double> {
   static constexpr int kThreads = 128;
   static constexpr int kPerThread = 8;
+  static constexpr int kBlocksPerSm = 4;  // <= 128 registers (ptxas: 108)
 };
-// A block per tile (the hardware balances them); the kernel loops only past this grid size.
-constexpr int64_t kConvMaxGrid = int64_t{1} << 30;
 
 template <typename T>
 struct ConvTraits;
@@ -151,34 +160,87 @@ struct ConvGeometry {
   int32_t taps;  // M
 };
 
-// Copies src[0 .. count) (element-aligned, any 16-byte alignment) to the logical entries
-// first .. first + count of the padded shared layout, in the compute type, cooperatively over
-// the block.
-template <typename T, typename Acc>
-__device__ __forceinline__ void StageInput(const T* src, int count, Acc* s_x, int first) {
-  using L = ConvSmem<Acc>;
-  constexpr int kV = detail::kVecElems<T>;
-  const int head = static_cast<int>(detail::HeadToAlign16(src, count));
-  const int vecs = (count - head) / kV;
-  for (int i = threadIdx.x; i < head; i += blockDim.x) {
-    s_x[L::Phys(first + i)] = ConvTraits<T>::ToAcc(detail::LoadCg(src + i));
-  }
-  const T* body = src + head;
-  const int body_first = first + head;
-  for (int v = threadIdx.x; v < vecs; v += blockDim.x) {
-    const detail::Vec16<T> x = detail::LoadVec16Cg(body + v * kV);
+// The input of one tile: src[0 .. count) (element-aligned, any 16-byte alignment) goes to the
+// logical entries first .. first + count - 1 as a scalar head up to the first 16-byte boundary
+// (< kV elements), `vecs` 16-byte vectors and a scalar tail (< kV elements); logical entries
+// [0, first) and [first + count, span) are zero (outside the row or the window).
+template <typename T>
+struct TileInput {
+  const T* src;
+  int count;
+  int first;
+  int span;
+  int head;
+  int vecs;
+};
+
+// The registers a thread fills for the next tile while the block computes the current one:
+// its share of the head, of the first kPrefetchVecs * kThreads vectors, and of the tail. Only
+// tap counts above ~64 leave vectors to load when the tile is staged.
+template <typename T>
+struct TilePrefetch {
+  using Acc = typename ConvTraits<T>::Acc;
+  static constexpr int kV = detail::kVecElems<T>;
+  static constexpr int kThreads = ConvTuning<Acc>::kThreads;
+  static constexpr int kVecs =
+      (TileOf<T>() + 64 + kV + kV * kThreads - 1) / (kV * kThreads);
+  T head;
+  T tail;
+  detail::Vec16<T> v[kVecs];
+};
+
+// Issues this thread's loads of `in` (results are first used by StageTile).
+template <typename T>
+__device__ __forceinline__ void PrefetchTile(const TileInput<T>& in, TilePrefetch<T>& pre) {
+  using P = TilePrefetch<T>;
+  const int t = threadIdx.x;
+  if (t < in.head) pre.head = detail::LoadCg(in.src + t);
+  const T* body = in.src + in.head;
 #pragma unroll
-    for (int e = 0; e < kV; ++e) {
-      s_x[L::Phys(body_first + v * kV + e)] = ConvTraits<T>::ToAcc(x.v[e]);
+  for (int j = 0; j < P::kVecs; ++j) {
+    const int v = t + j * P::kThreads;
+    if (v < in.vecs) pre.v[j] = detail::LoadVec16Cg(body + v * P::kV);
+  }
+  const int tail_at = in.head + in.vecs * P::kV + t;  // the tail has < kV <= kThreads elements
+  if (tail_at < in.count) pre.tail = detail::LoadCg(in.src + tail_at);
+}
+
+// Writes `in` to the padded shared layout in the compute type, from the prefetched registers
+// plus any vectors past them, and zeroes the rest of the span; cooperative over the block.
+template <typename T, typename Acc>
+__device__ __forceinline__ void StageTile(const TileInput<T>& in, const TilePrefetch<T>& pre,
+                                          Acc* s_x) {
+  using L = ConvSmem<Acc>;
+  using P = TilePrefetch<T>;
+  constexpr int kV = P::kV;
+  const int t = threadIdx.x;
+  for (int i = t; i < in.first; i += P::kThreads) s_x[L::Phys(i)] = Acc(0);
+  for (int i = in.first + in.count + t; i < in.span; i += P::kThreads) s_x[L::Phys(i)] = Acc(0);
+  if (t < in.head) s_x[L::Phys(in.first + t)] = ConvTraits<T>::ToAcc(pre.head);
+  const int body_first = in.first + in.head;
+#pragma unroll
+  for (int j = 0; j < P::kVecs; ++j) {
+    const int v = t + j * P::kThreads;
+    if (v < in.vecs) {
+#pragma unroll
+      for (int e = 0; e < kV; ++e) {
+        s_x[L::Phys(body_first + v * kV + e)] = ConvTraits<T>::ToAcc(pre.v[j].v[e]);
+      }
     }
   }
-  for (int i = head + vecs * kV + threadIdx.x; i < count; i += blockDim.x) {
-    s_x[L::Phys(first + i)] = ConvTraits<T>::ToAcc(detail::LoadCg(src + i));
+  const T* body = in.src + in.head;
+  for (int v = t + P::kVecs * P::kThreads; v < in.vecs; v += P::kThreads) {
+    const detail::Vec16<T> x = detail::LoadVec16Cg(body + v * kV);
+#pragma unroll
+    for (int e = 0; e < kV; ++e) s_x[L::Phys(body_first + v * kV + e)] = ConvTraits<T>::ToAcc(x.v[e]);
   }
+  const int tail_at = in.head + in.vecs * kV + t;
+  if (tail_at < in.count) s_x[L::Phys(in.first + tail_at)] = ConvTraits<T>::ToAcc(pre.tail);
 }
 
 template <typename T>
-__global__ void __launch_bounds__(ConvTuning<typename ConvTraits<T>::Acc>::kThreads)
+__global__ void __launch_bounds__(ConvTuning<typename ConvTraits<T>::Acc>::kThreads,
+                                  ConvTuning<typename ConvTraits<T>::Acc>::kBlocksPerSm)
     ConvolveTilesKernel(const T* d_in, T* d_out, ConvGeometry g,
                         ConvTaps<typename ConvTraits<T>::Acc> taps) {
   using Acc = typename ConvTraits<T>::Acc;
@@ -206,25 +268,43 @@ __global__ void __launch_bounds__(ConvTuning<typename ConvTraits<T>::Acc>::kThre
   const int64_t tiles = g.rows * g.tiles_per_row;
   // This thread's outputs are logical entries o .. o + kR - 1, o = threadIdx.x * kR: one run.
   const Acc* xs = s_x + threadIdx.x * L::kRun;
+  // The input span of a tile: its outputs read x0 .. x0 + kTile + m - 2 (x0 = the row index of
+  // logical entry 0); the rest of the span, up to the end of the last tap block, is zero.
+  auto input_of = [&](int64_t tile) {
+    const int64_t row = tile / g.tiles_per_row;
+    const int64_t out0 = (tile - row * g.tiles_per_row) * kTile;  // offset in the window
+    const int64_t x0 = w.out_begin + out0 - (m - 1);
+    const int needed = kTile + m - 1;
+    const int64_t lo = max(x0, win_lo);
+    const int64_t hi = min(x0 + needed, win_hi);
+    TileInput<T> in;
+    in.span = kTile + padded;
+    in.count = lo < hi ? static_cast<int>(hi - lo) : 0;
+    in.first = lo < hi ? static_cast<int>(lo - x0) : 0;
+    // No load is issued for an empty span, so src may be formed from a null d_in.
+    in.src = lo < hi ? d_in + row * g.in_row_stride + (lo - win_lo) : d_in;
+    in.head = static_cast<int>(detail::HeadToAlign16(in.src, in.count));
+    in.vecs = (in.count - in.head) / detail::kVecElems<T>;
+    return in;
+  };
+  // Software pipeline over this block's tiles: the next tile's loads are in flight while the
+  // current one computes, so a block never waits for DRAM with its FMAs idle (blocks that all
+  // stage, then all compute, leave the memory and the FMA units each idle half the time).
+  TilePrefetch<T> pre;
+  TileInput<T> in{};
+  if (blockIdx.x < tiles) {
+    in = input_of(blockIdx.x);
+    PrefetchTile(in, pre);
+  }
   for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
     const int64_t row = tile / g.tiles_per_row;
     const int64_t out0 = (tile - row * g.tiles_per_row) * kTile;  // offset in the window
-    const int64_t x0 = w.out_begin + out0 - (m - 1);  // row index of logical entry 0
-    // Entries that may hold data: the tile's outputs read x0 .. x0 + kTile + m - 2; the rest of
-    // the span (up to the end of the last tap block) is zero.
-    const int needed = kTile + m - 1;
-    const int span = kTile + padded;
-    const int64_t lo = max(x0, win_lo);
-    const int64_t hi = min(x0 + needed, win_hi);
-    const int data_begin = lo < hi ? static_cast<int>(lo - x0) : span;
-    const int data_end = lo < hi ? static_cast<int>(hi - x0) : span;
-    for (int t = threadIdx.x; t < data_begin; t += kThreads) s_x[L::Phys(t)] = Acc(0);
-    for (int t = data_end + threadIdx.x; t < span; t += kThreads) s_x[L::Phys(t)] = Acc(0);
-    if (lo < hi) {
-      StageInput(d_in + row * g.in_row_stride + (lo - win_lo), data_end - data_begin, s_x,
-                 data_begin);
-    }
+    StageTile(in, pre, s_x);
     __syncthreads();
+    if (tile + gridDim.x < tiles) {
+      in = input_of(tile + gridDim.x);
+      PrefetchTile(in, pre);
+    }
 
     Acc acc[kR];
     Acc win[2 * kR];  // logical entries o + k0 .. o + k0 + 2 kR - 1
@@ -298,7 +378,8 @@ cudaError_t DispatchTyped(const void* d_in, void* d_out, const ConvGeometry& sha
   for (int i = 0; i < g.taps; ++i) p.v[i] = taps == nullptr ? Acc(0) : static_cast<Acc>(taps[i]);
   for (int i = g.taps; i < kMaxConvolveTaps; ++i) p.v[i] = Acc(0);
   const int64_t tiles = g.rows * g.tiles_per_row;
-  const int64_t grid = std::min(tiles, kConvMaxGrid);
+  const int64_t grid = std::min<int64_t>(
+      tiles, static_cast<int64_t>(launch.config().multiprocessors) * ConvTuning<Acc>::kBlocksPerSm);
   return launch("convolve.tiles", ConvolveTilesKernel<T>, grid, ConvTuning<Acc>::kThreads,
                 static_cast<const T*>(d_in), static_cast<T*>(d_out), g, p);
 }
