@@ -34,8 +34,11 @@ LIMITS = [
     "copies. Low-priority jobs therefore run in chunks of at most 512 KiB "
     "(`CudaBackendOptions::low_priority_chunk_bytes`): a copy of about 10 us and an elementwise "
     "grid of 128 blocks, so three busy low-priority lanes leave most SM slots free and a probe's "
-    "copy queues behind at most a few short ones. The same-priority row shows the load without "
-    "that cap.",
+    "copy queues behind at most a few short ones. The price is the load's own throughput: a "
+    "small grid of this 64-op chain is latency-bound (each thread's serial work sets a block's "
+    "time, whatever the grid), so low-priority jobs finish fewer chunks per second even when "
+    "the GPU has room (compare `load_jobs` of the two loaded rows). The same-priority row "
+    "shows the load without the cap.",
 ]
 
 
