@@ -1,8 +1,10 @@
 #include "bench/kernels/bench_device.h"
 
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstring>
+#include <type_traits>
 
 namespace gpupipe::bench {
 namespace {
@@ -23,6 +25,24 @@ __global__ void FillKernel(float* d, int64_t n, uint32_t mixed_seed) {
     const uint32_t h = Mix32(static_cast<uint32_t>(i) + mixed_seed);  // wraps mod 2^32
     const int q = static_cast<int>(h >> 24);  // 0..255
     d[i] = static_cast<float>(2 * q - 255) * (1.0f / 256.0f);
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ T FromQuantized(int q) {  // q = 2 * (0..255) - 255
+  if constexpr (std::is_same_v<T, int32_t>) {
+    return q;
+  } else {
+    return static_cast<T>(static_cast<float>(q) * (1.0f / 256.0f));  // exact in every type
+  }
+}
+
+template <typename T>
+__global__ void FillTypedKernel(T* d, int64_t n, uint32_t mixed_seed) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const uint32_t h = Mix32(static_cast<uint32_t>(i) + mixed_seed);
+    d[i] = FromQuantized<T>(2 * static_cast<int>(h >> 24) - 255);
   }
 }
 
@@ -60,6 +80,47 @@ __global__ void CompareFloatKernel(const float* out, const float* ref, int64_t n
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const double y = out[i], r = ref[i];
+    const bool fy = isfinite(y), fr = isfinite(r);
+    if (fy != fr || (!fy && !(isnan(y) && isnan(r)) && y != r)) {
+      ++bad;
+      continue;
+    }
+    if (!fy) continue;
+    const double e = fabs(y - r);
+    err = fmax(err, e);
+    mref = fmax(mref, fabs(r));
+    bad += e > atol + rtol * fabs(r);
+  }
+  for (int o = 16; o > 0; o /= 2) {
+    err = fmax(err, __shfl_down_sync(0xffffffffu, err, o));
+    mref = fmax(mref, __shfl_down_sync(0xffffffffu, mref, o));
+    bad += __shfl_down_sync(0xffffffffu, bad, o);
+  }
+  if (threadIdx.x % 32 == 0) {
+    AtomicMaxNonNeg(&acc[0], err);
+    AtomicMaxNonNeg(&acc[1], mref);
+    if (bad) atomicAdd(&acc[2], bad);
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ double AsDouble(T v) {
+  if constexpr (std::is_same_v<T, __half>) {
+    return static_cast<double>(__half2float(v));
+  } else {
+    return static_cast<double>(v);
+  }
+}
+
+// CompareFloatKernel for any element type, through double.
+template <typename T>
+__global__ void CompareTypedKernel(const T* out, const T* ref, int64_t n, double atol,
+                                   double rtol, unsigned long long* acc) {
+  double err = 0, mref = 0;
+  unsigned long long bad = 0;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const double y = AsDouble(out[i]), r = AsDouble(ref[i]);
     const bool fy = isfinite(y), fr = isfinite(r);
     if (fy != fr || (!fy && !(isnan(y) && isnan(r)) && y != r)) {
       ++bad;
@@ -127,6 +188,28 @@ cudaError_t FillQuantized(float* d, int64_t n, uint32_t seed, cudaStream_t strea
   return cudaGetLastError();
 }
 
+cudaError_t FillQuantizedAs(void* d, kernels::ElementType type, int64_t n, uint32_t seed,
+                            cudaStream_t stream) {
+  const uint32_t mixed = Mix32(seed);
+  switch (type) {
+    case kernels::ElementType::kFloat32:
+      FillTypedKernel<<<132 * 8, 256, 0, stream>>>(static_cast<float*>(d), n, mixed);
+      break;
+    case kernels::ElementType::kFloat64:
+      FillTypedKernel<<<132 * 8, 256, 0, stream>>>(static_cast<double*>(d), n, mixed);
+      break;
+    case kernels::ElementType::kFloat16:
+      FillTypedKernel<<<132 * 8, 256, 0, stream>>>(static_cast<__half*>(d), n, mixed);
+      break;
+    case kernels::ElementType::kInt32:
+      FillTypedKernel<<<132 * 8, 256, 0, stream>>>(static_cast<int32_t*>(d), n, mixed);
+      break;
+    default:
+      return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
 cudaError_t FlushL2(const void* d_buffer, size_t bytes, void* d_sink, cudaStream_t stream) {
   FlushKernel<<<132 * 8, 256, 0, stream>>>(static_cast<const uint4*>(d_buffer),
                                            static_cast<int64_t>(bytes / sizeof(uint4)),
@@ -145,6 +228,42 @@ cudaError_t CompareFloat(const float* d_out, const float* d_ref, int64_t n, doub
   if (err != cudaSuccess) return err;
   CompareFloatKernel<<<132 * 4, 256, 0, stream>>>(d_out, d_ref, n, atol, rtol,
                                                   static_cast<unsigned long long*>(d_acc));
+  return ReadBack(d_acc, stream, result);
+}
+
+cudaError_t CompareTyped(const void* d_out, const void* d_ref, kernels::ElementType type,
+                         int64_t n, double atol, double rtol, void* d_acc, cudaStream_t stream,
+                         CompareResult* result) {
+  cudaError_t err = cudaMemsetAsync(d_acc, 0, 32, stream);
+  if (err != cudaSuccess) return err;
+  auto* acc = static_cast<unsigned long long*>(d_acc);
+  switch (type) {
+    case kernels::ElementType::kFloat32:
+      CompareTypedKernel<<<132 * 4, 256, 0, stream>>>(static_cast<const float*>(d_out),
+                                                      static_cast<const float*>(d_ref), n, atol,
+                                                      rtol, acc);
+      break;
+    case kernels::ElementType::kFloat64:
+      CompareTypedKernel<<<132 * 4, 256, 0, stream>>>(static_cast<const double*>(d_out),
+                                                      static_cast<const double*>(d_ref), n, atol,
+                                                      rtol, acc);
+      break;
+    case kernels::ElementType::kFloat16:
+      CompareTypedKernel<<<132 * 4, 256, 0, stream>>>(static_cast<const __half*>(d_out),
+                                                      static_cast<const __half*>(d_ref), n, atol,
+                                                      rtol, acc);
+      break;
+    case kernels::ElementType::kInt32:
+      CompareTypedKernel<<<132 * 4, 256, 0, stream>>>(static_cast<const int32_t*>(d_out),
+                                                      static_cast<const int32_t*>(d_ref), n, atol,
+                                                      rtol, acc);
+      break;
+    case kernels::ElementType::kInt64:
+      CompareTypedKernel<<<132 * 4, 256, 0, stream>>>(static_cast<const int64_t*>(d_out),
+                                                      static_cast<const int64_t*>(d_ref), n, atol,
+                                                      rtol, acc);
+      break;
+  }
   return ReadBack(d_acc, stream, result);
 }
 

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "kernels/common/element_type.h"
+
 namespace gpupipe::bench {
 
 // d[i] = (2q - 255) / 256 with q = Hash32(i + Hash32(seed)) >> 24: odd multiples of 1/256 in
@@ -17,6 +19,13 @@ namespace gpupipe::bench {
 // (convolve, also in TF32). torch_peers.py builds the same input from the same seed.
 cudaError_t FillQuantized(float* d, int64_t n, uint32_t seed, cudaStream_t stream);
 uint32_t Hash32(uint32_t x);  // host twin of the device hash, for the seed mix
+
+// The same values as `type` (float64, float16: exact; the quantization needs 9 significant
+// bits, float16 has 11), or for int32 the integers 2q - 255 (256 times the float values): the
+// input of the other-dtype sweep. Sums of 2^26 of them stay exact in every accumulator
+// (float16 accumulates in float32).
+cudaError_t FillQuantizedAs(void* d, kernels::ElementType type, int64_t n, uint32_t seed,
+                            cudaStream_t stream);
 
 // Reads `bytes` of `d_buffer` (more than the L2 holds) so that the next timed region starts
 // with none of its data in L2 and no dirty lines of earlier writes left to write back.
@@ -37,6 +46,11 @@ struct CompareResult {
 // `d_acc` must hold 4 x 8 bytes of device scratch; the call synchronizes `stream`.
 cudaError_t CompareFloat(const float* d_out, const float* d_ref, int64_t n, double atol,
                          double rtol, void* d_acc, cudaStream_t stream, CompareResult* result);
+// Comparison of `n` values of `type` (every ElementType; integers compare exactly when atol
+// and rtol are 0, through double, which holds every int32 and every int64 below 2^53).
+cudaError_t CompareTyped(const void* d_out, const void* d_ref, kernels::ElementType type,
+                         int64_t n, double atol, double rtol, void* d_acc, cudaStream_t stream,
+                         CompareResult* result);
 // Exact comparison of int64 results with an int64 (ref_is_int32 false) or int32 reference.
 cudaError_t CompareInt(const int64_t* d_out, const void* d_ref, bool ref_is_int32, int64_t n,
                        void* d_acc, cudaStream_t stream, CompareResult* result);

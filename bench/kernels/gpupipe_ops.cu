@@ -1,5 +1,6 @@
-// Every call kernels_bench makes into the kernels library. The existing ops use the float32
-// host API of kernels/cuda/ops.h; the new ops use the headers named in the shared API
+// Every call kernels_bench makes into the kernels library, for every element type the op takes
+// (the untyped host API of kernels/cuda/ops.h: a device pointer plus an ElementType). The
+// existing ops use kernels/cuda/ops.h; the new ops use the headers named in the shared API
 // decisions (kernels/cuda/{cumsum,histogram,convolve,topk}.h) and are compiled only where
 // those headers exist. Adapt the calls here when a signature changes.
 #include "bench/kernels/gpupipe_ops.h"
@@ -72,9 +73,27 @@ bool KernelOpBuilt(KernelOp op) {
   }
 }
 
+bool KernelOpAccepts(KernelOp op, ElementType type) {
+  if (kernels::IsFloatingPoint(type)) return true;
+  if (type != ElementType::kInt32) return false;
+  switch (op) {
+    case KernelOp::kAffine:  // as add: the integer-closed opcodes only
+    case KernelOp::kSum:
+    case KernelOp::kMin:
+    case KernelOp::kMax:
+    case KernelOp::kArgmax:
+    case KernelOp::kCumsum:
+    case KernelOp::kHistogram:
+    case KernelOp::kTopk: return true;
+    default: return false;
+  }
+}
+
 int64_t KernelOpOutputElements(const KernelOpArgs& a) {
   switch (a.op) {
     case KernelOp::kSum:
+    case KernelOp::kMin:
+    case KernelOp::kMax:
     case KernelOp::kArgmax: return a.rows;
     case KernelOp::kHistogram: return a.rows * a.bins;
     case KernelOp::kTopk: return a.rows * a.k;
@@ -82,48 +101,67 @@ int64_t KernelOpOutputElements(const KernelOpArgs& a) {
   }
 }
 
-int KernelOpOutputElementBytes(KernelOp op) {
-  return op == KernelOp::kArgmax || op == KernelOp::kHistogram ? 8 : 4;
+ElementType KernelOpOutputType(const KernelOpArgs& a) {
+  switch (a.op) {
+    case KernelOp::kArgmax:
+    case KernelOp::kHistogram: return ElementType::kInt64;
+    case KernelOp::kSum:
+    case KernelOp::kCumsum:
+      return a.type == ElementType::kInt32 ? ElementType::kInt64 : a.type;
+    default: return a.type;
+  }
 }
 
-cudaError_t RunKernelOp(const KernelOpArgs& a, const float* d_in, void* d_out, void* d_ws,
+int KernelOpOutputElementBytes(const KernelOpArgs& a) {
+  return static_cast<int>(kernels::ElementSize(KernelOpOutputType(a)));
+}
+
+cudaError_t RunKernelOp(const KernelOpArgs& a, const void* d_in, void* d_out, void* d_ws,
                         size_t ws_bytes, const kc::LaunchConfig& config, int* kernel_count) {
   const kernels::EwProgram none;
   switch (a.op) {
     case KernelOp::kAffine: {
+      // int32 takes kAffine only as add (a = 1).
+      const double alpha = a.type == ElementType::kInt32 ? 1.0 : 2.0;
       kernels::EwProgram p;
-      p.Append({kernels::EwOpcode::kAffine, 2.0f, 1.0f});
-      return kc::Elementwise(d_in, static_cast<float*>(d_out), a.rows * a.cols, p, config,
+      p.Append({kernels::EwOpcode::kAffine, alpha, 1.0});
+      return kc::Elementwise(d_in, a.type, d_out, a.rows * a.cols, p, config,
                              kernel_count);
     }
     case KernelOp::kSum:
-      return kc::RowSum(d_in, static_cast<float*>(d_out), a.rows, a.cols, none, d_ws, ws_bytes,
-                        config, kernel_count);
+      return kc::RowSum(d_in, a.type, d_out, a.rows, a.cols, none, d_ws, ws_bytes, config,
+                        kernel_count);
+    case KernelOp::kMin:
+    case KernelOp::kMax:
+      return kc::RowReduce(d_in, a.type, d_out, a.rows, a.cols,
+                           a.op == KernelOp::kMin ? kernels::RowReduceKind::kMin
+                                                  : kernels::RowReduceKind::kMax,
+                           none, d_ws, ws_bytes, config, kernel_count);
     case KernelOp::kSoftmax:
-      return kc::RowSoftmax(d_in, static_cast<float*>(d_out), a.rows, a.cols, none, d_ws,
+      return kc::RowSoftmax(d_in, a.type, d_out, a.rows, a.cols, none, d_ws,
                             ws_bytes, config, kernel_count);
     case KernelOp::kArgmax:
-      return kc::RowArgmax(d_in, static_cast<int64_t*>(d_out), a.rows, a.cols, none, d_ws,
-                           ws_bytes, config, kernel_count);
+      return kc::RowArgmax(d_in, a.type, static_cast<int64_t*>(d_out), a.rows,
+                           a.cols, none, d_ws, ws_bytes, config, kernel_count);
     case KernelOp::kStandardize:
-      return kc::RowNormalize(d_in, static_cast<float*>(d_out), a.rows, a.cols,
+      return kc::RowNormalize(d_in, a.type, d_out, a.rows, a.cols,
                               kernels::RowNormalizeKind::kStandardize, none, d_ws, ws_bytes,
                               config, kernel_count);
     case KernelOp::kL2Normalize:
-      return kc::RowNormalize(d_in, static_cast<float*>(d_out), a.rows, a.cols,
+      return kc::RowNormalize(d_in, a.type, d_out, a.rows, a.cols,
                               kernels::RowNormalizeKind::kL2Normalize, none, d_ws, ws_bytes,
                               config, kernel_count);
     case KernelOp::kCumsum:
 #ifdef GPUPIPE_BENCH_HAVE_CUMSUM
       // The whole row in one call: no carry.
-      return kc::RowCumsum(d_in, ElementType::kFloat32, d_out, a.rows, a.cols,
+      return kc::RowCumsum(d_in, a.type, d_out, a.rows, a.cols,
                            /*d_carry=*/nullptr, d_ws, ws_bytes, config, kernel_count);
 #else
       break;
 #endif
     case KernelOp::kHistogram:
 #ifdef GPUPIPE_BENCH_HAVE_HISTOGRAM
-      return kc::RowHistogram(d_in, ElementType::kFloat32, static_cast<int64_t*>(d_out), a.rows,
+      return kc::RowHistogram(d_in, a.type, static_cast<int64_t*>(d_out), a.rows,
                               a.cols, a.bins, a.lo, a.hi, /*accumulate=*/false, d_ws, ws_bytes,
                               config, kernel_count);
 #else
@@ -134,7 +172,7 @@ cudaError_t RunKernelOp(const KernelOpArgs& a, const float* d_in, void* d_out, v
     {
       // The kernel takes taps as doubles (rounded to float32 for float32 data).
       const std::vector<double> taps(a.taps.begin(), a.taps.end());
-      return kc::RowConvolve(d_in, ElementType::kFloat32, d_out, a.rows, a.cols, taps.data(),
+      return kc::RowConvolve(d_in, a.type, d_out, a.rows, a.cols, taps.data(),
                              static_cast<int32_t>(taps.size()), kc::ConvolveMode::kSame, d_ws,
                              ws_bytes, config, kernel_count);
     }
@@ -143,7 +181,7 @@ cudaError_t RunKernelOp(const KernelOpArgs& a, const float* d_in, void* d_out, v
 #endif
     case KernelOp::kTopk:
 #ifdef GPUPIPE_BENCH_HAVE_TOPK
-      return kc::RowTopk(d_in, ElementType::kFloat32, d_out, a.rows, a.cols, a.k, d_ws,
+      return kc::RowTopk(d_in, a.type, d_out, a.rows, a.cols, a.k, d_ws,
                          ws_bytes, config, kernel_count);
 #else
       break;

@@ -3,8 +3,11 @@
 
 Reads from OUT_DIR: kernels_bench.jsonl, torch_peers.jsonl, resource-usage.txt (optional),
 nvidia-smi.txt, meta.json. Writes OUT_DIR/kernels-h200.md and OUT_DIR/auto-staging.json (the
-winner per op / dtype / size class, for the `auto` staging table), and prints the targets
-table last. Standard library only.
+winner per op / dtype / size class with its runner-up and direct's time, the input of
+make_staging_table.py), and prints the targets table last. Standard library only.
+
+The targets, bandwidth and float32 staging tables cover float32 (the 2^28 cases with peers);
+the other dtypes (the 2^26 sweep) have their own staging table and feed the winners.
 """
 import argparse
 import json
@@ -111,7 +114,8 @@ class Report:
                 self.meta = json.load(f)
         self.device = next((j for j in self.bench if j.get("kind") == "device"), {})
         self.tdev = next((j for j in self.torch if j.get("kind") == "torch_device"), {})
-        self.ours = [j for j in self.bench if j.get("kind") == "ours"]
+        self.ours_all = [j for j in self.bench if j.get("kind") == "ours"]
+        self.ours = [j for j in self.ours_all if j.get("dtype", "float32") == "float32"]
         self.notes = []
         self.lines = []
         self.target_rows = []
@@ -135,7 +139,8 @@ class Report:
                    for j in self.torch)
 
     def not_built(self, case):
-        return any(j.get("kind") == "not_built" and j["case"] == case for j in self.bench)
+        return any(j.get("kind") == "not_built" and j["case"] == case and
+                   j.get("dtype", "float32") == "float32" for j in self.bench)
 
     def copy_gbs(self):
         c = self.cub("copy")
@@ -228,15 +233,36 @@ class Report:
         self.w()
         self.w("Median us of every strategy at each `stages` it takes; the best per strategy in bold.")
         self.w()
+        self.staging_table(self.ours, [(c, c) for c in CASES])
+        sweep = [j for j in self.ours_all if j.get("dtype", "float32") != "float32"]
+        if not sweep:
+            return
+        d = self.device
+        self.w("### Other dtypes (2^26 elements)")
+        self.w()
+        self.w(f"float64, float16 and int32 on 2^26 elements (one row; 8192 x 8192; 4096 x 16384), "
+               f"{d.get('sweep_reps', '?')} timed repetitions after {d.get('sweep_warmup', '?')} "
+               "warm-up; checked against the first strategy's output (exact, or within the "
+               "dtype's rounding for softmax and normalizations). No peers.")
+        self.w()
+        keys = []
+        for j in sweep:
+            k = (j["dtype"], j["case"])
+            if k not in keys:
+                keys.append(k)
+        self.staging_table(sweep, [((dt, c), f"{c} {dt}") for dt, c in keys],
+                           key=lambda j: (j["dtype"], j["case"]))
+
+    def staging_table(self, runs, cases, key=lambda j: j["case"]):
         names = []
-        for j in self.ours:
+        for j in runs:
             n = variant_name(j)
             if n not in names:
                 names.append(n)
         self.w("| op | " + " | ".join(names) + " | kernels |")
         self.w("| --- | " + " | ".join("---" for _ in names) + " | --- |")
-        for case in CASES:
-            rows = {variant_name(j): j for j in self.ours if j["case"] == case}
+        for case, label in cases:
+            rows = {variant_name(j): j for j in runs if key(j) == case}
             if not rows:
                 continue
             best_of = {}
@@ -253,25 +279,31 @@ class Report:
                 v = us(j["median_us"]) + ("" if j["check"].get("ok") else " (check FAILED)")
                 cells.append(f"**{v}**" if best_of.get(j["staging"]) is j else v)
             k = sorted({j["kernels"] for j in rows.values()})
-            self.w(f"| {case} | " + " | ".join(cells) + f" | {', '.join(map(str, k))} |")
+            self.w(f"| {label} | " + " | ".join(cells) + f" | {', '.join(map(str, k))} |")
         self.w()
 
     def auto_table(self):
-        winners = [{k: j[k] for k in ("op", "dtype", "rows", "cols", "shape", "size_class",
-                                       "staging", "stages", "median_us")}
+        winners = [{k: j.get(k) for k in ("op", "dtype", "rows", "cols", "shape", "size_class",
+                                           "staging", "stages", "median_us", "runner_up",
+                                           "direct_us")}
                    for j in self.bench if j.get("kind") == "winner"]
         with open(os.path.join(self.out_dir, "auto-staging.json"), "w") as f:
-            json.dump({"commit": self.meta.get("commit"), "device": self.device.get("name"),
+            json.dump({"commit": self.meta.get("commit"), "date": self.meta.get("date"),
+                       "device": self.device.get("name"),
+                       "machine": self.meta.get("nvidia_smi") or self.device.get("name"),
                        "winners": winners}, f, indent=1)
         self.w("## Winners for the `auto` staging table")
         self.w()
         self.w("Also in `auto-staging.json` (and as `winner` lines in kernels_bench.jsonl).")
         self.w()
-        self.w("| op | dtype | shape | size class | staging | stages | us |")
-        self.w("| --- | --- | --- | --- | --- | --- | --- |")
+        self.w("| op | dtype | shape | size class | staging | stages | us | runner-up | direct us |")
+        self.w("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
         for j in winners:
+            ru = j.get("runner_up") or {}
+            ru_s = (f"{variant_name(ru)} {us(ru['median_us'])}" if ru.get("staging") else "-")
             self.w(f"| {j['op']} | {j['dtype']} | {j['shape']} | {j['size_class']} | "
-                   f"{j['staging']} | {j['stages'] or '-'} | {us(j['median_us'])} |")
+                   f"{j['staging']} | {j['stages'] or '-'} | {us(j['median_us'])} | {ru_s} | "
+                   f"{us(j.get('direct_us'))} |")
         self.w()
 
     def resources(self):
@@ -301,19 +333,22 @@ class Report:
     def checks(self):
         self.w("## Checks")
         self.w()
-        n = len(self.ours)
-        failed = [j for j in self.ours if not j["check"].get("ok")]
+        n = len(self.ours_all)
+        failed = [j for j in self.ours_all if not j["check"].get("ok")]
         self.w(f"- kernels_bench: {n} runs of our kernels checked before timing ({len(failed)} "
                "failed): against CUB's output (affine, sums, cumsum, histogram: exact or 1e-6 "
                "relative) or against the first strategy's output, itself checked against PyTorch "
                "below; outputs are poisoned before each run.")
         for j in failed:
             c = j["check"]
-            self.w(f"  - FAILED {j['case']} {variant_name(j)}: {c.get('bad')} bad values, max "
+            dt = j.get("dtype", "float32")
+            dt = "" if dt == "float32" else f" {dt}"
+            self.w(f"  - FAILED {j['case']}{dt} {variant_name(j)}: {c.get('bad')} bad values, max "
                    f"error {c.get('max_abs_err')} vs {c.get('against')}")
         for j in self.bench:
             if j.get("kind") == "error":
-                self.w(f"- error: {j['case']} {j['staging']} stages {j['stages']}: {j['error']}")
+                self.w(f"- error: {j['case']} {j.get('dtype', 'float32')} {j['staging']} stages "
+                       f"{j['stages']}: {j['error']}")
         for j in self.torch:
             if j.get("kind") == "torch_check":
                 ok = j.get("ok")

@@ -3,7 +3,13 @@
 // kernel and one pass over memory. It is plain data, passed by value as a kernel parameter,
 // and interpreted by the same ApplyEw on the host (CPU reference) and on the device.
 //
-// Host/device agreement, per opcode (float32):
+// Compute types: a program runs in float (float32 and float16 data: float16 is widened on
+// load and rounded once on store), double (float64) or int32_t (int32 data, where only the
+// integer-closed opcodes kAffine (as add), kRelu, kClamp and kAbs are valid, with NumPy's
+// two's-complement wrap-around; IsIntegerEwOpcode).
+//
+// Host/device agreement, per opcode (float32; float64 alike with the double functions, whose
+// CUDA error bounds are at most 2 ulp; int32 is always exact):
 //  - bit-identical: kAffine, kRelu, kClamp, kAbs, kSqrt. They are single IEEE operations
 //    (fmaf, comparisons, fabsf, sqrtf) that both sides round correctly. This holds as long as
 //    the device code is built without -use_fast_math / -prec-sqrt=false / -ftz=true and the
@@ -62,10 +68,13 @@ inline constexpr int EwHostDeviceUlp(EwOpcode op) {
   }
 }
 
+// Parameters are doubles so a float64 program keeps them exactly; each compute type converts
+// them once per instruction (EwParam): float rounds to nearest (as the planner used to),
+// int32 saturates (so an infinite clamp bound means no bound).
 struct EwInstr {
   EwOpcode op = EwOpcode::kAffine;
-  float a = 1.0f;
-  float b = 0.0f;
+  double a = 1.0;
+  double b = 0.0;
 };
 
 // Longest program one kernel takes; longer runs are split into several programs by the planner.
@@ -83,6 +92,11 @@ struct EwProgram {
   }
 };
 
+GPUPIPE_HOST_DEVICE bool IsIntegerEwOpcode(EwOpcode op) {
+  return op == EwOpcode::kAffine || op == EwOpcode::kRelu || op == EwOpcode::kClamp ||
+         op == EwOpcode::kAbs;
+}
+
 // 1 / (1 + e^-x) through e = exp(-|x|) <= 1, which never overflows: for x >= 0 it is
 // 1 / (1 + e); for x < 0, e / (1 + e), which keeps full relative precision down to the
 // denormals where the plain formula would compute 1 / inf. NaN gives NaN (via e).
@@ -90,6 +104,11 @@ GPUPIPE_HOST_DEVICE float SigmoidF(float x) {
   const float e = expf(-fabsf(x));
   const float d = 1.0f + e;
   return x >= 0.0f ? 1.0f / d : e / d;
+}
+GPUPIPE_HOST_DEVICE double SigmoidD(double x) {
+  const double e = exp(-fabs(x));
+  const double d = 1.0 + e;
+  return x >= 0.0 ? 1.0 / d : e / d;
 }
 
 // The transcendental opcodes, kept out of line on the device: ApplyEwN expands every opcode
@@ -113,35 +132,90 @@ GPUPIPE_EW_COLD float ApplyEwTranscendental(EwOpcode op, float a, float x) {
   }
 }
 
-// The reference semantics of one instruction on one value.
-GPUPIPE_HOST_DEVICE float ApplyEwInstr(const EwInstr& in, float x) {
+GPUPIPE_EW_COLD double ApplyEwTranscendental(EwOpcode op, double a, double x) {
+  switch (op) {
+    case EwOpcode::kExp: return exp(x);
+    case EwOpcode::kLog: return log(x);
+    case EwOpcode::kSigmoid: return SigmoidD(x);
+    case EwOpcode::kTanh: return tanh(x);
+    case EwOpcode::kPow: return pow(x, a);
+    default: return x;
+  }
+}
+
+// Integers have no transcendental opcodes (validation rejects them); identity keeps the
+// switch below total.
+GPUPIPE_HOST_DEVICE int32_t ApplyEwTranscendental(EwOpcode, int32_t, int32_t x) { return x; }
+
+// ---- per-compute-type primitives ---------------------------------------------------------------
+
+template <typename T>
+GPUPIPE_HOST_DEVICE T EwParam(double v);
+template <>
+GPUPIPE_HOST_DEVICE float EwParam<float>(double v) { return static_cast<float>(v); }
+template <>
+GPUPIPE_HOST_DEVICE double EwParam<double>(double v) { return v; }
+template <>
+GPUPIPE_HOST_DEVICE int32_t EwParam<int32_t>(double v) {
+  // Saturating: +-inf (and anything beyond the range) becomes the extreme value. Validation
+  // only lets integral values in range and infinite clamp bounds through.
+  if (!(v > -2147483648.0)) return INT32_MIN;
+  if (!(v < 2147483647.0)) return INT32_MAX;
+  return static_cast<int32_t>(v);
+}
+
+GPUPIPE_HOST_DEVICE float EwFma(float a, float x, float b) { return fmaf(a, x, b); }
+GPUPIPE_HOST_DEVICE double EwFma(double a, double x, double b) { return fma(a, x, b); }
+// a * x + b modulo 2^32, as NumPy's int32 arithmetic (unsigned, so wrapping is defined).
+GPUPIPE_HOST_DEVICE int32_t EwFma(int32_t a, int32_t x, int32_t b) {
+  return static_cast<int32_t>(static_cast<uint32_t>(a) * static_cast<uint32_t>(x) +
+                              static_cast<uint32_t>(b));
+}
+GPUPIPE_HOST_DEVICE float EwAbs(float x) { return fabsf(x); }
+GPUPIPE_HOST_DEVICE double EwAbs(double x) { return fabs(x); }
+// |INT32_MIN| wraps to INT32_MIN, as np.abs.
+GPUPIPE_HOST_DEVICE int32_t EwAbs(int32_t x) {
+  return x < 0 ? static_cast<int32_t>(0u - static_cast<uint32_t>(x)) : x;
+}
+GPUPIPE_HOST_DEVICE float EwSqrt(float x) { return sqrtf(x); }
+GPUPIPE_HOST_DEVICE double EwSqrt(double x) { return sqrt(x); }
+GPUPIPE_HOST_DEVICE int32_t EwSqrt(int32_t x) { return x; }  // not an integer opcode
+
+// The reference semantics of one instruction on one value, in compute type T (float, double
+// or int32_t).
+template <typename T>
+GPUPIPE_HOST_DEVICE T ApplyEwInstr(const EwInstr& in, T x) {
   switch (in.op) {
     case EwOpcode::kAffine:
-      return fmaf(in.a, x, in.b);
+      return EwFma(EwParam<T>(in.a), x, EwParam<T>(in.b));
     case EwOpcode::kRelu:
-      return x < 0.0f ? 0.0f : x;
-    case EwOpcode::kClamp:
+      return x < T(0) ? T(0) : x;
+    case EwOpcode::kClamp: {
       // np.maximum then np.minimum: a NaN x survives both comparisons; a NaN bound is
       // selected by its own (a != a) test.
-      if (x < in.a || in.a != in.a) x = in.a;
-      if (x > in.b || in.b != in.b) x = in.b;
+      const T a = EwParam<T>(in.a);
+      const T b = EwParam<T>(in.b);
+      if (x < a || a != a) x = a;
+      if (x > b || b != b) x = b;
       return x;
+    }
     case EwOpcode::kAbs:
-      return fabsf(x);
+      return EwAbs(x);
     case EwOpcode::kSqrt:
-      return sqrtf(x);
+      return EwSqrt(x);
     case EwOpcode::kExp:
     case EwOpcode::kLog:
     case EwOpcode::kSigmoid:
     case EwOpcode::kTanh:
     case EwOpcode::kPow:
-      return ApplyEwTranscendental(in.op, in.a, x);
+      return ApplyEwTranscendental(in.op, EwParam<T>(in.a), x);
   }
   return x;
 }
 
 // The reference: the program applied to one value (the CPU backend and the tests use it).
-GPUPIPE_HOST_DEVICE float ApplyEw(const EwProgram& program, float x) {
+template <typename T>
+GPUPIPE_HOST_DEVICE T ApplyEw(const EwProgram& program, T x) {
   for (int i = 0; i < program.count; ++i) x = ApplyEwInstr(program.instrs[i], x);
   return x;
 }
@@ -151,39 +225,41 @@ GPUPIPE_HOST_DEVICE float ApplyEw(const EwProgram& program, float x) {
 // instead of once per value, which is what keeps a long program near memory bandwidth. Each
 // value goes through exactly the operations ApplyEw applies, in the same order, so
 // ApplyEwN(p, x)[k] == ApplyEw(p, x[k]) bit for bit.
-template <int N>
-GPUPIPE_HOST_DEVICE void ApplyEwN(const EwProgram& program, float (&x)[N]) {
+template <typename T, int N>
+GPUPIPE_HOST_DEVICE void ApplyEwN(const EwProgram& program, T (&x)[N]) {
   for (int i = 0; i < program.count; ++i) {
     const EwInstr in = program.instrs[i];
+    const T a = EwParam<T>(in.a);
+    const T b = EwParam<T>(in.b);
     switch (in.op) {
       case EwOpcode::kAffine:
 #pragma unroll
-        for (int k = 0; k < N; ++k) x[k] = fmaf(in.a, x[k], in.b);
+        for (int k = 0; k < N; ++k) x[k] = EwFma(a, x[k], b);
         break;
       case EwOpcode::kRelu:
 #pragma unroll
-        for (int k = 0; k < N; ++k) x[k] = x[k] < 0.0f ? 0.0f : x[k];
+        for (int k = 0; k < N; ++k) x[k] = x[k] < T(0) ? T(0) : x[k];
         break;
       case EwOpcode::kAbs:
 #pragma unroll
-        for (int k = 0; k < N; ++k) x[k] = fabsf(x[k]);
+        for (int k = 0; k < N; ++k) x[k] = EwAbs(x[k]);
         break;
       case EwOpcode::kSqrt:
 #pragma unroll
-        for (int k = 0; k < N; ++k) x[k] = sqrtf(x[k]);
+        for (int k = 0; k < N; ++k) x[k] = EwSqrt(x[k]);
         break;
       case EwOpcode::kClamp:
 #pragma unroll
         for (int k = 0; k < N; ++k) {
-          float v = x[k];
-          if (v < in.a || in.a != in.a) v = in.a;
-          if (v > in.b || in.b != in.b) v = in.b;
+          T v = x[k];
+          if (v < a || a != a) v = a;
+          if (v > b || b != b) v = b;
           x[k] = v;
         }
         break;
       default:
 #pragma unroll
-        for (int k = 0; k < N; ++k) x[k] = ApplyEwTranscendental(in.op, in.a, x[k]);
+        for (int k = 0; k < N; ++k) x[k] = ApplyEwTranscendental(in.op, a, x[k]);
         break;
     }
   }

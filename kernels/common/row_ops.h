@@ -5,9 +5,12 @@
 
 #include <cstdint>
 
+#include "kernels/common/element_type.h"
+
 namespace gpupipe::kernels {
 
-// NumPy semantics along axis=-1, float32 results.
+// NumPy semantics along axis=-1. Float inputs give results of their own type (float16
+// accumulates in float32); int32 inputs allow kSum (int64 result), kMin and kMax (int32).
 enum class RowReduceKind : int32_t {
   kSum = 0,    // np.sum
   kMin = 1,    // np.min: a NaN anywhere in the row gives NaN
@@ -19,6 +22,18 @@ inline constexpr int32_t kRowReduceKindCount = 5;
 
 inline constexpr bool IsValidRowReduceKind(RowReduceKind kind) {
   return static_cast<int32_t>(kind) >= 0 && static_cast<int32_t>(kind) < kRowReduceKindCount;
+}
+
+// Whether `kind` accepts `type`, and the type of its results (NumPy's: np.sum of int32 is
+// int64).
+inline constexpr bool RowReduceAccepts(ElementType type, RowReduceKind kind) {
+  if (IsFloatingPoint(type)) return true;
+  return type == ElementType::kInt32 &&
+         (kind == RowReduceKind::kSum || kind == RowReduceKind::kMin ||
+          kind == RowReduceKind::kMax);
+}
+inline constexpr ElementType RowReduceOutputType(ElementType type, RowReduceKind kind) {
+  return type == ElementType::kInt32 && kind == RowReduceKind::kSum ? ElementType::kInt64 : type;
 }
 
 enum class RowNormalizeKind : int32_t {

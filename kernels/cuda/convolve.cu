@@ -1,14 +1,26 @@
 // RowConvolve / RowConvolveWindow: entry points, dispatch and the tile kernel.
 //
-// Work item: a tile of kConvTile consecutive outputs of one row (one window). The block stages
-// the tile's input plus the (M - 1)-element halo in shared memory in the compute type (16-byte
-// loads where the address allows, scalar at the edges; zeros outside the row and past the
-// window), the taps reversed in shared memory, and each thread computes kConvPerThread
-// consecutive outputs with a sliding register window over the staged input: per block of
-// kConvPerThread taps a thread loads kConvPerThread new inputs and kConvPerThread taps (16-byte
-// shared loads) for kConvPerThread^2 FMAs, so at 63 taps the kernel stays near the DRAM bound
-// rather than the shared-memory bound. Outputs go back through shared memory so global stores
-// are coalesced whatever d_out's alignment.
+// Work item: a tile of ConvTuning::kThreads * kPerThread consecutive outputs of one row (one
+// window). The block stages the tile's input plus the (M - 1)-element halo in shared memory in
+// the compute type (16-byte loads where the address allows, scalar at the edges; zeros outside
+// the row and past the window), the taps reversed in shared memory, and each thread computes
+// R = kPerThread consecutive outputs with a sliding register window over the staged input: per
+// block of R taps a thread loads R new inputs and R taps (16-byte shared loads, the taps a
+// warp-wide broadcast) for R^2 FMAs. At 63 taps the kernel is bound by FMA issue (2^28 outputs
+// x 63 FMAs), so everything else is kept to a few percent of the instructions, and a block
+// issues the next tile's global loads (into registers) before computing the current tile, so
+// its DRAM latency hides behind its own FMAs.
+//
+// Shared-memory layout of the staged input: logical entry i lives at Phys(i) = i + kPad *
+// (i / R), i.e. every run of R entries (one thread's outputs, or one tap block of its window)
+// is followed by 16 bytes of padding. A thread's window loads are 16-byte loads at a stride of
+// R + kPad entries between lanes; with R * sizeof(Acc) / 16 even, that stride is an odd number
+// of 16-byte units, so the 8 lanes of each quarter-warp phase hit 8 distinct 16-byte bank
+// groups: conflict-free. (Unpadded, the stride of R entries puts 2 or more lanes on each bank
+// group, and bank conflicts, not FMAs, become the limit.)
+//
+// Outputs go back through shared memory so global stores are coalesced whatever d_out's
+// alignment.
 //
 // Every output sums its products in tap order j = M - 1 .. 0 independently of the tile's
 // position, so a row computed in several windows equals one call bit for bit.
@@ -27,14 +39,35 @@
 namespace gpupipe::kernels::cuda {
 namespace {
 
-// 256 threads x 8 outputs: 2048 outputs per tile, so the 63-tap halo costs 3% extra reads.
-// Initial values, not yet tuned on the H200.
-constexpr int kConvThreads = 256;
-constexpr int kConvPerThread = 8;
-constexpr int kConvTile = kConvThreads * kConvPerThread;
-static_assert(kMaxConvolveTaps % kConvPerThread == 0, "taps are processed in whole blocks");
-// A block per tile (the hardware balances them); the kernel loops only past this grid size.
-constexpr int64_t kConvMaxGrid = int64_t{1} << 30;
+// Tile shape per compute type: threads per block, consecutive outputs per thread (R), and
+// blocks per multiprocessor (the grid: all resident at once, which __launch_bounds__
+// guarantees; each block loops over tiles with the next tile's loads in flight).
+// Provenance, 63 taps 'same' on 2^28 float32 on the H200:
+//  - 256 threads x 8 outputs, unpadded shared memory, a block per tile: 1539 us (33% of the
+//    copy bandwidth; by count of shared-memory wavefronts per FMA, bank-conflict bound).
+//  - 128 threads x 16 outputs (a tap block is 256 FMAs per 8 shared loads), padded layout, a
+//    block per tile: 1199 us. That is about the sum of the memory time (1 tap: 651 us) and
+//    the FMA time (63/1024 of the 1024-tap time, 622 us, where the FMA loop runs at ~80% of
+//    peak): staging and FMAs did not overlap, hence the prefetch of the next tile.
+//  - with the prefetch: not yet measured; the blocks per multiprocessor follow from ptxas's
+//    register counts (sm_90: float 91, double 108).
+// Doubles take 8 outputs per thread to fit the register budget (their FMA rate is half, so
+// the load share matters less). The tile (threads x R) makes a 63-tap halo cost 3% (float) or
+// 6% (double) extra reads.
+template <typename Acc>
+struct ConvTuning;
+template <>
+struct ConvTuning<float> {
+  static constexpr int kThreads = 128;
+  static constexpr int kPerThread = 16;
+  static constexpr int kBlocksPerSm = 5;  // resident blocks: <= 102 registers (ptxas: 91)
+};
+template <>
+struct ConvTuning<double> {
+  static constexpr int kThreads = 128;
+  static constexpr int kPerThread = 8;
+  static constexpr int kBlocksPerSm = 4;  // <= 128 registers (ptxas: 108)
+};
 
 template <typename T>
 struct ConvTraits;
@@ -57,6 +90,59 @@ struct ConvTraits<double> {
   __device__ static double FromAcc(double x) { return x; }
 };
 
+template <typename T>
+constexpr int TileOf() {
+  using Tu = ConvTuning<typename ConvTraits<T>::Acc>;
+  return Tu::kThreads * Tu::kPerThread;
+}
+
+// The padded shared-memory layout described at the top, for compute type Acc.
+template <typename Acc>
+struct ConvSmem {
+  static constexpr int kR = ConvTuning<Acc>::kPerThread;
+  static constexpr int kPad = 16 / static_cast<int>(sizeof(Acc));  // 16 bytes
+  static constexpr int kRun = kR + kPad;
+  static_assert((kR & (kR - 1)) == 0, "outputs per thread is a power of two");
+  static_assert((kR * sizeof(Acc) / 16) % 2 == 0, "odd 16-byte stride between lanes");
+  static_assert(kMaxConvolveTaps % kR == 0, "taps are processed in whole blocks");
+  static_assert(ConvTuning<Acc>::kThreads % kR == 0, "the output loop steps whole runs");
+  // Logical entries: a tile plus the last tap block's reads (see the bound in the kernel).
+  static constexpr int kLogical = ConvTuning<Acc>::kThreads * kR + kMaxConvolveTaps;
+  static constexpr int kPhysical = kLogical / kR * kRun;
+  // Unsigned arithmetic: the entries are never negative, and signed division costs fix-ups in
+  // the staging loops.
+  __device__ static int Phys(int i) {
+    const unsigned u = static_cast<unsigned>(i);
+    return static_cast<int>(u + (u / kR) * kPad);
+  }
+};
+
+// 16-byte shared-memory moves of N (a multiple of 16 bytes) compute-type values.
+__device__ __forceinline__ void LoadShared16(const float* p, float* d) {
+  const float4 v = *reinterpret_cast<const float4*>(p);
+  d[0] = v.x;
+  d[1] = v.y;
+  d[2] = v.z;
+  d[3] = v.w;
+}
+__device__ __forceinline__ void LoadShared16(const double* p, double* d) {
+  const double2 v = *reinterpret_cast<const double2*>(p);
+  d[0] = v.x;
+  d[1] = v.y;
+}
+__device__ __forceinline__ void StoreShared16(float* p, const float* s) {
+  *reinterpret_cast<float4*>(p) = make_float4(s[0], s[1], s[2], s[3]);
+}
+__device__ __forceinline__ void StoreShared16(double* p, const double* s) {
+  *reinterpret_cast<double2*>(p) = make_double2(s[0], s[1]);
+}
+template <int N, typename Acc>
+__device__ __forceinline__ void LoadSharedRun(const Acc* p, Acc* d) {
+  constexpr int kV = 16 / static_cast<int>(sizeof(Acc));
+#pragma unroll
+  for (int i = 0; i < N; i += kV) LoadShared16(p + i, d + i);
+}
+
 // Taps by value in the kernel parameters (4 KiB as float, 8 KiB as double; CUDA 12.1+ allows
 // 32 KiB of parameters), so a job needs no device copy of its taps.
 template <typename Acc>
@@ -70,49 +156,108 @@ struct ConvGeometry {
   int64_t in_row_stride;   // elements between consecutive rows of d_in
   int64_t out_row_stride;  // elements between consecutive rows of d_out
   ConvolveWindow window;
-  int64_t tiles_per_row;
+  int64_t tiles_per_row;  // windows of TileOf<T>() outputs
   int32_t taps;  // M
 };
 
-// Copies src[0 .. count) (element-aligned, any 16-byte alignment) to dst[0 .. count) in the
-// compute type, cooperatively over the block.
-template <typename T, typename Acc>
-__device__ __forceinline__ void StageInput(const T* src, int count, Acc* dst) {
-  constexpr int kV = detail::kVecElems<T>;
-  const int head = static_cast<int>(detail::HeadToAlign16(src, count));
-  const int vecs = (count - head) / kV;
-  for (int i = threadIdx.x; i < head; i += blockDim.x) {
-    dst[i] = ConvTraits<T>::ToAcc(detail::LoadCg(src + i));
+// The input of one tile: src[0 .. count) (element-aligned, any 16-byte alignment) goes to the
+// logical entries first .. first + count - 1 as a scalar head up to the first 16-byte boundary
+// (< kV elements), `vecs` 16-byte vectors and a scalar tail (< kV elements); logical entries
+// [0, first) and [first + count, span) are zero (outside the row or the window).
+template <typename T>
+struct TileInput {
+  const T* src;
+  int count;
+  int first;
+  int span;
+  int head;
+  int vecs;
+};
+
+// The registers a thread fills for the next tile while the block computes the current one:
+// its share of the head, of the first kPrefetchVecs * kThreads vectors, and of the tail. Only
+// tap counts above ~64 leave vectors to load when the tile is staged.
+template <typename T>
+struct TilePrefetch {
+  using Acc = typename ConvTraits<T>::Acc;
+  static constexpr int kV = detail::kVecElems<T>;
+  static constexpr int kThreads = ConvTuning<Acc>::kThreads;
+  static constexpr int kVecs =
+      (TileOf<T>() + 64 + kV + kV * kThreads - 1) / (kV * kThreads);
+  T head;
+  T tail;
+  detail::Vec16<T> v[kVecs];
+};
+
+// Issues this thread's loads of `in` (results are first used by StageTile).
+template <typename T>
+__device__ __forceinline__ void PrefetchTile(const TileInput<T>& in, TilePrefetch<T>& pre) {
+  using P = TilePrefetch<T>;
+  const int t = threadIdx.x;
+  if (t < in.head) pre.head = detail::LoadCg(in.src + t);
+  const T* body = in.src + in.head;
+#pragma unroll
+  for (int j = 0; j < P::kVecs; ++j) {
+    const int v = t + j * P::kThreads;
+    if (v < in.vecs) pre.v[j] = detail::LoadVec16Cg(body + v * P::kV);
   }
-  const T* body = src + head;
-  Acc* body_dst = dst + head;
-  for (int v = threadIdx.x; v < vecs; v += blockDim.x) {
+  const int tail_at = in.head + in.vecs * P::kV + t;  // the tail has < kV <= kThreads elements
+  if (tail_at < in.count) pre.tail = detail::LoadCg(in.src + tail_at);
+}
+
+// Writes `in` to the padded shared layout in the compute type, from the prefetched registers
+// plus any vectors past them, and zeroes the rest of the span; cooperative over the block.
+template <typename T, typename Acc>
+__device__ __forceinline__ void StageTile(const TileInput<T>& in, const TilePrefetch<T>& pre,
+                                          Acc* s_x) {
+  using L = ConvSmem<Acc>;
+  using P = TilePrefetch<T>;
+  constexpr int kV = P::kV;
+  const int t = threadIdx.x;
+  for (int i = t; i < in.first; i += P::kThreads) s_x[L::Phys(i)] = Acc(0);
+  for (int i = in.first + in.count + t; i < in.span; i += P::kThreads) s_x[L::Phys(i)] = Acc(0);
+  if (t < in.head) s_x[L::Phys(in.first + t)] = ConvTraits<T>::ToAcc(pre.head);
+  const int body_first = in.first + in.head;
+#pragma unroll
+  for (int j = 0; j < P::kVecs; ++j) {
+    const int v = t + j * P::kThreads;
+    if (v < in.vecs) {
+#pragma unroll
+      for (int e = 0; e < kV; ++e) {
+        s_x[L::Phys(body_first + v * kV + e)] = ConvTraits<T>::ToAcc(pre.v[j].v[e]);
+      }
+    }
+  }
+  const T* body = in.src + in.head;
+  for (int v = t + P::kVecs * P::kThreads; v < in.vecs; v += P::kThreads) {
     const detail::Vec16<T> x = detail::LoadVec16Cg(body + v * kV);
 #pragma unroll
-    for (int e = 0; e < kV; ++e) body_dst[v * kV + e] = ConvTraits<T>::ToAcc(x.v[e]);
+    for (int e = 0; e < kV; ++e) s_x[L::Phys(body_first + v * kV + e)] = ConvTraits<T>::ToAcc(x.v[e]);
   }
-  for (int i = head + vecs * kV + threadIdx.x; i < count; i += blockDim.x) {
-    dst[i] = ConvTraits<T>::ToAcc(detail::LoadCg(src + i));
-  }
+  const int tail_at = in.head + in.vecs * kV + t;
+  if (tail_at < in.count) s_x[L::Phys(in.first + tail_at)] = ConvTraits<T>::ToAcc(pre.tail);
 }
 
 template <typename T>
-__global__ void __launch_bounds__(kConvThreads)
+__global__ void __launch_bounds__(ConvTuning<typename ConvTraits<T>::Acc>::kThreads,
+                                  ConvTuning<typename ConvTraits<T>::Acc>::kBlocksPerSm)
     ConvolveTilesKernel(const T* d_in, T* d_out, ConvGeometry g,
                         ConvTaps<typename ConvTraits<T>::Acc> taps) {
   using Acc = typename ConvTraits<T>::Acc;
-  constexpr int kR = kConvPerThread;
-  // s_x[t] holds input x[x0 + t] of the current tile; kConvTile + kMaxConvolveTaps covers the
-  // last tap block's reads (see the bound below).
-  __shared__ alignas(16) Acc s_x[kConvTile + kMaxConvolveTaps];
-  // s_g[k] = taps[M - 1 - k]: correlation order, so output o reads s_x[o + k].
+  using L = ConvSmem<Acc>;
+  constexpr int kR = L::kR;
+  constexpr int kThreads = ConvTuning<Acc>::kThreads;
+  constexpr int kTile = kThreads * kR;
+  // s_x[Phys(t)] holds input x[x0 + t] of the current tile.
+  __shared__ alignas(16) Acc s_x[L::kPhysical];
+  // s_g[k] = taps[M - 1 - k]: correlation order, so output o reads x[o + k].
   __shared__ alignas(16) Acc s_g[kMaxConvolveTaps];
 
   const int m = g.taps;
   const int full_blocks = m / kR;       // tap blocks without a tail
   const int tail = m - full_blocks * kR;  // 0..kR-1 taps of a guarded last block
   const int padded = (full_blocks + (tail > 0 ? 1 : 0)) * kR;
-  for (int k = threadIdx.x; k < padded; k += blockDim.x) {
+  for (int k = threadIdx.x; k < padded; k += kThreads) {
     s_g[k] = k < m ? taps.v[m - 1 - k] : Acc(0);
   }
   detail::WaitForPrimaryGrids();
@@ -121,45 +266,59 @@ __global__ void __launch_bounds__(kConvThreads)
   const int64_t win_lo = w.in_begin;
   const int64_t win_hi = w.in_begin + w.in_count;
   const int64_t tiles = g.rows * g.tiles_per_row;
-  const int o = threadIdx.x * kR;  // this thread's first output in the tile
-  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+  // This thread's outputs are logical entries o .. o + kR - 1, o = threadIdx.x * kR: one run.
+  const Acc* xs = s_x + threadIdx.x * L::kRun;
+  // The input span of a tile: its outputs read x0 .. x0 + kTile + m - 2 (x0 = the row index of
+  // logical entry 0); the rest of the span, up to the end of the last tap block, is zero.
+  auto input_of = [&](int64_t tile) {
     const int64_t row = tile / g.tiles_per_row;
-    const int64_t out0 = (tile - row * g.tiles_per_row) * kConvTile;  // offset in the window
-    const int64_t x0 = w.out_begin + out0 - (m - 1);  // row index of s_x[0]
-    // Entries that may hold data: the tile's outputs read x0 .. x0 + kConvTile + m - 2.
-    const int needed = kConvTile + m - 1;
-    const int span = kConvTile + padded;
+    const int64_t out0 = (tile - row * g.tiles_per_row) * kTile;  // offset in the window
+    const int64_t x0 = w.out_begin + out0 - (m - 1);
+    const int needed = kTile + m - 1;
     const int64_t lo = max(x0, win_lo);
     const int64_t hi = min(x0 + needed, win_hi);
-    for (int t = threadIdx.x; t < span; t += blockDim.x) {
-      const int64_t gi = x0 + t;
-      if (gi < lo || gi >= hi) s_x[t] = Acc(0);  // outside the row or the window: zero
-    }
-    if (lo < hi) {
-      StageInput(d_in + row * g.in_row_stride + (lo - win_lo), static_cast<int>(hi - lo),
-                 s_x + (lo - x0));
-    }
+    TileInput<T> in;
+    in.span = kTile + padded;
+    in.count = lo < hi ? static_cast<int>(hi - lo) : 0;
+    in.first = lo < hi ? static_cast<int>(lo - x0) : 0;
+    // No load is issued for an empty span, so src may be formed from a null d_in.
+    in.src = lo < hi ? d_in + row * g.in_row_stride + (lo - win_lo) : d_in;
+    in.head = static_cast<int>(detail::HeadToAlign16(in.src, in.count));
+    in.vecs = (in.count - in.head) / detail::kVecElems<T>;
+    return in;
+  };
+  // Software pipeline over this block's tiles: the next tile's loads are in flight while the
+  // current one computes, so a block never waits for DRAM with its FMAs idle (blocks that all
+  // stage, then all compute, leave the memory and the FMA units each idle half the time).
+  TilePrefetch<T> pre;
+  TileInput<T> in{};
+  if (blockIdx.x < tiles) {
+    in = input_of(blockIdx.x);
+    PrefetchTile(in, pre);
+  }
+  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    const int64_t row = tile / g.tiles_per_row;
+    const int64_t out0 = (tile - row * g.tiles_per_row) * kTile;  // offset in the window
+    StageTile(in, pre, s_x);
     __syncthreads();
+    if (tile + gridDim.x < tiles) {
+      in = input_of(tile + gridDim.x);
+      PrefetchTile(in, pre);
+    }
 
     Acc acc[kR];
-    Acc win[2 * kR];  // s_x[o + k0 .. o + k0 + 2 kR)
+    Acc win[2 * kR];  // logical entries o + k0 .. o + k0 + 2 kR - 1
 #pragma unroll
-    for (int r = 0; r < kR; ++r) {
-      acc[r] = Acc(0);
-      win[r] = s_x[o + r];
-    }
-    // Largest index read: o + k0 + 2 kR - 1 <= (kConvTile - kR) + (padded - kR) + 2 kR - 1
-    //                   = kConvTile + padded - 1 < span.
+    for (int r = 0; r < kR; ++r) acc[r] = Acc(0);
+    LoadSharedRun<kR>(xs, win);
+    // Largest logical entry read: o + k0 + 2 kR - 1 <= (kTile - kR) + (padded - kR) + 2 kR - 1
+    //                           = kTile + padded - 1 < span <= L::kLogical.
     // Unrolled by two so the window's shift becomes register renaming rather than moves.
 #pragma unroll 2
     for (int kb = 0; kb < full_blocks; ++kb) {
-      const int k0 = kb * kR;
       Acc gk[kR];
-#pragma unroll
-      for (int r = 0; r < kR; ++r) {
-        win[kR + r] = s_x[o + k0 + kR + r];
-        gk[r] = s_g[k0 + r];
-      }
+      LoadSharedRun<kR>(xs + (kb + 1) * L::kRun, win + kR);
+      LoadSharedRun<kR>(s_g + kb * kR, gk);
 #pragma unroll
       for (int kk = 0; kk < kR; ++kk) {
 #pragma unroll
@@ -170,13 +329,9 @@ __global__ void __launch_bounds__(kConvThreads)
     }
     if (tail > 0) {
       // Guarded, not zero-padded: a zero tap times an infinite input would be NaN.
-      const int k0 = full_blocks * kR;
       Acc gk[kR];
-#pragma unroll
-      for (int r = 0; r < kR; ++r) {
-        win[kR + r] = s_x[o + k0 + kR + r];
-        gk[r] = s_g[k0 + r];
-      }
+      LoadSharedRun<kR>(xs + (full_blocks + 1) * L::kRun, win + kR);
+      LoadSharedRun<kR>(s_g + full_blocks * kR, gk);
 #pragma unroll
       for (int kk = 0; kk < kR; ++kk) {
         if (kk < tail) {
@@ -186,12 +341,24 @@ __global__ void __launch_bounds__(kConvThreads)
       }
     }
     __syncthreads();  // every thread is done reading s_x
+    constexpr int kV = 16 / static_cast<int>(sizeof(Acc));
 #pragma unroll
-    for (int r = 0; r < kR; ++r) s_x[o + r] = acc[r];
+    for (int r = 0; r < kR; r += kV) StoreShared16(s_x + threadIdx.x * L::kRun + r, acc + r);
     __syncthreads();
-    const int64_t valid = min(static_cast<int64_t>(kConvTile), w.out_count - out0);
-    T* dst = d_out + row * g.out_row_stride + out0;
-    for (int i = threadIdx.x; i < valid; i += blockDim.x) dst[i] = ConvTraits<T>::FromAcc(s_x[i]);
+    // Output i = threadIdx.x + j * kThreads sits at Phys(threadIdx.x) + j * kStep: kThreads is
+    // a multiple of kR, so the layout's padding advances by a constant per step.
+    constexpr int kStep = kThreads / kR * L::kRun;
+    const Acc* src = s_x + L::Phys(threadIdx.x);
+    T* dst = d_out + row * g.out_row_stride + out0 + threadIdx.x;
+    const int64_t valid = min(static_cast<int64_t>(kTile), w.out_count - out0);
+    if (valid == kTile) {
+#pragma unroll
+      for (int j = 0; j < kR; ++j) dst[j * kThreads] = ConvTraits<T>::FromAcc(src[j * kStep]);
+    } else {
+      for (int j = 0; threadIdx.x + j * kThreads < valid; ++j) {
+        dst[j * kThreads] = ConvTraits<T>::FromAcc(src[j * kStep]);
+      }
+    }
     __syncthreads();  // s_x is restaged by the next tile
   }
   detail::AllowDependentGrids();
@@ -202,15 +369,18 @@ bool IsConvolveType(ElementType type) { return IsFloatingPoint(type); }
 // Validation and dispatch shared by launching and describing. d_in/d_out are null when
 // describing.
 template <typename T>
-cudaError_t DispatchTyped(const void* d_in, void* d_out, const ConvGeometry& g,
+cudaError_t DispatchTyped(const void* d_in, void* d_out, const ConvGeometry& shape,
                           const double* taps, detail::Launcher& launch) {
   using Acc = typename ConvTraits<T>::Acc;
+  ConvGeometry g = shape;
+  g.tiles_per_row = detail::CeilDiv(g.window.out_count, TileOf<T>());
   ConvTaps<Acc> p;
   for (int i = 0; i < g.taps; ++i) p.v[i] = taps == nullptr ? Acc(0) : static_cast<Acc>(taps[i]);
   for (int i = g.taps; i < kMaxConvolveTaps; ++i) p.v[i] = Acc(0);
   const int64_t tiles = g.rows * g.tiles_per_row;
-  const int64_t grid = std::min(tiles, kConvMaxGrid);
-  return launch("convolve.tiles", ConvolveTilesKernel<T>, grid, kConvThreads,
+  const int64_t grid = std::min<int64_t>(
+      tiles, static_cast<int64_t>(launch.config().multiprocessors) * ConvTuning<Acc>::kBlocksPerSm);
+  return launch("convolve.tiles", ConvolveTilesKernel<T>, grid, ConvTuning<Acc>::kThreads,
                 static_cast<const T*>(d_in), static_cast<T*>(d_out), g, p);
 }
 
@@ -240,7 +410,7 @@ bool RowGeometry(int64_t rows, int64_t cols, int32_t num_taps, ConvolveMode mode
   g->window.in_count = cols;
   ConvolveOutputRange(cols, num_taps, mode, &g->window.out_begin, &g->window.out_count);
   g->out_row_stride = g->window.out_count;
-  g->tiles_per_row = detail::CeilDiv(g->window.out_count, kConvTile);
+  g->tiles_per_row = 0;  // set by the dispatch: the tile depends on the type
   g->taps = num_taps;
   return true;
 }
@@ -251,7 +421,7 @@ bool WindowGeometry(const ConvolveWindow& window, int32_t num_taps, ConvGeometry
   g->in_row_stride = 0;
   g->out_row_stride = 0;
   g->window = window;
-  g->tiles_per_row = detail::CeilDiv(window.out_count, kConvTile);
+  g->tiles_per_row = 0;  // set by the dispatch: the tile depends on the type
   g->taps = num_taps;
   return true;
 }

@@ -1,6 +1,14 @@
-// Host API of the CUDA kernels (float32). Contract, shared by every function here:
+// Host API of the CUDA kernels. Contract, shared by every function here:
 //  - pointers prefixed d_ are device memory; inputs are read-only; outputs must not overlap
-//    inputs unless stated; d_in must be 16-byte aligned (any element count is fine);
+//    inputs unless stated; d_in must be 16-byte aligned (any element count is fine), d_out
+//    aligned to its element size;
+//  - data is untyped: `in_type` (kernels/common/element_type.h) names the input's element
+//    type and each function states the types it accepts and the type it writes (NumPy's
+//    rules). float16 is widened to float32 on load, computed and accumulated in float32, and
+//    rounded once on store; float64 computes in double; int32 computes in int32 with
+//    two's-complement wrap-around (sums accumulate in int64). An unsupported type returns
+//    cudaErrorInvalidValue. `pre`/`program` run in the compute type; int32 accepts only the
+//    integer opcodes (IsIntegerEwOpcode);
 //  - the functions only enqueue work on `config.stream`: they never allocate, never
 //    synchronize, and never touch the NULL stream (a config.stream of 0 or cudaStreamLegacy is
 //    rejected); scratch memory comes from the caller as `d_workspace` (16-byte aligned) of at
@@ -25,6 +33,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/common/element_type.h"
 #include "kernels/common/elementwise_program.h"
 #include "kernels/common/row_ops.h"
 
@@ -77,59 +86,69 @@ struct LaunchConfig {
   KernelProfile* profile = nullptr;  // optional, see KernelProfile
 };
 
-// y[i] = ApplyEw(program, x[i]) for i < n (n >= 0). d_out may equal d_in.
-cudaError_t Elementwise(const float* d_in, float* d_out, int64_t n, const EwProgram& program,
-                        const LaunchConfig& config, int* kernels = nullptr);
+// y[i] = ApplyEw(program, x[i]) for i < n (n >= 0). d_out may equal d_in. Types: float32,
+// float64, float16, int32; the output has the input's type.
+cudaError_t Elementwise(const void* d_in, ElementType in_type, void* d_out, int64_t n,
+                        const EwProgram& program, const LaunchConfig& config,
+                        int* kernels = nullptr);
 
 // Workspace for every row op of any shape: a fixed bound, so callers can allocate it once at
 // start. Ops on one stream may share one workspace.
 size_t RowOpsWorkspaceBytes();
 
 // d_out[r] = reduction (RowReduceKind) over row r of ApplyEw(pre, x); d_out holds `rows`
-// floats. Float accumulation (sum, mean, norm2: relative error a small multiple of
-// 1e-7 * sum|x| / |result| against exact); min and max are exact, NaN if the row holds one.
-// One kernel, or two (partials, combine) when few long rows are split over blocks.
-cudaError_t RowReduce(const float* d_in, float* d_out, int64_t rows, int64_t cols,
-                      RowReduceKind kind, const EwProgram& pre, void* d_workspace,
+// values of RowReduceOutputType(in_type, kind) (kernels/common/row_ops.h). Types: float32,
+// float64, float16 for every kind; int32 for sum (int64 out), min and max (int32 out).
+// Accumulation in the compute type (float32 for float16: relative error a small multiple of
+// 1e-7 * sum|x| / |result| against exact; double: 1e-16 alike); min, max and int32 are exact,
+// float min and max NaN if the row holds one. One kernel, or two (partials, combine) when few
+// long rows are split over blocks.
+cudaError_t RowReduce(const void* d_in, ElementType in_type, void* d_out, int64_t rows,
+                      int64_t cols, RowReduceKind kind, const EwProgram& pre, void* d_workspace,
                       size_t workspace_bytes, const LaunchConfig& config,
                       int* kernels = nullptr);
 
 // RowReduce(kSum).
-cudaError_t RowSum(const float* d_in, float* d_out, int64_t rows, int64_t cols,
-                   const EwProgram& pre, void* d_workspace, size_t workspace_bytes,
-                   const LaunchConfig& config, int* kernels = nullptr);
+cudaError_t RowSum(const void* d_in, ElementType in_type, void* d_out, int64_t rows,
+                   int64_t cols, const EwProgram& pre, void* d_workspace,
+                   size_t workspace_bytes, const LaunchConfig& config, int* kernels = nullptr);
 
 // d_out[r] = column of the first maximum of ApplyEw(pre, x) in row r, as np.argmax: a NaN is
 // the maximum (the first NaN wins), -0 and +0 tie. d_out holds `rows` int64 values (8-byte
-// aligned). Exact. One or two kernels, as RowReduce.
-cudaError_t RowArgmax(const float* d_in, int64_t* d_out, int64_t rows, int64_t cols,
-                      const EwProgram& pre, void* d_workspace, size_t workspace_bytes,
-                      const LaunchConfig& config, int* kernels = nullptr);
+// aligned). Types: float32, float64, float16, int32. Exact. One or two kernels, as RowReduce.
+cudaError_t RowArgmax(const void* d_in, ElementType in_type, int64_t* d_out, int64_t rows,
+                      int64_t cols, const EwProgram& pre, void* d_workspace,
+                      size_t workspace_bytes, const LaunchConfig& config,
+                      int* kernels = nullptr);
 
-// Softmax of ApplyEw(pre, x) along each row. One kernel when a row fits in registers (cols up
-// to 8192); otherwise two kernels per batch of rows (statistics, then normalization), as many
-// batches as the workspace needs.
-cudaError_t RowSoftmax(const float* d_in, float* d_out, int64_t rows, int64_t cols,
-                       const EwProgram& pre, void* d_workspace, size_t workspace_bytes,
-                       const LaunchConfig& config, int* kernels = nullptr);
+// Softmax of ApplyEw(pre, x) along each row. Types: float32, float64, float16; the output has
+// the input's type. One kernel when a row fits in registers (cols up to 8192); otherwise two
+// kernels per batch of rows (statistics, then normalization), as many batches as the
+// workspace needs.
+cudaError_t RowSoftmax(const void* d_in, ElementType in_type, void* d_out, int64_t rows,
+                       int64_t cols, const EwProgram& pre, void* d_workspace,
+                       size_t workspace_bytes, const LaunchConfig& config,
+                       int* kernels = nullptr);
 
 // Each row of ApplyEw(pre, x) normalized (RowNormalizeKind): x / norm2(x), or
 // (x - mean) / std with the population std; a zero (resp. constant) row gives NaN, as 0 / 0.
 // Statistics are exact two-pass moments over registers (rows up to 8192 columns, one kernel)
 // or float Welford/Chan moments (longer rows, two kernels per batch of rows, as RowSoftmax);
-// neither has the E[x^2] - E[x]^2 cancellation.
-cudaError_t RowNormalize(const float* d_in, float* d_out, int64_t rows, int64_t cols,
-                         RowNormalizeKind kind, const EwProgram& pre, void* d_workspace,
-                         size_t workspace_bytes, const LaunchConfig& config,
+// neither has the E[x^2] - E[x]^2 cancellation. Types: float32, float64, float16 (moments in
+// the compute type); the output has the input's type.
+cudaError_t RowNormalize(const void* d_in, ElementType in_type, void* d_out, int64_t rows,
+                         int64_t cols, RowNormalizeKind kind, const EwProgram& pre,
+                         void* d_workspace, size_t workspace_bytes, const LaunchConfig& config,
                          int* kernels = nullptr);
 
 // ---- launch descriptions -----------------------------------------------------------------------
 // What the op with these arguments launches, one entry per kernel launch in launch order
 // (batches included), computed by the same dispatch code that launches (nothing is enqueued
 // and no CUDA call is made; config.stream is ignored). Empty for arguments the op would reject,
-// and for Elementwise with n == 0. Kernel names are "<op>.<kernel>":
+// and for Elementwise with n == 0 (or a type the op does not accept). Kernel names are
+// "<op>.<kernel>":
 //   elementwise.<staging>, with <staging> direct | pipeline | pipeline-thread | primitives |
-//     bulk (config.staging, kAuto resolved by the tuning table);
+//     bulk (config.staging, kAuto resolved by the tuning table for the element type);
 //   <kind>.rows (one kernel), or <kind>.partials + <kind>.combine (split rows), with <kind>
 //     sum | min | max | mean | norm2 | argmax;
 //   <op>.rows (one kernel, rows held in registers), or <op>.stats + <op>.normalize per batch,
@@ -140,14 +159,15 @@ struct KernelLaunchInfo {
   int threads;
 };
 
-std::vector<KernelLaunchInfo> DescribeElementwise(int64_t n, const LaunchConfig& config);
-std::vector<KernelLaunchInfo> DescribeRowReduce(int64_t rows, int64_t cols, RowReduceKind kind,
+std::vector<KernelLaunchInfo> DescribeElementwise(int64_t n, ElementType type,
+                                                  const LaunchConfig& config);
+std::vector<KernelLaunchInfo> DescribeRowReduce(int64_t rows, int64_t cols, ElementType type,
+                                                RowReduceKind kind, const LaunchConfig& config);
+std::vector<KernelLaunchInfo> DescribeRowArgmax(int64_t rows, int64_t cols, ElementType type,
                                                 const LaunchConfig& config);
-std::vector<KernelLaunchInfo> DescribeRowArgmax(int64_t rows, int64_t cols,
-                                                const LaunchConfig& config);
-std::vector<KernelLaunchInfo> DescribeRowSoftmax(int64_t rows, int64_t cols,
+std::vector<KernelLaunchInfo> DescribeRowSoftmax(int64_t rows, int64_t cols, ElementType type,
                                                  const LaunchConfig& config);
-std::vector<KernelLaunchInfo> DescribeRowNormalize(int64_t rows, int64_t cols,
+std::vector<KernelLaunchInfo> DescribeRowNormalize(int64_t rows, int64_t cols, ElementType type,
                                                    RowNormalizeKind kind,
                                                    const LaunchConfig& config);
 

@@ -25,98 +25,113 @@
 namespace gpupipe::kernels::cuda {
 namespace {
 
+using detail::ComputeOf;
 using detail::kRowBlockMinBlocksPerSm;
 using detail::kRowThreads;
 using detail::kRowUnroll;
+using detail::kVecElems;
 using detail::kWarpSize;
 using detail::MomentStat;
 using detail::NormalizeMergeOp;
 
 
-__device__ __forceinline__ void Push(RowNormalizeKind kind, MomentStat& st, float x) {
+template <typename C>
+__device__ __forceinline__ void Push(RowNormalizeKind kind, MomentStat<C>& st, C x) {
   if (kind == RowNormalizeKind::kL2Normalize) {
-    st.m2 = fmaf(x, x, st.m2);
+    st.m2 = detail::MathFma(x, x, st.m2);
   } else {
     detail::PushMoment(st, x);
   }
 }
 
-__device__ __forceinline__ void Push4(RowNormalizeKind kind, MomentStat& st, float4 q) {
+template <typename C, int N>
+__device__ __forceinline__ void PushVec(RowNormalizeKind kind, MomentStat<C>& st,
+                                        const C (&x)[N]) {
   if (kind == RowNormalizeKind::kL2Normalize) {
-    st.m2 += fmaf(q.x, q.x, q.y * q.y) + fmaf(q.z, q.z, q.w * q.w);
+    C ss = C(0);
+#pragma unroll
+    for (int k = 0; k < N; ++k) ss = detail::MathFma(x[k], x[k], ss);
+    st.m2 += ss;
   } else {
-    detail::PushMoment4(st, q);
+    detail::PushMomentVec(st, x);
   }
 }
 
 // y = (x - shift) / scale. A true division (not a multiply by 1 / scale): one rounding, and a
 // zero scale gives 0 / 0 = NaN for a zero or constant row, as the reference.
+template <typename C>
 struct Affine {
-  float shift;
-  float scale;
+  C shift;
+  C scale;
 };
 
-__device__ __forceinline__ Affine RowAffine(RowNormalizeKind kind, MomentStat st, int64_t cols) {
-  if (kind == RowNormalizeKind::kL2Normalize) return {0.0f, sqrtf(st.m2)};
-  return {st.mean, sqrtf(st.m2 / static_cast<float>(cols))};
+template <typename C>
+__device__ __forceinline__ Affine<C> RowAffine(RowNormalizeKind kind, MomentStat<C> st,
+                                               int64_t cols) {
+  if (kind == RowNormalizeKind::kL2Normalize) return {C(0), detail::MathSqrt(st.m2)};
+  return {st.mean, detail::MathSqrt(st.m2 / static_cast<C>(cols))};
 }
 
-__device__ __forceinline__ float Normalize(Affine a, float x) { return (x - a.shift) / a.scale; }
+template <typename C>
+__device__ __forceinline__ C Normalize(Affine<C> a, C x) {
+  return (x - a.shift) / a.scale;
+}
 
 // ---- single pass (rows that fit in registers) --------------------------------------------------
 // The row's values stay in registers. L2: sum of squares. Standardize: two exact passes over
 // the registers, the mean of the deviations from the row's first element x0 (so a constant row
 // has a mean of exactly x0 and m2 exactly 0, hence 0 / 0 = NaN as the reference), then
 // m2 = sum (x - mean)^2 (no E[x^2] - E[x]^2 cancellation).
-template <int K, bool kBlock>
+template <typename S, int K, bool kBlock>
 __global__ void __launch_bounds__(kRowThreads)
-    NormRowsKernel(const float* d_in, float* d_out, int64_t rows, int cols, int lanes,
+    NormRowsKernel(const S* d_in, S* d_out, int64_t rows, int cols, int lanes,
                    RowNormalizeKind kind, EwProgram pre) {
-  __shared__ float scratch[kWarpSize];
+  using C = ComputeOf<S>;
+  __shared__ C scratch[kWarpSize];
   const detail::ResidentMap<kBlock> map(lanes);
   detail::WaitForPrimaryGrids();
 
   for (int64_t base = map.first; base < rows; base += map.step) {
     const int64_t row = base + map.sub;
     const bool valid = row < rows;
-    const float* p = d_in + (valid ? row : 0) * cols;
-    float x[K];
+    const S* p = d_in + (valid ? row : 0) * cols;
+    C x[K];
     detail::LoadResident(p, cols, valid, map.l, map.width, pre, x);
-    Affine a;
+    Affine<C> a;
     if (kind == RowNormalizeKind::kL2Normalize) {
-      float ss = 0.0f;
+      C ss = C(0);
 #pragma unroll
       for (int k = 0; k < K; ++k) {
-        if (valid && map.l + k * map.width < cols) ss = fmaf(x[k], x[k], ss);
+        if (valid && map.l + k * map.width < cols) ss = detail::MathFma(x[k], x[k], ss);
       }
-      ss = detail::RowAllReduce<kBlock>(ss, detail::SumOp{}, 0.0f, map.width, scratch);
-      a = {0.0f, sqrtf(ss)};
+      ss = detail::RowAllReduce<kBlock>(ss, detail::SumOp{}, C(0), map.width, scratch);
+      a = {C(0), detail::MathSqrt(ss)};
     } else {
       // Every thread of the row reads x0 itself (one cached load) rather than waiting on a
       // broadcast; ApplyEw gives exactly the value ApplyEwN gave its owner.
-      const float x0 = valid ? ApplyEw(pre, __ldcg(p)) : 0.0f;
-      float d = 0.0f;
+      const C x0 = valid ? ApplyEw(pre, detail::LoadElem(p)) : C(0);
+      C d = C(0);
 #pragma unroll
       for (int k = 0; k < K; ++k) {
         if (valid && map.l + k * map.width < cols) d += x[k] - x0;
       }
-      d = detail::RowAllReduce<kBlock>(d, detail::SumOp{}, 0.0f, map.width, scratch);
-      const float mean = x0 + d / static_cast<float>(cols);
-      float m2 = 0.0f;
+      d = detail::RowAllReduce<kBlock>(d, detail::SumOp{}, C(0), map.width, scratch);
+      const C mean = x0 + d / static_cast<C>(cols);
+      C m2 = C(0);
 #pragma unroll
       for (int k = 0; k < K; ++k) {
-        const float dev = x[k] - mean;
-        if (valid && map.l + k * map.width < cols) m2 = fmaf(dev, dev, m2);
+        const C dev = x[k] - mean;
+        if (valid && map.l + k * map.width < cols) m2 = detail::MathFma(dev, dev, m2);
       }
-      m2 = detail::RowAllReduce<kBlock>(m2, detail::SumOp{}, 0.0f, map.width, scratch);
-      a = {mean, sqrtf(m2 / static_cast<float>(cols))};
+      m2 = detail::RowAllReduce<kBlock>(m2, detail::SumOp{}, C(0), map.width, scratch);
+      a = {mean, detail::MathSqrt(m2 / static_cast<C>(cols))};
     }
     if (valid) {
-      float* out = d_out + row * cols;
+      S* out = d_out + row * cols;
 #pragma unroll
       for (int k = 0; k < K; ++k) {
         const int i = map.l + k * map.width;
-        if (i < cols) out[i] = Normalize(a, x[k]);
+        if (i < cols) detail::StoreElem(out + i, Normalize(a, x[k]));
       }
     }
   }
@@ -125,10 +140,12 @@ __global__ void __launch_bounds__(kRowThreads)
 
 // ---- group path (short rows) -----------------------------------------------------------------
 
+template <typename S>
 __global__ void __launch_bounds__(kRowThreads)
-    NormStatsGroupKernel(const float* d_in, MomentStat* d_stats,
+    NormStatsGroupKernel(const S* d_in, MomentStat<ComputeOf<S>>* d_stats,
                          int64_t rows, int cols, int lanes, RowNormalizeKind kind,
                          EwProgram pre) {
+  using C = ComputeOf<S>;
   const int lane = threadIdx.x % kWarpSize;
   const int rows_per_warp = kWarpSize / lanes;
   const int64_t warp = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kWarpSize;
@@ -138,21 +155,23 @@ __global__ void __launch_bounds__(kRowThreads)
 
   for (int64_t base = warp * rows_per_warp; base < rows; base += warps * rows_per_warp) {
     const int64_t row = base + lane / lanes;
-    MomentStat st = detail::EmptyMomentStat();
+    MomentStat<C> st = detail::EmptyMomentStat<C>();
     if (row < rows) {
       detail::VisitShortRow<kRowUnroll>(d_in + row * cols, cols, lane % lanes, lanes,
-                                        [&](int, float x) { Push(kind, st, ApplyEw(pre, x)); });
+                                        [&](int, C x) { Push(kind, st, ApplyEw(pre, x)); });
     }
-    st = detail::WarpAllReduce(st, NormalizeMergeOp{kind}, lanes);
+    st = detail::WarpAllReduce(st, NormalizeMergeOp<C>{kind}, lanes);
     if (row < rows && lane % lanes == 0) d_stats[row] = st;
   }
   detail::AllowDependentGrids();
 }
 
+template <typename S>
 __global__ void __launch_bounds__(kRowThreads)
-    NormApplyGroupKernel(const float* d_in, float* d_out,
-                         const MomentStat* d_stats, int64_t rows, int cols,
+    NormApplyGroupKernel(const S* d_in, S* d_out,
+                         const MomentStat<ComputeOf<S>>* d_stats, int64_t rows, int cols,
                          int lanes, RowNormalizeKind kind, EwProgram pre) {
+  using C = ComputeOf<S>;
   const int lane = threadIdx.x % kWarpSize;
   const int l = lane % lanes;
   const int rows_per_warp = kWarpSize / lanes;
@@ -166,10 +185,10 @@ __global__ void __launch_bounds__(kRowThreads)
   for (int64_t base = warp * rows_per_warp; base < rows; base += warps * rows_per_warp) {
     const int64_t row = base + lane / lanes;
     if (row >= rows) continue;  // no collectives below
-    const Affine a = RowAffine(kind, detail::LoadThroughL2(&d_stats[row]), cols);
-    float* out = d_out + row * cols;
-    detail::VisitShortRow<kRowUnroll>(d_in + row * cols, cols, l, lanes, [&](int i, float x) {
-      out[i] = Normalize(a, ApplyEw(pre, x));
+    const Affine<C> a = RowAffine(kind, detail::LoadThroughL2(&d_stats[row]), cols);
+    S* out = d_out + row * cols;
+    detail::VisitShortRow<kRowUnroll>(d_in + row * cols, cols, l, lanes, [&](int i, C x) {
+      detail::StoreElem(out + i, Normalize(a, ApplyEw(pre, x)));
     });
   }
   detail::AllowDependentGrids();
@@ -177,11 +196,13 @@ __global__ void __launch_bounds__(kRowThreads)
 
 // ---- block path (long rows, optionally split) --------------------------------------------------
 
+template <typename S>
 __global__ void __launch_bounds__(kRowThreads, kRowBlockMinBlocksPerSm)
-    NormStatsBlockKernel(const float* d_in, MomentStat* d_stats,
+    NormStatsBlockKernel(const S* d_in, MomentStat<ComputeOf<S>>* d_stats,
                          int64_t rows, int64_t cols, int64_t splits, int64_t seg_len,
                          RowNormalizeKind kind, EwProgram pre) {
-  __shared__ MomentStat scratch[kWarpSize];
+  using C = ComputeOf<S>;
+  __shared__ MomentStat<C> scratch[kWarpSize];
   const int64_t segments = rows * splits;
   // Before the first read of d_in and the first write of d_stats (see the top of the file).
   detail::WaitForPrimaryGrids();
@@ -190,24 +211,29 @@ __global__ void __launch_bounds__(kRowThreads, kRowBlockMinBlocksPerSm)
     const int64_t row = seg / splits;
     const int64_t begin = (seg - row * splits) * seg_len;
     const int64_t len = min(seg_len, cols - begin);
-    MomentStat st = detail::EmptyMomentStat();
+    MomentStat<C> st = detail::EmptyMomentStat<C>();
     detail::VisitSegment<kRowUnroll>(
         d_in + row * cols + begin, len, threadIdx.x, blockDim.x,
-        [&](int64_t, float x) { Push(kind, st, ApplyEw(pre, x)); },
-        [&](int64_t, float4 q) { Push4(kind, st, detail::ApplyEw4(pre, q)); });
-    st = detail::BlockReduce(st, NormalizeMergeOp{kind}, detail::EmptyMomentStat(), scratch);
+        [&](int64_t, C x) { Push(kind, st, ApplyEw(pre, x)); },
+        [&](int64_t, C (&x)[kVecElems<S>]) {
+          ApplyEwN(pre, x);
+          PushVec(kind, st, x);
+        });
+    st = detail::BlockReduce(st, NormalizeMergeOp<C>{kind}, detail::EmptyMomentStat<C>(), scratch);
     if (threadIdx.x == 0) d_stats[seg] = st;
     __syncthreads();  // scratch is reused by the next segment
   }
   detail::AllowDependentGrids();
 }
 
+template <typename S>
 __global__ void __launch_bounds__(kRowThreads, kRowBlockMinBlocksPerSm)
-    NormApplyBlockKernel(const float* d_in, float* d_out,
-                         const MomentStat* d_stats, int64_t rows, int64_t cols,
+    NormApplyBlockKernel(const S* d_in, S* d_out,
+                         const MomentStat<ComputeOf<S>>* d_stats, int64_t rows, int64_t cols,
                          int64_t splits, int64_t seg_len, RowNormalizeKind kind, EwProgram pre,
                          bool out_vec) {
-  __shared__ Affine row_affine;
+  using C = ComputeOf<S>;
+  __shared__ Affine<C> row_affine;
   const int64_t segments = rows * splits;
 
   // Prologue, independent of the statistics: the start of this block's first segment towards
@@ -222,8 +248,8 @@ __global__ void __launch_bounds__(kRowThreads, kRowBlockMinBlocksPerSm)
 
     // One warp merges the row's segment statistics (splits is at most a few hundred).
     if (threadIdx.x < kWarpSize) {
-      const NormalizeMergeOp merge{kind};
-      MomentStat st = detail::EmptyMomentStat();
+      const NormalizeMergeOp<C> merge{kind};
+      MomentStat<C> st = detail::EmptyMomentStat<C>();
       // Unrolled so several partials are in flight: splits reaches a few hundred.
 #pragma unroll 4
       for (int64_t k = threadIdx.x; k < splits; k += kWarpSize) {
@@ -233,19 +259,19 @@ __global__ void __launch_bounds__(kRowThreads, kRowBlockMinBlocksPerSm)
       if (threadIdx.x == 0) row_affine = RowAffine(kind, st, cols);
     }
     __syncthreads();
-    const Affine a = row_affine;
+    const Affine<C> a = row_affine;
 
     // out and in rows differ by the constant d_out - d_in, so out + i is 16-byte aligned for
     // every body vector exactly when out_vec says so.
-    float* out = d_out + row * cols + begin;
+    S* out = d_out + row * cols + begin;
     detail::VisitSegment<kRowUnroll>(
         d_in + row * cols + begin, len, threadIdx.x, blockDim.x,
-        [&](int64_t i, float x) { out[i] = Normalize(a, ApplyEw(pre, x)); },
-        [&](int64_t i, float4 q) {
-          const float4 x = detail::ApplyEw4(pre, q);
-          const float4 y = {Normalize(a, x.x), Normalize(a, x.y), Normalize(a, x.z),
-                            Normalize(a, x.w)};
-          detail::StoreFloat4(out + i, y, out_vec);
+        [&](int64_t i, C x) { detail::StoreElem(out + i, Normalize(a, ApplyEw(pre, x))); },
+        [&](int64_t i, C (&x)[kVecElems<S>]) {
+          ApplyEwN(pre, x);
+#pragma unroll
+          for (int k = 0; k < kVecElems<S>; ++k) x[k] = Normalize(a, x[k]);
+          detail::StoreVec<S>(out + i, x, out_vec);
         });
     __syncthreads();  // row_affine is rewritten for the next segment
   }
@@ -267,27 +293,29 @@ NormalizeNames NamesOf(RowNormalizeKind kind) {
 }
 
 // The one sizing/dispatch path, for launching and for describing.
-cudaError_t DispatchRowNormalize(const float* d_in, float* d_out, int64_t rows, int64_t cols,
+template <typename S>
+cudaError_t DispatchRowNormalize(const S* d_in, S* d_out, int64_t rows, int64_t cols,
                                  RowNormalizeKind kind, const EwProgram& pre, void* d_workspace,
                                  detail::Launcher& launch) {
+  using C = ComputeOf<S>;
   const int mp = launch.config().multiprocessors;
-  const detail::RowPlan plan = detail::PlanRows(rows, cols, mp, sizeof(MomentStat));
+  const detail::RowPlan plan = detail::PlanRows(rows, cols, mp, sizeof(MomentStat<C>));
   const NormalizeNames names = NamesOf(kind);
-  auto* d_stats = static_cast<MomentStat*>(d_workspace);
+  auto* d_stats = static_cast<MomentStat<C>*>(d_workspace);
   if (cols <= detail::kResidentMaxCols) {
     const int c = static_cast<int>(cols);
     if (plan.group && cols <= int64_t{plan.lanes} * detail::kResidentShortPerThread) {
       const int64_t grid = detail::CapGrid(detail::CeilDiv(rows, kRowThreads / plan.lanes), mp);
-      return launch(names.rows, NormRowsKernel<detail::kResidentShortPerThread, false>, grid,
+      return launch(names.rows, NormRowsKernel<S, detail::kResidentShortPerThread, false>, grid,
                     kRowThreads, d_in, d_out, rows, c, plan.lanes, kind, pre);
     }
     // Longer rows: a block per row (many blocks, all of a row's loads in flight at once).
     const int64_t grid = detail::CapGrid(rows, mp);
     if (cols <= detail::kResidentMidMaxCols) {
-      return launch(names.rows, NormRowsKernel<detail::kResidentMidPerThread, true>, grid,
+      return launch(names.rows, NormRowsKernel<S, detail::kResidentMidPerThread, true>, grid,
                     kRowThreads, d_in, d_out, rows, c, kRowThreads, kind, pre);
     }
-    return launch(names.rows, NormRowsKernel<detail::kResidentPerThread, true>, grid,
+    return launch(names.rows, NormRowsKernel<S, detail::kResidentPerThread, true>, grid,
                   kRowThreads, d_in, d_out, rows, c, kRowThreads, kind, pre);
   }
 
@@ -296,25 +324,25 @@ cudaError_t DispatchRowNormalize(const float* d_in, float* d_out, int64_t rows, 
 
   for (int64_t row0 = 0; row0 < rows; row0 += plan.batch_rows) {
     const int64_t n_rows = std::min(plan.batch_rows, rows - row0);
-    const float* in = detail::Advance(d_in, row0 * cols);
-    float* out = detail::Advance(d_out, row0 * cols);
+    const S* in = detail::Advance(d_in, row0 * cols);
+    S* out = detail::Advance(d_out, row0 * cols);
     cudaError_t err;
     if (plan.group) {
       const int64_t grid =
           detail::CapGrid(detail::CeilDiv(n_rows, kRowThreads / plan.lanes), mp);
-      err = launch(names.stats, NormStatsGroupKernel, grid, kRowThreads, in, d_stats, n_rows,
+      err = launch(names.stats, NormStatsGroupKernel<S>, grid, kRowThreads, in, d_stats, n_rows,
                    static_cast<int>(cols), plan.lanes, kind, pre);
       if (err != cudaSuccess) return err;
-      err = launch(names.normalize, NormApplyGroupKernel, grid, kRowThreads, in, out,
-                   static_cast<const MomentStat*>(d_stats), n_rows, static_cast<int>(cols),
+      err = launch(names.normalize, NormApplyGroupKernel<S>, grid, kRowThreads, in, out,
+                   static_cast<const MomentStat<C>*>(d_stats), n_rows, static_cast<int>(cols),
                    plan.lanes, kind, pre);
     } else {
       const int64_t grid = detail::CapGrid(n_rows * plan.splits, mp);
-      err = launch(names.stats, NormStatsBlockKernel, grid, kRowThreads, in, d_stats, n_rows,
+      err = launch(names.stats, NormStatsBlockKernel<S>, grid, kRowThreads, in, d_stats, n_rows,
                    cols, plan.splits, plan.seg_len, kind, pre);
       if (err != cudaSuccess) return err;
-      err = launch(names.normalize, NormApplyBlockKernel, grid, kRowThreads, in, out,
-                   static_cast<const MomentStat*>(d_stats), n_rows, cols, plan.splits,
+      err = launch(names.normalize, NormApplyBlockKernel<S>, grid, kRowThreads, in, out,
+                   static_cast<const MomentStat<C>*>(d_stats), n_rows, cols, plan.splits,
                    plan.seg_len, kind, pre, out_vec);
     }
     if (err != cudaSuccess) return err;
@@ -322,22 +350,37 @@ cudaError_t DispatchRowNormalize(const float* d_in, float* d_out, int64_t rows, 
   return cudaSuccess;
 }
 
+// The op's dtype dispatch: float32, float64, float16.
+cudaError_t DispatchRowNormalizeType(const void* d_in, ElementType type, void* d_out,
+                                     int64_t rows, int64_t cols, RowNormalizeKind kind,
+                                     const EwProgram& pre, void* d_workspace,
+                                     detail::Launcher& launch) {
+  return detail::DispatchType<true, true, false>(type, [&](auto tag) {
+    using S = decltype(tag);
+    return DispatchRowNormalize<S>(static_cast<const S*>(d_in), static_cast<S*>(d_out), rows,
+                                   cols, kind, pre, d_workspace, launch);
+  });
+}
+
 }  // namespace
 
-cudaError_t RowNormalize(const float* d_in, float* d_out, int64_t rows, int64_t cols,
-                         RowNormalizeKind kind, const EwProgram& pre, void* d_workspace,
-                         size_t workspace_bytes, const LaunchConfig& config, int* kernels) {
+cudaError_t RowNormalize(const void* d_in, ElementType in_type, void* d_out, int64_t rows,
+                         int64_t cols, RowNormalizeKind kind, const EwProgram& pre,
+                         void* d_workspace, size_t workspace_bytes, const LaunchConfig& config,
+                         int* kernels) {
   detail::Launcher launch(config, kernels);
-  if (const cudaError_t err = detail::ValidateRowArgs(d_in, d_out, rows, cols, pre, d_workspace,
-                                                      workspace_bytes, config);
+  if (!IsFloatingPoint(in_type) || !IsValidRowNormalizeKind(kind)) return cudaErrorInvalidValue;
+  if (const cudaError_t err =
+          detail::ValidateRowArgs(d_in, in_type, d_out, in_type, rows, cols, pre, d_workspace,
+                                  workspace_bytes, config);
       err != cudaSuccess) {
     return err;
   }
-  if (!IsValidRowNormalizeKind(kind)) return cudaErrorInvalidValue;
-  return DispatchRowNormalize(d_in, d_out, rows, cols, kind, pre, d_workspace, launch);
+  return DispatchRowNormalizeType(d_in, in_type, d_out, rows, cols, kind, pre, d_workspace,
+                                  launch);
 }
 
-std::vector<KernelLaunchInfo> DescribeRowNormalize(int64_t rows, int64_t cols,
+std::vector<KernelLaunchInfo> DescribeRowNormalize(int64_t rows, int64_t cols, ElementType type,
                                                    RowNormalizeKind kind,
                                                    const LaunchConfig& config) {
   std::vector<KernelLaunchInfo> out;
@@ -346,7 +389,8 @@ std::vector<KernelLaunchInfo> DescribeRowNormalize(int64_t rows, int64_t cols,
     return out;
   }
   detail::Launcher launch(config, &out);
-  (void)DispatchRowNormalize(nullptr, nullptr, rows, cols, kind, EwProgram{}, nullptr, launch);
+  (void)DispatchRowNormalizeType(nullptr, type, nullptr, rows, cols, kind, EwProgram{}, nullptr,
+                                 launch);
   return out;
 }
 

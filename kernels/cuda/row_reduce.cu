@@ -4,7 +4,11 @@
 //  - long rows, enough of them: a block per row, one kernel writing d_out;
 //  - few long rows: each row split into segments over several blocks, which write partial
 //    results to the workspace, then a combine kernel (warp per row) merges them.
-// The reduction kind is a kernel argument (see detail::ReduceOp), so all kinds share kernels.
+// The reduction kind is a kernel argument (see detail::ReduceOp), so all kinds share kernels;
+// kernels are templated on the storage type S (float, double, __half, int32_t), and
+// accumulate in detail::ReduceAccOf<S> (float, double, float, int64). The block kernel of
+// RowReduce also takes the staging strategy (detail::SegmentLoader, stages a runtime value):
+// 4 types x 5 strategies; the other kernels load directly.
 // PDL: every kernel waits for its predecessor before its first global access (the previous op
 // may still read d_out or, for the partials kernel, the shared workspace) and triggers its
 // dependent after its last store.
@@ -22,20 +26,39 @@ namespace gpupipe::kernels::cuda {
 namespace {
 
 using detail::ArgmaxStat;
+using detail::ComputeOf;
 using detail::kRowBlockMinBlocksPerSm;
 using detail::kRowThreads;
 using detail::kRowUnroll;
+using detail::kVecElems;
 using detail::kWarpSize;
+using detail::ReduceAccOf;
 using detail::ReduceOp;
+
+// Writes a row's result in the op's output type: S, except int32 sums (int64).
+template <typename S, typename A>
+__device__ __forceinline__ void StoreReduced(void* d_out, int64_t row, A v, RowReduceKind kind) {
+  if constexpr (std::is_same_v<S, int32_t>) {
+    if (kind == RowReduceKind::kSum) {
+      static_cast<int64_t*>(d_out)[row] = v;
+    } else {
+      static_cast<int32_t*>(d_out)[row] = static_cast<int32_t>(v);
+    }
+  } else {
+    static_cast<S*>(d_out)[row] = detail::FromCompute<S>(v);
+  }
+}
 
 // ---- RowReduce ---------------------------------------------------------------------------------
 
 // A group of `lanes` lanes (power of two <= 32) per row; warp-uniform loop bounds so the
 // full-warp shuffles see every lane.
+template <typename S>
 __global__ void __launch_bounds__(kRowThreads)
-    ReduceGroupKernel(const float* d_in, float* d_out, int64_t rows,
-                      int cols, int lanes, RowReduceKind kind, EwProgram pre) {
-  const ReduceOp op{kind};
+    ReduceGroupKernel(const S* d_in, void* d_out, int64_t rows, int cols, int lanes,
+                      RowReduceKind kind, EwProgram pre) {
+  using A = ReduceAccOf<S>;
+  const ReduceOp<A> op{kind};
   const int lane = threadIdx.x % kWarpSize;
   const int rows_per_warp = kWarpSize / lanes;
   const int64_t warp = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kWarpSize;
@@ -44,42 +67,55 @@ __global__ void __launch_bounds__(kRowThreads)
 
   for (int64_t base = warp * rows_per_warp; base < rows; base += warps * rows_per_warp) {
     const int64_t row = base + lane / lanes;
-    float acc = op.Identity();
+    A acc = op.Identity();
     if (row < rows) {
       detail::VisitShortRow<kRowUnroll>(d_in + row * cols, cols, lane % lanes, lanes,
-                                        [&](int, float x) { acc = op.Push(acc, ApplyEw(pre, x)); });
+                                        [&](int, ComputeOf<S> x) {
+                                          acc = op.Push(acc, ApplyEw(pre, x));
+                                        });
     }
     acc = detail::WarpAllReduce(acc, op, lanes);
-    if (row < rows && lane % lanes == 0) d_out[row] = op.Finalize(acc, cols);
+    if (row < rows && lane % lanes == 0) StoreReduced<S>(d_out, row, op.Finalize(acc, cols), kind);
   }
   detail::AllowDependentGrids();
 }
 
-// A block per segment (row r, split s) of seg_len columns; writes d_dst[r * splits + s]: the
-// raw partial, or, when splits == 1 (d_dst is d_out), the row's final result. Loads follow the
-// staging strategy S (detail::SegmentLoader; `stages` is for the staged ones).
-template <Staging S>
+// A block per segment (row r, split s) of seg_len columns; writes d_partials[r * splits + s]
+// (the raw partial), or, when splits == 1, the row's final result to d_out. Loads follow the
+// staging strategy St (detail::SegmentLoader; `stages` is for the staged ones).
+template <typename S, Staging St>
 __global__ void __launch_bounds__(kRowThreads, kRowBlockMinBlocksPerSm)
-    ReduceBlockKernel(const float* d_in, float* d_dst, int64_t rows,
+    ReduceBlockKernel(const S* d_in, void* d_out, ReduceAccOf<S>* d_partials, int64_t rows,
                       int64_t cols, int64_t splits, int64_t seg_len, RowReduceKind kind,
                       EwProgram pre, int stages) {
-  __shared__ float scratch[kWarpSize];
-  const ReduceOp op{kind};
+  using A = ReduceAccOf<S>;
+  using C = ComputeOf<S>;
+  __shared__ A scratch[kWarpSize];
+  const ReduceOp<A> op{kind};
   const int64_t segments = rows * splits;
-  detail::SegmentLoader<S, kRowUnroll> loader(stages);
+  detail::SegmentLoader<St, kRowUnroll> loader(stages);
   detail::WaitForPrimaryGrids();
 
   for (int64_t seg = blockIdx.x; seg < segments; seg += gridDim.x) {
     const int64_t row = seg / splits;
     const int64_t begin = (seg - row * splits) * seg_len;
     const int64_t len = min(seg_len, cols - begin);
-    float acc = op.Identity();
+    A acc = op.Identity();
     loader.Visit(
         d_in + row * cols + begin, len,
-        [&](int64_t, float x) { acc = op.Push(acc, ApplyEw(pre, x)); },
-        [&](int64_t, float4 q) { acc = op.Push4(acc, detail::ApplyEw4(pre, q)); });
+        [&](int64_t, C x) { acc = op.Push(acc, ApplyEw(pre, x)); },
+        [&](int64_t, C (&x)[kVecElems<S>]) {
+          ApplyEwN(pre, x);
+          acc = op.PushVec(acc, x);
+        });
     acc = detail::BlockReduce(acc, op, op.Identity(), scratch);
-    if (threadIdx.x == 0) d_dst[seg] = splits == 1 ? op.Finalize(acc, cols) : acc;
+    if (threadIdx.x == 0) {
+      if (splits == 1) {
+        StoreReduced<S>(d_out, row, op.Finalize(acc, cols), kind);
+      } else {
+        d_partials[seg] = acc;
+      }
+    }
     __syncthreads();  // scratch is reused by the next segment
   }
   loader.Quit();
@@ -87,37 +123,42 @@ __global__ void __launch_bounds__(kRowThreads, kRowBlockMinBlocksPerSm)
 }
 
 // Warp per row: merges the row's `splits` partials and finalizes.
+template <typename S>
 __global__ void __launch_bounds__(kRowThreads)
-    ReduceCombineKernel(const float* d_partials, float* d_out,
-                        int64_t rows, int64_t cols, int64_t splits, RowReduceKind kind) {
-  const ReduceOp op{kind};
+    ReduceCombineKernel(const ReduceAccOf<S>* d_partials, void* d_out, int64_t rows,
+                        int64_t cols, int64_t splits, RowReduceKind kind) {
+  using A = ReduceAccOf<S>;
+  const ReduceOp<A> op{kind};
   const int lane = threadIdx.x % kWarpSize;
   const int64_t first = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kWarpSize;
   const int64_t warps = static_cast<int64_t>(gridDim.x) * blockDim.x / kWarpSize;
   detail::WaitForPrimaryGrids();
 
   for (int64_t row = first; row < rows; row += warps) {
-    float acc = op.Identity();
+    A acc = op.Identity();
     // Unrolled so several partials are in flight: splits reaches a few hundred.
 #pragma unroll 4
     for (int64_t k = lane; k < splits; k += kWarpSize) {
       acc = op(acc, detail::LoadThroughL2(&d_partials[row * splits + k]));
     }
     acc = detail::WarpAllReduce(acc, op);
-    if (lane == 0) d_out[row] = op.Finalize(acc, cols);
+    if (lane == 0) StoreReduced<S>(d_out, row, op.Finalize(acc, cols), kind);
   }
   detail::AllowDependentGrids();
 }
 
 // ---- RowArgmax ---------------------------------------------------------------------------------
 
-__device__ __forceinline__ void PushArgmax(ArgmaxStat& st, float x, int64_t i) {
+template <typename C>
+__device__ __forceinline__ void PushArgmax(ArgmaxStat<C>& st, C x, int64_t i) {
   st = detail::MergeArgmax(st, {x, i});
 }
 
+template <typename S>
 __global__ void __launch_bounds__(kRowThreads)
-    ArgmaxGroupKernel(const float* d_in, int64_t* d_out, int64_t rows,
-                      int cols, int lanes, EwProgram pre) {
+    ArgmaxGroupKernel(const S* d_in, int64_t* d_out, int64_t rows, int cols, int lanes,
+                      EwProgram pre) {
+  using C = ComputeOf<S>;
   const int lane = threadIdx.x % kWarpSize;
   const int rows_per_warp = kWarpSize / lanes;
   const int64_t warp = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kWarpSize;
@@ -126,12 +167,10 @@ __global__ void __launch_bounds__(kRowThreads)
 
   for (int64_t base = warp * rows_per_warp; base < rows; base += warps * rows_per_warp) {
     const int64_t row = base + lane / lanes;
-    ArgmaxStat st = detail::EmptyArgmaxStat();
+    ArgmaxStat<C> st = detail::EmptyArgmaxStat<C>();
     if (row < rows) {
       detail::VisitShortRow<kRowUnroll>(d_in + row * cols, cols, lane % lanes, lanes,
-                                        [&](int i, float x) {
-                                          PushArgmax(st, ApplyEw(pre, x), i);
-                                        });
+                                        [&](int i, C x) { PushArgmax(st, ApplyEw(pre, x), i); });
     }
     st = detail::WarpAllReduce(st, detail::ArgmaxMergeOp{}, lanes);
     if (row < rows && lane % lanes == 0) d_out[row] = st.i;
@@ -141,11 +180,13 @@ __global__ void __launch_bounds__(kRowThreads)
 
 // Block per segment; with splits == 1 writes the index to d_out, otherwise the segment's
 // candidate to d_partials[seg].
+template <typename S>
 __global__ void __launch_bounds__(kRowThreads, kRowBlockMinBlocksPerSm)
-    ArgmaxBlockKernel(const float* d_in, int64_t* d_out,
-                      ArgmaxStat* d_partials, int64_t rows, int64_t cols,
-                      int64_t splits, int64_t seg_len, EwProgram pre) {
-  __shared__ ArgmaxStat scratch[kWarpSize];
+    ArgmaxBlockKernel(const S* d_in, int64_t* d_out, ArgmaxStat<ComputeOf<S>>* d_partials,
+                      int64_t rows, int64_t cols, int64_t splits, int64_t seg_len,
+                      EwProgram pre) {
+  using C = ComputeOf<S>;
+  __shared__ ArgmaxStat<C> scratch[kWarpSize];
   const int64_t segments = rows * splits;
   detail::WaitForPrimaryGrids();
 
@@ -153,18 +194,17 @@ __global__ void __launch_bounds__(kRowThreads, kRowBlockMinBlocksPerSm)
     const int64_t row = seg / splits;
     const int64_t begin = (seg - row * splits) * seg_len;
     const int64_t len = min(seg_len, cols - begin);
-    ArgmaxStat st = detail::EmptyArgmaxStat();
+    ArgmaxStat<C> st = detail::EmptyArgmaxStat<C>();
     detail::VisitSegment<kRowUnroll>(
         d_in + row * cols + begin, len, threadIdx.x, blockDim.x,
-        [&](int64_t i, float x) { PushArgmax(st, ApplyEw(pre, x), begin + i); },
-        [&](int64_t i, float4 q) {
-          const float4 y = detail::ApplyEw4(pre, q);
-          PushArgmax(st, y.x, begin + i);
-          PushArgmax(st, y.y, begin + i + 1);
-          PushArgmax(st, y.z, begin + i + 2);
-          PushArgmax(st, y.w, begin + i + 3);
+        [&](int64_t i, C x) { PushArgmax(st, ApplyEw(pre, x), begin + i); },
+        [&](int64_t i, C (&x)[kVecElems<S>]) {
+          ApplyEwN(pre, x);
+#pragma unroll
+          for (int k = 0; k < kVecElems<S>; ++k) PushArgmax(st, x[k], begin + i + k);
         });
-    st = detail::BlockReduce(st, detail::ArgmaxMergeOp{}, detail::EmptyArgmaxStat(), scratch);
+    st = detail::BlockReduce(st, detail::ArgmaxMergeOp{}, detail::EmptyArgmaxStat<C>(),
+                             scratch);
     if (threadIdx.x == 0) {
       if (splits == 1) {
         d_out[row] = st.i;
@@ -177,16 +217,17 @@ __global__ void __launch_bounds__(kRowThreads, kRowBlockMinBlocksPerSm)
   detail::AllowDependentGrids();
 }
 
+template <typename C>
 __global__ void __launch_bounds__(kRowThreads)
-    ArgmaxCombineKernel(const ArgmaxStat* d_partials, int64_t* d_out,
-                        int64_t rows, int64_t splits) {
+    ArgmaxCombineKernel(const ArgmaxStat<C>* d_partials, int64_t* d_out, int64_t rows,
+                        int64_t splits) {
   const int lane = threadIdx.x % kWarpSize;
   const int64_t first = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kWarpSize;
   const int64_t warps = static_cast<int64_t>(gridDim.x) * blockDim.x / kWarpSize;
   detail::WaitForPrimaryGrids();
 
   for (int64_t row = first; row < rows; row += warps) {
-    ArgmaxStat st = detail::EmptyArgmaxStat();
+    ArgmaxStat<C> st = detail::EmptyArgmaxStat<C>();
     // Unrolled so several partials are in flight: splits reaches a few hundred.
 #pragma unroll 4
     for (int64_t k = lane; k < splits; k += kWarpSize) {
@@ -206,19 +247,21 @@ struct ReduceNames {
   const char* combine;
 };
 
-// The block kernel of strategy `staging` (never kAuto).
-using ReduceBlockFn = void (*)(const float*, float*, int64_t, int64_t, int64_t, int64_t,
-                               RowReduceKind, EwProgram, int);
-ReduceBlockFn ReduceBlockKernelFor(Staging staging) {
+// The block kernel of element type S and strategy `staging` (never kAuto).
+template <typename S>
+using ReduceBlockFn = void (*)(const S*, void*, ReduceAccOf<S>*, int64_t, int64_t, int64_t,
+                               int64_t, RowReduceKind, EwProgram, int);
+template <typename S>
+ReduceBlockFn<S> ReduceBlockKernelFor(Staging staging) {
   switch (staging) {
-    case Staging::kPipeline: return ReduceBlockKernel<Staging::kPipeline>;
-    case Staging::kPipelineThread: return ReduceBlockKernel<Staging::kPipelineThread>;
-    case Staging::kPrimitives: return ReduceBlockKernel<Staging::kPrimitives>;
-    case Staging::kBulk: return ReduceBlockKernel<Staging::kBulk>;
+    case Staging::kPipeline: return ReduceBlockKernel<S, Staging::kPipeline>;
+    case Staging::kPipelineThread: return ReduceBlockKernel<S, Staging::kPipelineThread>;
+    case Staging::kPrimitives: return ReduceBlockKernel<S, Staging::kPrimitives>;
+    case Staging::kBulk: return ReduceBlockKernel<S, Staging::kBulk>;
     case Staging::kDirect:
     case Staging::kAuto: break;
   }
-  return ReduceBlockKernel<Staging::kDirect>;
+  return ReduceBlockKernel<S, Staging::kDirect>;
 }
 
 ReduceNames NamesOf(RowReduceKind kind) {
@@ -237,113 +280,144 @@ int64_t CombineGrid(int64_t rows, int mp) {
 }
 
 // The one sizing/dispatch path of RowReduce, for launching and for describing.
-cudaError_t DispatchRowReduce(const float* d_in, float* d_out, int64_t rows, int64_t cols,
+template <typename S>
+cudaError_t DispatchRowReduce(const S* d_in, void* d_out, int64_t rows, int64_t cols,
                               RowReduceKind kind, const EwProgram& pre, void* d_workspace,
                               detail::Launcher& launch) {
+  using A = ReduceAccOf<S>;
   const int mp = launch.config().multiprocessors;
-  const detail::RowPlan plan = detail::PlanRows(rows, cols, mp, sizeof(float));
+  const detail::RowPlan plan = detail::PlanRows(rows, cols, mp, sizeof(A));
   const ReduceNames names = NamesOf(kind);
 
   if (plan.group) {
     const int64_t grid = detail::CapGrid(detail::CeilDiv(rows, kRowThreads / plan.lanes), mp);
-    return launch(names.rows, ReduceGroupKernel, grid, kRowThreads, d_in, d_out, rows,
+    return launch(names.rows, ReduceGroupKernel<S>, grid, kRowThreads, d_in, d_out, rows,
                   static_cast<int>(cols), plan.lanes, kind, pre);
   }
 
   // plan.splits > 1 only for rows < the grid target, so rows * splits is far below the
   // workspace capacity: no batching.
   const bool split = plan.splits > 1;
-  float* d_partials = split ? static_cast<float*>(d_workspace) : d_out;
+  auto* d_partials = static_cast<A*>(d_workspace);
   const int64_t grid = detail::CapGrid(rows * plan.splits, mp);
-  const tuning::StagingChoice staging =
-      tuning::ResolveStaging(launch.config(), tuning::StagingFamily::kRowReduce,
-                             ElementType::kFloat32, rows, cols);
+  const tuning::StagingChoice staging = tuning::ResolveStaging(
+      launch.config(), tuning::StagingFamily::kRowReduce, detail::StorageTraits<S>::kType, rows,
+      cols);
   cudaError_t err = launch(split ? names.partials : names.rows,
-                           ReduceBlockKernelFor(staging.staging), grid, kRowThreads, d_in,
-                           d_partials, rows, cols, plan.splits, plan.seg_len, kind, pre,
+                           ReduceBlockKernelFor<S>(staging.staging), grid, kRowThreads, d_in,
+                           d_out, d_partials, rows, cols, plan.splits, plan.seg_len, kind, pre,
                            staging.stages);
   if (err != cudaSuccess || !split) return err;
-  return launch(names.combine, ReduceCombineKernel, CombineGrid(rows, mp), kRowThreads,
-                static_cast<const float*>(d_partials), d_out, rows, cols, plan.splits, kind);
+  return launch(names.combine, ReduceCombineKernel<S>, CombineGrid(rows, mp), kRowThreads,
+                static_cast<const A*>(d_partials), d_out, rows, cols, plan.splits, kind);
 }
 
-cudaError_t DispatchRowArgmax(const float* d_in, int64_t* d_out, int64_t rows, int64_t cols,
+template <typename S>
+cudaError_t DispatchRowArgmax(const S* d_in, int64_t* d_out, int64_t rows, int64_t cols,
                               const EwProgram& pre, void* d_workspace,
                               detail::Launcher& launch) {
+  using Stat = ArgmaxStat<ComputeOf<S>>;
   const int mp = launch.config().multiprocessors;
-  const detail::RowPlan plan = detail::PlanRows(rows, cols, mp, sizeof(ArgmaxStat));
+  const detail::RowPlan plan = detail::PlanRows(rows, cols, mp, sizeof(Stat));
 
   if (plan.group) {
     const int64_t grid = detail::CapGrid(detail::CeilDiv(rows, kRowThreads / plan.lanes), mp);
-    return launch("argmax.rows", ArgmaxGroupKernel, grid, kRowThreads, d_in, d_out, rows,
+    return launch("argmax.rows", ArgmaxGroupKernel<S>, grid, kRowThreads, d_in, d_out, rows,
                   static_cast<int>(cols), plan.lanes, pre);
   }
   const bool split = plan.splits > 1;
-  auto* d_partials = static_cast<ArgmaxStat*>(d_workspace);
+  auto* d_partials = static_cast<Stat*>(d_workspace);
   const int64_t grid = detail::CapGrid(rows * plan.splits, mp);
-  cudaError_t err = launch(split ? "argmax.partials" : "argmax.rows", ArgmaxBlockKernel, grid,
-                           kRowThreads, d_in, d_out, d_partials, rows, cols, plan.splits,
+  cudaError_t err = launch(split ? "argmax.partials" : "argmax.rows", ArgmaxBlockKernel<S>,
+                           grid, kRowThreads, d_in, d_out, d_partials, rows, cols, plan.splits,
                            plan.seg_len, pre);
   if (err != cudaSuccess || !split) return err;
-  return launch("argmax.combine", ArgmaxCombineKernel, CombineGrid(rows, mp), kRowThreads,
-                static_cast<const ArgmaxStat*>(d_partials), d_out, rows, plan.splits);
+  return launch("argmax.combine", ArgmaxCombineKernel<ComputeOf<S>>, CombineGrid(rows, mp),
+                kRowThreads, static_cast<const Stat*>(d_partials), d_out, rows, plan.splits);
+}
+
+// The dtype dispatch of each op: RowReduce takes every float type and, for sum/min/max, int32;
+// RowArgmax every type but int64.
+cudaError_t DispatchRowReduceType(const void* d_in, ElementType type, void* d_out, int64_t rows,
+                                  int64_t cols, RowReduceKind kind, const EwProgram& pre,
+                                  void* d_workspace, detail::Launcher& launch) {
+  if (!RowReduceAccepts(type, kind)) return cudaErrorInvalidValue;
+  return detail::DispatchType<true, true, true>(type, [&](auto tag) {
+    using S = decltype(tag);
+    return DispatchRowReduce<S>(static_cast<const S*>(d_in), d_out, rows, cols, kind, pre,
+                                d_workspace, launch);
+  });
+}
+
+cudaError_t DispatchRowArgmaxType(const void* d_in, ElementType type, int64_t* d_out,
+                                  int64_t rows, int64_t cols, const EwProgram& pre,
+                                  void* d_workspace, detail::Launcher& launch) {
+  return detail::DispatchType<true, true, true>(type, [&](auto tag) {
+    using S = decltype(tag);
+    return DispatchRowArgmax<S>(static_cast<const S*>(d_in), d_out, rows, cols, pre,
+                                d_workspace, launch);
+  });
 }
 
 }  // namespace
 
 size_t RowOpsWorkspaceBytes() { return detail::kRowOpsWorkspaceBytes; }
 
-cudaError_t RowReduce(const float* d_in, float* d_out, int64_t rows, int64_t cols,
-                      RowReduceKind kind, const EwProgram& pre, void* d_workspace,
+cudaError_t RowReduce(const void* d_in, ElementType in_type, void* d_out, int64_t rows,
+                      int64_t cols, RowReduceKind kind, const EwProgram& pre, void* d_workspace,
                       size_t workspace_bytes, const LaunchConfig& config, int* kernels) {
   detail::Launcher launch(config, kernels);
-  if (const cudaError_t err = detail::ValidateRowArgs(d_in, d_out, rows, cols, pre, d_workspace,
-                                                      workspace_bytes, config);
+  if (!IsValidRowReduceKind(kind) || !RowReduceAccepts(in_type, kind)) {
+    return cudaErrorInvalidValue;
+  }
+  if (const cudaError_t err = detail::ValidateRowArgs(
+          d_in, in_type, d_out, RowReduceOutputType(in_type, kind), rows, cols, pre,
+          d_workspace, workspace_bytes, config);
       err != cudaSuccess) {
     return err;
   }
-  if (!IsValidRowReduceKind(kind)) return cudaErrorInvalidValue;
-  return DispatchRowReduce(d_in, d_out, rows, cols, kind, pre, d_workspace, launch);
+  return DispatchRowReduceType(d_in, in_type, d_out, rows, cols, kind, pre, d_workspace, launch);
 }
 
-cudaError_t RowSum(const float* d_in, float* d_out, int64_t rows, int64_t cols,
-                   const EwProgram& pre, void* d_workspace, size_t workspace_bytes,
-                   const LaunchConfig& config, int* kernels) {
-  return RowReduce(d_in, d_out, rows, cols, RowReduceKind::kSum, pre, d_workspace,
+cudaError_t RowSum(const void* d_in, ElementType in_type, void* d_out, int64_t rows,
+                   int64_t cols, const EwProgram& pre, void* d_workspace,
+                   size_t workspace_bytes, const LaunchConfig& config, int* kernels) {
+  return RowReduce(d_in, in_type, d_out, rows, cols, RowReduceKind::kSum, pre, d_workspace,
                    workspace_bytes, config, kernels);
 }
 
-cudaError_t RowArgmax(const float* d_in, int64_t* d_out, int64_t rows, int64_t cols,
-                      const EwProgram& pre, void* d_workspace, size_t workspace_bytes,
-                      const LaunchConfig& config, int* kernels) {
+cudaError_t RowArgmax(const void* d_in, ElementType in_type, int64_t* d_out, int64_t rows,
+                      int64_t cols, const EwProgram& pre, void* d_workspace,
+                      size_t workspace_bytes, const LaunchConfig& config, int* kernels) {
   detail::Launcher launch(config, kernels);
-  if (const cudaError_t err = detail::ValidateRowArgs(d_in, d_out, rows, cols, pre, d_workspace,
-                                                      workspace_bytes, config);
+  if (const cudaError_t err =
+          detail::ValidateRowArgs(d_in, in_type, d_out, ElementType::kInt64, rows, cols, pre,
+                                  d_workspace, workspace_bytes, config);
       err != cudaSuccess) {
     return err;
   }
-  if (!detail::IsAligned(d_out, alignof(int64_t))) return cudaErrorInvalidValue;
-  return DispatchRowArgmax(d_in, d_out, rows, cols, pre, d_workspace, launch);
+  return DispatchRowArgmaxType(d_in, in_type, d_out, rows, cols, pre, d_workspace, launch);
 }
 
-std::vector<KernelLaunchInfo> DescribeRowReduce(int64_t rows, int64_t cols, RowReduceKind kind,
-                                                const LaunchConfig& config) {
+std::vector<KernelLaunchInfo> DescribeRowReduce(int64_t rows, int64_t cols, ElementType type,
+                                                RowReduceKind kind, const LaunchConfig& config) {
   std::vector<KernelLaunchInfo> out;
   if (detail::ValidateRowShape(rows, cols, config) != cudaSuccess ||
       !IsValidRowReduceKind(kind)) {
     return out;
   }
   detail::Launcher launch(config, &out);
-  (void)DispatchRowReduce(nullptr, nullptr, rows, cols, kind, EwProgram{}, nullptr, launch);
+  (void)DispatchRowReduceType(nullptr, type, nullptr, rows, cols, kind, EwProgram{}, nullptr,
+                              launch);
   return out;
 }
 
-std::vector<KernelLaunchInfo> DescribeRowArgmax(int64_t rows, int64_t cols,
+std::vector<KernelLaunchInfo> DescribeRowArgmax(int64_t rows, int64_t cols, ElementType type,
                                                 const LaunchConfig& config) {
   std::vector<KernelLaunchInfo> out;
   if (detail::ValidateRowShape(rows, cols, config) != cudaSuccess) return out;
   detail::Launcher launch(config, &out);
-  (void)DispatchRowArgmax(nullptr, nullptr, rows, cols, EwProgram{}, nullptr, launch);
+  (void)DispatchRowArgmaxType(nullptr, type, nullptr, rows, cols, EwProgram{}, nullptr, launch);
   return out;
 }
 

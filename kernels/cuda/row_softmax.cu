@@ -27,9 +27,11 @@
 namespace gpupipe::kernels::cuda {
 namespace {
 
+using detail::ComputeOf;
 using detail::kRowBlockMinBlocksPerSm;
 using detail::kRowThreads;
 using detail::kRowUnroll;
+using detail::kVecElems;
 using detail::kWarpSize;
 using detail::SoftmaxStat;
 
@@ -55,53 +57,55 @@ constexpr int64_t kSegmentCols = int64_t{kRowThreads} * kSegmentPerThread;
 
 // 1 / s for the normalization. A +inf in the row leaves m = +inf with a finite s; the
 // reference (exp(inf - inf) in the sum) gives NaN for the whole row, so match that.
-__device__ __forceinline__ float InverseSum(SoftmaxStat st) {
-  return st.m == INFINITY ? NAN : 1.0f / st.s;
+template <typename C>
+__device__ __forceinline__ C InverseSum(SoftmaxStat<C> st) {
+  return st.m == detail::Infinity<C>() ? C(NAN) : C(1) / st.s;
 }
 
 // ---- single pass (rows that fit in registers) --------------------------------------------------
 // The row's values stay in registers: exact max, then sum of exp(x - max) (one expf per
 // element, no online rescaling), then the write. Same results as the two-kernel path up to
-// float rounding: y = expf(x - m) * (1 / s), with an +inf (m = +inf) or a NaN making s, and so
+// float rounding: y = exp(x - m) * (1 / s), with an +inf (m = +inf) or a NaN making s, and so
 // the row, NaN, and an all -inf row NaN (exp(-inf - -inf)), as the reference.
-template <int K, bool kBlock>
+template <typename S, int K, bool kBlock>
 __global__ void __launch_bounds__(kRowThreads)
-    SoftmaxRowsKernel(const float* d_in, float* d_out, int64_t rows, int cols, int lanes,
+    SoftmaxRowsKernel(const S* d_in, S* d_out, int64_t rows, int cols, int lanes,
                       EwProgram pre) {
+  using C = ComputeOf<S>;
   // One scratch array per reduction (see RowAllReduceAlternating).
-  __shared__ float scratch_max[kWarpSize];
-  __shared__ float scratch_sum[kWarpSize];
+  __shared__ C scratch_max[kWarpSize];
+  __shared__ C scratch_sum[kWarpSize];
   const detail::ResidentMap<kBlock> map(lanes);
   detail::WaitForPrimaryGrids();
 
   for (int64_t base = map.first; base < rows; base += map.step) {
     const int64_t row = base + map.sub;
     const bool valid = row < rows;
-    const float* p = d_in + (valid ? row : 0) * cols;
-    float x[K];
+    const S* p = d_in + (valid ? row : 0) * cols;
+    C x[K];
     detail::LoadResident(p, cols, valid, map.l, map.width, pre, x);
-    float m = -INFINITY;
+    C m = -detail::Infinity<C>();
 #pragma unroll
     for (int k = 0; k < K; ++k) {
-      if (valid && map.l + k * map.width < cols) m = fmaxf(m, x[k]);
+      if (valid && map.l + k * map.width < cols) m = detail::MathMax(m, x[k]);
     }
-    m = detail::RowAllReduceAlternating<kBlock>(m, detail::MaxOp{}, -INFINITY, map.width,
+    m = detail::RowAllReduceAlternating<kBlock>(m, detail::MaxOp{}, -detail::Infinity<C>(), map.width,
                                                 scratch_max);
-    float s = 0.0f;
+    C s = C(0);
 #pragma unroll
     for (int k = 0; k < K; ++k) {
-      x[k] = expf(x[k] - m);
+      x[k] = detail::MathExp(x[k] - m);
       if (valid && map.l + k * map.width < cols) s += x[k];
     }
-    s = detail::RowAllReduceAlternating<kBlock>(s, detail::SumOp{}, 0.0f, map.width,
+    s = detail::RowAllReduceAlternating<kBlock>(s, detail::SumOp{}, C(0), map.width,
                                                 scratch_sum);
-    const float inv = 1.0f / s;
+    const C inv = C(1) / s;
     if (valid) {
-      float* out = d_out + row * cols;
+      S* out = d_out + row * cols;
 #pragma unroll
       for (int k = 0; k < K; ++k) {
         const int i = map.l + k * map.width;
-        if (i < cols) out[i] = x[k] * inv;
+        if (i < cols) detail::StoreElem(out + i, x[k] * inv);
       }
     }
   }
@@ -110,9 +114,11 @@ __global__ void __launch_bounds__(kRowThreads)
 
 // ---- group path (short rows) -----------------------------------------------------------------
 
+template <typename S>
 __global__ void __launch_bounds__(kRowThreads)
-    SoftmaxStatsGroupKernel(const float* d_in, SoftmaxStat* d_stats,
+    SoftmaxStatsGroupKernel(const S* d_in, SoftmaxStat<ComputeOf<S>>* d_stats,
                             int64_t rows, int cols, int lanes, EwProgram pre) {
+  using C = ComputeOf<S>;
   const int lane = threadIdx.x % kWarpSize;
   const int rows_per_warp = kWarpSize / lanes;
   const int64_t warp = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kWarpSize;
@@ -122,10 +128,10 @@ __global__ void __launch_bounds__(kRowThreads)
 
   for (int64_t base = warp * rows_per_warp; base < rows; base += warps * rows_per_warp) {
     const int64_t row = base + lane / lanes;
-    SoftmaxStat st = detail::EmptySoftmaxStat();
+    SoftmaxStat<C> st = detail::EmptySoftmaxStat<C>();
     if (row < rows) {
       detail::VisitShortRow<kRowUnroll>(d_in + row * cols, cols, lane % lanes, lanes,
-                                        [&](int, float x) { PushSoftmax(st, ApplyEw(pre, x)); });
+                                        [&](int, C x) { PushSoftmax(st, ApplyEw(pre, x)); });
     }
     st = detail::WarpAllReduce(st, detail::SoftmaxMergeOp{}, lanes);
     if (row < rows && lane % lanes == 0) d_stats[row] = st;
@@ -133,10 +139,12 @@ __global__ void __launch_bounds__(kRowThreads)
   detail::AllowDependentGrids();
 }
 
+template <typename S>
 __global__ void __launch_bounds__(kRowThreads)
-    SoftmaxNormGroupKernel(const float* d_in, float* d_out,
-                           const SoftmaxStat* d_stats, int64_t rows, int cols,
+    SoftmaxNormGroupKernel(const S* d_in, S* d_out,
+                           const SoftmaxStat<ComputeOf<S>>* d_stats, int64_t rows, int cols,
                            int lanes, EwProgram pre) {
+  using C = ComputeOf<S>;
   const int lane = threadIdx.x % kWarpSize;
   const int l = lane % lanes;
   const int rows_per_warp = kWarpSize / lanes;
@@ -150,11 +158,11 @@ __global__ void __launch_bounds__(kRowThreads)
   for (int64_t base = warp * rows_per_warp; base < rows; base += warps * rows_per_warp) {
     const int64_t row = base + lane / lanes;
     if (row >= rows) continue;  // no collectives below
-    const SoftmaxStat st = detail::LoadThroughL2(&d_stats[row]);
-    const float inv = InverseSum(st);
-    float* out = d_out + row * cols;
-    detail::VisitShortRow<kRowUnroll>(d_in + row * cols, cols, l, lanes, [&](int i, float x) {
-      out[i] = expf(ApplyEw(pre, x) - st.m) * inv;
+    const SoftmaxStat<C> st = detail::LoadThroughL2(&d_stats[row]);
+    const C inv = InverseSum(st);
+    S* out = d_out + row * cols;
+    detail::VisitShortRow<kRowUnroll>(d_in + row * cols, cols, l, lanes, [&](int i, C x) {
+      detail::StoreElem(out + i, detail::MathExp(ApplyEw(pre, x) - st.m) * inv);
     });
   }
   detail::AllowDependentGrids();
@@ -162,11 +170,13 @@ __global__ void __launch_bounds__(kRowThreads)
 
 // ---- block path (long rows, optionally split) --------------------------------------------------
 
+template <typename S>
 __global__ void __launch_bounds__(kRowThreads, kRowBlockMinBlocksPerSm)
-    SoftmaxStatsBlockKernel(const float* d_in, SoftmaxStat* d_stats,
+    SoftmaxStatsBlockKernel(const S* d_in, SoftmaxStat<ComputeOf<S>>* d_stats,
                             int64_t rows, int64_t cols, int64_t splits, int64_t seg_len,
                             EwProgram pre) {
-  __shared__ SoftmaxStat scratch[kWarpSize];
+  using C = ComputeOf<S>;
+  __shared__ SoftmaxStat<C> scratch[kWarpSize];
   const int64_t segments = rows * splits;
   // Before the first read of d_in and the first write of d_stats (see the top of the file).
   detail::WaitForPrimaryGrids();
@@ -175,28 +185,29 @@ __global__ void __launch_bounds__(kRowThreads, kRowBlockMinBlocksPerSm)
     const int64_t row = seg / splits;
     const int64_t begin = (seg - row * splits) * seg_len;
     const int64_t len = min(seg_len, cols - begin);
-    SoftmaxStat st = detail::EmptySoftmaxStat();
+    SoftmaxStat<C> st = detail::EmptySoftmaxStat<C>();
     detail::VisitSegment<kRowUnroll>(
         d_in + row * cols + begin, len, threadIdx.x, blockDim.x,
-        [&](int64_t, float x) { PushSoftmax(st, ApplyEw(pre, x)); },
-        [&](int64_t, float4 q) {
-          PushSoftmax(st, ApplyEw(pre, q.x));
-          PushSoftmax(st, ApplyEw(pre, q.y));
-          PushSoftmax(st, ApplyEw(pre, q.z));
-          PushSoftmax(st, ApplyEw(pre, q.w));
+        [&](int64_t, C x) { PushSoftmax(st, ApplyEw(pre, x)); },
+        [&](int64_t, C (&x)[kVecElems<S>]) {
+          ApplyEwN(pre, x);
+#pragma unroll
+          for (int k = 0; k < kVecElems<S>; ++k) PushSoftmax(st, x[k]);
         });
-    st = detail::BlockReduce(st, detail::SoftmaxMergeOp{}, detail::EmptySoftmaxStat(), scratch);
+    st = detail::BlockReduce(st, detail::SoftmaxMergeOp{}, detail::EmptySoftmaxStat<C>(), scratch);
     if (threadIdx.x == 0) d_stats[seg] = st;
     __syncthreads();  // scratch is reused by the next segment
   }
   detail::AllowDependentGrids();
 }
 
+template <typename S>
 __global__ void __launch_bounds__(kRowThreads, kRowBlockMinBlocksPerSm)
-    SoftmaxNormBlockKernel(const float* d_in, float* d_out,
-                           const SoftmaxStat* d_stats, int64_t rows, int64_t cols,
+    SoftmaxNormBlockKernel(const S* d_in, S* d_out,
+                           const SoftmaxStat<ComputeOf<S>>* d_stats, int64_t rows, int64_t cols,
                            int64_t splits, int64_t seg_len, EwProgram pre, bool out_vec) {
-  __shared__ SoftmaxStat row_stat;
+  using C = ComputeOf<S>;
+  __shared__ SoftmaxStat<C> row_stat;
   const int64_t segments = rows * splits;
 
   // Prologue, independent of the statistics: the start of this block's first segment towards
@@ -211,7 +222,7 @@ __global__ void __launch_bounds__(kRowThreads, kRowBlockMinBlocksPerSm)
 
     // One warp merges the row's segment statistics (splits is at most a few hundred).
     if (threadIdx.x < kWarpSize) {
-      SoftmaxStat st = detail::EmptySoftmaxStat();
+      SoftmaxStat<C> st = detail::EmptySoftmaxStat<C>();
       // Unrolled so several partials are in flight: splits reaches a few hundred.
 #pragma unroll 4
       for (int64_t k = threadIdx.x; k < splits; k += kWarpSize) {
@@ -221,21 +232,20 @@ __global__ void __launch_bounds__(kRowThreads, kRowBlockMinBlocksPerSm)
       if (threadIdx.x == 0) row_stat = st;
     }
     __syncthreads();
-    const SoftmaxStat st = row_stat;
-    const float inv = InverseSum(st);
+    const SoftmaxStat<C> st = row_stat;
+    const C inv = InverseSum(st);
 
     // out and in rows differ by the constant d_out - d_in, so out + i is 16-byte aligned for
     // every body vector exactly when out_vec says so.
-    float* out = d_out + row * cols + begin;
+    S* out = d_out + row * cols + begin;
     detail::VisitSegment<kRowUnroll>(
         d_in + row * cols + begin, len, threadIdx.x, blockDim.x,
-        [&](int64_t i, float x) { out[i] = expf(ApplyEw(pre, x) - st.m) * inv; },
-        [&](int64_t i, float4 q) {
-          const float4 y = {expf(ApplyEw(pre, q.x) - st.m) * inv,
-                            expf(ApplyEw(pre, q.y) - st.m) * inv,
-                            expf(ApplyEw(pre, q.z) - st.m) * inv,
-                            expf(ApplyEw(pre, q.w) - st.m) * inv};
-          detail::StoreFloat4(out + i, y, out_vec);
+        [&](int64_t i, C x) { detail::StoreElem(out + i, detail::MathExp(ApplyEw(pre, x) - st.m) * inv); },
+        [&](int64_t i, C (&x)[kVecElems<S>]) {
+          ApplyEwN(pre, x);
+#pragma unroll
+          for (int k = 0; k < kVecElems<S>; ++k) x[k] = detail::MathExp(x[k] - st.m) * inv;
+          detail::StoreVec<S>(out + i, x, out_vec);
         });
     __syncthreads();  // row_stat is rewritten for the next segment
   }
@@ -247,11 +257,13 @@ __global__ void __launch_bounds__(kRowThreads, kRowBlockMinBlocksPerSm)
 // Statistics {max, sum of exp(x - max)} of each segment of at most kSegmentCols columns.
 // -inf elements contribute exactly 0, so an all -inf segment gives {-inf, 0} (not NaN) and
 // drops out of the row's merge; a NaN element makes s NaN.
+template <typename S>
 __global__ void __launch_bounds__(kRowThreads, kRowBlockMinBlocksPerSm)
-    SoftmaxStatsSegmentKernel(const float* d_in, SoftmaxStat* d_stats, int64_t rows,
+    SoftmaxStatsSegmentKernel(const S* d_in, SoftmaxStat<ComputeOf<S>>* d_stats, int64_t rows,
                               int64_t cols, int64_t splits, int seg_len, EwProgram pre) {
-  __shared__ float scratch_max[kWarpSize];
-  __shared__ float scratch_sum[kWarpSize];
+  using C = ComputeOf<S>;
+  __shared__ C scratch_max[kWarpSize];
+  __shared__ C scratch_sum[kWarpSize];
   const int64_t segments = rows * splits;
   // Before the first read of d_in and the first write of d_stats (see the top of the file).
   detail::WaitForPrimaryGrids();
@@ -266,33 +278,35 @@ __global__ void __launch_bounds__(kRowThreads, kRowBlockMinBlocksPerSm)
     const int64_t row = seg / splits;
     const int64_t begin = (seg - row * splits) * seg_len;
     const int len = static_cast<int>(min(static_cast<int64_t>(seg_len), cols - begin));
-    float x[kSegmentPerThread];
+    C x[kSegmentPerThread];
     detail::LoadResident(d_in + row * cols + begin, len, true, threadIdx.x, blockDim.x, pre, x);
-    float m = -INFINITY;
+    C m = -detail::Infinity<C>();
 #pragma unroll
     for (int k = 0; k < kSegmentPerThread; ++k) {
-      if (threadIdx.x + k * blockDim.x < len) m = fmaxf(m, x[k]);
+      if (threadIdx.x + k * blockDim.x < len) m = detail::MathMax(m, x[k]);
     }
-    m = detail::RowAllReduceAlternating<true>(m, detail::MaxOp{}, -INFINITY, blockDim.x,
+    m = detail::RowAllReduceAlternating<true>(m, detail::MaxOp{}, -detail::Infinity<C>(), blockDim.x,
                                               scratch_max);
-    float s = 0.0f;
+    C s = C(0);
 #pragma unroll
     for (int k = 0; k < kSegmentPerThread; ++k) {
-      if (threadIdx.x + k * blockDim.x < len && x[k] != -INFINITY) s += expf(x[k] - m);
+      if (threadIdx.x + k * blockDim.x < len && x[k] != -detail::Infinity<C>()) s += detail::MathExp(x[k] - m);
     }
-    s = detail::RowAllReduceAlternating<true>(s, detail::SumOp{}, 0.0f, blockDim.x,
+    s = detail::RowAllReduceAlternating<true>(s, detail::SumOp{}, C(0), blockDim.x,
                                               scratch_sum);
     if (threadIdx.x == 0) d_stats[seg] = {m, s};
   }
 }
 
+template <typename S>
 __global__ void __launch_bounds__(kRowThreads, kRowBlockMinBlocksPerSm)
-    SoftmaxNormSegmentKernel(const float* d_in, float* d_out, const SoftmaxStat* d_stats,
+    SoftmaxNormSegmentKernel(const S* d_in, S* d_out, const SoftmaxStat<ComputeOf<S>>* d_stats,
                              int64_t rows, int64_t cols, int64_t splits, int seg_len,
                              EwProgram pre) {
-  __shared__ SoftmaxStat row_stat;
+  using C = ComputeOf<S>;
+  __shared__ SoftmaxStat<C> row_stat;
   const int64_t segments = rows * splits;
-  float x[kSegmentPerThread];
+  C x[kSegmentPerThread];
   auto load = [&](int64_t seg) {
     const int64_t row = seg / splits;
     const int64_t begin = (seg - row * splits) * seg_len;
@@ -316,31 +330,31 @@ __global__ void __launch_bounds__(kRowThreads, kRowBlockMinBlocksPerSm)
     // One warp merges the row's statistics: the max first, then the rescaled sums, so the
     // expf calls are independent rather than a chain of pairwise merges.
     if (threadIdx.x < kWarpSize) {
-      const SoftmaxStat* st = d_stats + row * splits;
-      float m = -INFINITY;
+      const SoftmaxStat<C>* st = d_stats + row * splits;
+      C m = -detail::Infinity<C>();
 #pragma unroll 4
       for (int64_t k = threadIdx.x; k < splits; k += kWarpSize) {
-        m = fmaxf(m, detail::LoadThroughL2(&st[k]).m);
+        m = detail::MathMax(m, detail::LoadThroughL2(&st[k]).m);
       }
       m = detail::WarpAllReduce(m, detail::MaxOp{});
-      float s = 0.0f;
+      C s = C(0);
 #pragma unroll 4
       for (int64_t k = threadIdx.x; k < splits; k += kWarpSize) {
-        const SoftmaxStat p = detail::LoadThroughL2(&st[k]);
+        const SoftmaxStat<C> p = detail::LoadThroughL2(&st[k]);
         // An empty ({-inf, 0}) segment adds 0, even when m is -inf too (exp would give NaN).
-        s += p.s == 0.0f ? 0.0f : p.s * expf(p.m - m);
+        s += p.s == C(0) ? C(0) : p.s * detail::MathExp(p.m - m);
       }
       s = detail::WarpAllReduce(s, detail::SumOp{});
       if (threadIdx.x == 0) row_stat = {m, s};
     }
     __syncthreads();
-    const SoftmaxStat st = row_stat;
-    const float inv = InverseSum(st);
-    float* out = d_out + row * cols + begin;
+    const SoftmaxStat<C> st = row_stat;
+    const C inv = InverseSum(st);
+    S* out = d_out + row * cols + begin;
 #pragma unroll
     for (int k = 0; k < kSegmentPerThread; ++k) {
       const int i = threadIdx.x + k * blockDim.x;
-      if (i < len) out[i] = expf(x[k] - st.m) * inv;
+      if (i < len) detail::StoreElem(out + i, detail::MathExp(x[k] - st.m) * inv);
     }
     __syncthreads();  // row_stat is rewritten for the next segment
   }
@@ -348,17 +362,19 @@ __global__ void __launch_bounds__(kRowThreads, kRowBlockMinBlocksPerSm)
 }
 
 // The one sizing/dispatch path, for launching and for describing.
-cudaError_t DispatchRowSoftmax(const float* d_in, float* d_out, int64_t rows, int64_t cols,
+template <typename S>
+cudaError_t DispatchRowSoftmax(const S* d_in, S* d_out, int64_t rows, int64_t cols,
                                const EwProgram& pre, void* d_workspace,
                                detail::Launcher& launch) {
+  using C = ComputeOf<S>;
   const int mp = launch.config().multiprocessors;
-  const detail::RowPlan plan = detail::PlanRows(rows, cols, mp, sizeof(SoftmaxStat));
-  auto* d_stats = static_cast<SoftmaxStat*>(d_workspace);
+  const detail::RowPlan plan = detail::PlanRows(rows, cols, mp, sizeof(SoftmaxStat<C>));
+  auto* d_stats = static_cast<SoftmaxStat<C>*>(d_workspace);
   if (cols <= detail::kResidentMaxCols) {
     const int c = static_cast<int>(cols);
     if (plan.group && cols <= int64_t{plan.lanes} * detail::kResidentShortPerThread) {
       const int64_t grid = detail::CapGrid(detail::CeilDiv(rows, kRowThreads / plan.lanes), mp);
-      return launch("softmax.rows", SoftmaxRowsKernel<detail::kResidentShortPerThread, false>, grid,
+      return launch("softmax.rows", SoftmaxRowsKernel<S, detail::kResidentShortPerThread, false>, grid,
                     kRowThreads, d_in, d_out, rows, c, plan.lanes, pre);
     }
     // Longer rows: a block per row (many blocks, all of a row's loads in flight at once).
@@ -367,10 +383,10 @@ cudaError_t DispatchRowSoftmax(const float* d_in, float* d_out, int64_t rows, in
       const int threads = cols <= int64_t{kNarrowRowThreads} * detail::kResidentMidPerThread
                               ? kNarrowRowThreads
                               : kRowThreads;
-      return launch("softmax.rows", SoftmaxRowsKernel<detail::kResidentMidPerThread, true>, grid,
+      return launch("softmax.rows", SoftmaxRowsKernel<S, detail::kResidentMidPerThread, true>, grid,
                     threads, d_in, d_out, rows, c, threads, pre);
     }
-    return launch("softmax.rows", SoftmaxRowsKernel<detail::kResidentPerThread, true>, grid,
+    return launch("softmax.rows", SoftmaxRowsKernel<S, detail::kResidentPerThread, true>, grid,
                   kRowThreads, d_in, d_out, rows, c, kRowThreads, pre);
   }
 
@@ -380,19 +396,19 @@ cudaError_t DispatchRowSoftmax(const float* d_in, float* d_out, int64_t rows, in
   // Few long rows: split into segments that fit in registers when that many segments are
   // wanted anyway; otherwise the streaming kernels over the plan's segments.
   const detail::RowPlan seg_plan =
-      detail::PlanRows(rows, cols, mp, sizeof(SoftmaxStat), kSegmentCols);
+      detail::PlanRows(rows, cols, mp, sizeof(SoftmaxStat<C>), kSegmentCols);
   if (!seg_plan.group && seg_plan.seg_len <= kSegmentCols) {
     for (int64_t row0 = 0; row0 < rows; row0 += seg_plan.batch_rows) {
       const int64_t n_rows = std::min(seg_plan.batch_rows, rows - row0);
-      const float* in = detail::Advance(d_in, row0 * cols);
-      float* out = detail::Advance(d_out, row0 * cols);
+      const S* in = detail::Advance(d_in, row0 * cols);
+      S* out = detail::Advance(d_out, row0 * cols);
       const int seg_len = static_cast<int>(seg_plan.seg_len);
       const int64_t grid = detail::CapGrid(n_rows * seg_plan.splits, mp);
-      cudaError_t err = launch("softmax.stats", SoftmaxStatsSegmentKernel, grid, kRowThreads, in,
+      cudaError_t err = launch("softmax.stats", SoftmaxStatsSegmentKernel<S>, grid, kRowThreads, in,
                                d_stats, n_rows, cols, seg_plan.splits, seg_len, pre);
       if (err != cudaSuccess) return err;
-      err = launch("softmax.normalize", SoftmaxNormSegmentKernel, grid, kRowThreads, in, out,
-                   static_cast<const SoftmaxStat*>(d_stats), n_rows, cols, seg_plan.splits,
+      err = launch("softmax.normalize", SoftmaxNormSegmentKernel<S>, grid, kRowThreads, in, out,
+                   static_cast<const SoftmaxStat<C>*>(d_stats), n_rows, cols, seg_plan.splits,
                    seg_len, pre);
       if (err != cudaSuccess) return err;
     }
@@ -401,25 +417,25 @@ cudaError_t DispatchRowSoftmax(const float* d_in, float* d_out, int64_t rows, in
 
   for (int64_t row0 = 0; row0 < rows; row0 += plan.batch_rows) {
     const int64_t n_rows = std::min(plan.batch_rows, rows - row0);
-    const float* in = detail::Advance(d_in, row0 * cols);
-    float* out = detail::Advance(d_out, row0 * cols);
+    const S* in = detail::Advance(d_in, row0 * cols);
+    S* out = detail::Advance(d_out, row0 * cols);
     cudaError_t err;
     if (plan.group) {
       const int64_t grid =
           detail::CapGrid(detail::CeilDiv(n_rows, kRowThreads / plan.lanes), mp);
-      err = launch("softmax.stats", SoftmaxStatsGroupKernel, grid, kRowThreads, in, d_stats,
+      err = launch("softmax.stats", SoftmaxStatsGroupKernel<S>, grid, kRowThreads, in, d_stats,
                    n_rows, static_cast<int>(cols), plan.lanes, pre);
       if (err != cudaSuccess) return err;
-      err = launch("softmax.normalize", SoftmaxNormGroupKernel, grid, kRowThreads, in, out,
-                   static_cast<const SoftmaxStat*>(d_stats), n_rows, static_cast<int>(cols),
+      err = launch("softmax.normalize", SoftmaxNormGroupKernel<S>, grid, kRowThreads, in, out,
+                   static_cast<const SoftmaxStat<C>*>(d_stats), n_rows, static_cast<int>(cols),
                    plan.lanes, pre);
     } else {
       const int64_t grid = detail::CapGrid(n_rows * plan.splits, mp);
-      err = launch("softmax.stats", SoftmaxStatsBlockKernel, grid, kRowThreads, in, d_stats,
+      err = launch("softmax.stats", SoftmaxStatsBlockKernel<S>, grid, kRowThreads, in, d_stats,
                    n_rows, cols, plan.splits, plan.seg_len, pre);
       if (err != cudaSuccess) return err;
-      err = launch("softmax.normalize", SoftmaxNormBlockKernel, grid, kRowThreads, in, out,
-                   static_cast<const SoftmaxStat*>(d_stats), n_rows, cols, plan.splits,
+      err = launch("softmax.normalize", SoftmaxNormBlockKernel<S>, grid, kRowThreads, in, out,
+                   static_cast<const SoftmaxStat<C>*>(d_stats), n_rows, cols, plan.splits,
                    plan.seg_len, pre, out_vec);
     }
     if (err != cudaSuccess) return err;
@@ -427,26 +443,40 @@ cudaError_t DispatchRowSoftmax(const float* d_in, float* d_out, int64_t rows, in
   return cudaSuccess;
 }
 
+// The op's dtype dispatch: float32, float64, float16.
+cudaError_t DispatchRowSoftmaxType(const void* d_in, ElementType type, void* d_out,
+                                   int64_t rows, int64_t cols, const EwProgram& pre,
+                                   void* d_workspace, detail::Launcher& launch) {
+  return detail::DispatchType<true, true, false>(type, [&](auto tag) {
+    using S = decltype(tag);
+    return DispatchRowSoftmax<S>(static_cast<const S*>(d_in), static_cast<S*>(d_out), rows,
+                                 cols, pre, d_workspace, launch);
+  });
+}
+
 }  // namespace
 
-cudaError_t RowSoftmax(const float* d_in, float* d_out, int64_t rows, int64_t cols,
-                       const EwProgram& pre, void* d_workspace, size_t workspace_bytes,
-                       const LaunchConfig& config, int* kernels) {
+cudaError_t RowSoftmax(const void* d_in, ElementType in_type, void* d_out, int64_t rows,
+                       int64_t cols, const EwProgram& pre, void* d_workspace,
+                       size_t workspace_bytes, const LaunchConfig& config, int* kernels) {
   detail::Launcher launch(config, kernels);
-  if (const cudaError_t err = detail::ValidateRowArgs(d_in, d_out, rows, cols, pre, d_workspace,
-                                                      workspace_bytes, config);
+  if (!IsFloatingPoint(in_type)) return cudaErrorInvalidValue;
+  if (const cudaError_t err =
+          detail::ValidateRowArgs(d_in, in_type, d_out, in_type, rows, cols, pre, d_workspace,
+                                  workspace_bytes, config);
       err != cudaSuccess) {
     return err;
   }
-  return DispatchRowSoftmax(d_in, d_out, rows, cols, pre, d_workspace, launch);
+  return DispatchRowSoftmaxType(d_in, in_type, d_out, rows, cols, pre, d_workspace, launch);
 }
 
-std::vector<KernelLaunchInfo> DescribeRowSoftmax(int64_t rows, int64_t cols,
+std::vector<KernelLaunchInfo> DescribeRowSoftmax(int64_t rows, int64_t cols, ElementType type,
                                                  const LaunchConfig& config) {
   std::vector<KernelLaunchInfo> out;
   if (detail::ValidateRowShape(rows, cols, config) != cudaSuccess) return out;
   detail::Launcher launch(config, &out);
-  (void)DispatchRowSoftmax(nullptr, nullptr, rows, cols, EwProgram{}, nullptr, launch);
+  (void)DispatchRowSoftmaxType(nullptr, type, nullptr, rows, cols, EwProgram{}, nullptr,
+                               launch);
   return out;
 }
 

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/common/half.h"
 
 namespace gpupipe::engine {
 namespace {
@@ -125,17 +126,67 @@ Chunk ChunkAt(const Plan& plan, const ChunkLayout& layout, int64_t index) {
 SplitRowCombiner::SplitRowCombiner(const Plan& plan, const ChunkLayout& layout)
     : step_(plan.steps.at(0)), cols_(layout.unit_elements) {}
 
-void SplitRowCombiner::Add(const Chunk& chunk, const void* partial, const float* input) {
+namespace {
+
+// One element of a float type (float32, float64, float16) as a double.
+double LoadFloat(const void* p, DType dtype) {
+  switch (dtype) {
+    case DType::kFloat64: {
+      double v = 0;
+      std::memcpy(&v, p, sizeof(v));
+      return v;
+    }
+    case DType::kFloat16: {
+      kernels::HalfBits h = 0;
+      std::memcpy(&h, p, sizeof(h));
+      return kernels::HalfToFloat(h);
+    }
+    default: {
+      float v = 0;
+      std::memcpy(&v, p, sizeof(v));
+      return v;
+    }
+  }
+}
+
+template <typename T>
+T LoadAs(const void* p) {
+  T v{};
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+// ApplyEw(program, x) in the compute type of `dtype` (float32 for float16), as a double (which
+// holds every value of each compute type exactly, so comparisons keep their order).
+double PrologueValue(const kernels::EwProgram& program, const char* input, int64_t index,
+                     DType dtype) {
+  switch (dtype) {
+    case DType::kFloat64:
+      return kernels::ApplyEw(program, LoadAs<double>(input + index * 8));
+    case DType::kFloat16:
+      return kernels::ApplyEw(
+          program, kernels::HalfToFloat(LoadAs<kernels::HalfBits>(input + index * 2)));
+    case DType::kInt32:
+      return kernels::ApplyEw(program, LoadAs<int32_t>(input + index * 4));
+    default:
+      return kernels::ApplyEw(program, LoadAs<float>(input + index * 4));
+  }
+}
+
+}  // namespace
+
+void SplitRowCombiner::Add(const Chunk& chunk, const void* partial, const void* input) {
   if (chunk.piece == 0) {
     acc_ = 0;
+    iacc_ = 0;
     seen_ = false;
     nan_ = false;
     best_index_ = 0;
   }
   if (step_.kind == StepKind::kRowArgmax) {
-    int64_t local = 0;
-    std::memcpy(&local, partial, sizeof(local));
-    const float v = kernels::ApplyEw(step_.program, input[chunk.in_offset + local]);
+    const int64_t local = LoadAs<int64_t>(partial);
+    const double v = PrologueValue(step_.program, static_cast<const char*>(input),
+                                   chunk.in_offset + local, step_.in_dtype);
     const int64_t column = chunk.in_offset - chunk.out_offset * cols_ + local;
     // The first maximum wins: a later piece replaces it only when strictly greater, or when it
     // holds the row's first NaN.
@@ -147,15 +198,28 @@ void SplitRowCombiner::Add(const Chunk& chunk, const void* partial, const float*
     seen_ = true;
     return;
   }
-  float p = 0;
-  std::memcpy(&p, partial, sizeof(p));
+  if (step_.in_dtype == DType::kInt32) {
+    if (step_.reduce == kernels::RowReduceKind::kSum) {
+      // int64 partial sums; the total wraps modulo 2^64 like the reference's accumulator.
+      iacc_ += static_cast<uint64_t>(LoadAs<int64_t>(partial));
+    } else {
+      const int32_t p = LoadAs<int32_t>(partial);
+      if (!seen_ || (step_.reduce == kernels::RowReduceKind::kMin ? p < iextreme_
+                                                                   : p > iextreme_)) {
+        iextreme_ = p;
+      }
+      seen_ = true;
+    }
+    return;
+  }
+  const double p = LoadFloat(partial, step_.out_dtype);
   switch (step_.reduce) {
     case kernels::RowReduceKind::kSum:
     case kernels::RowReduceKind::kMean:
-      acc_ += static_cast<double>(p);
+      acc_ += p;
       break;
     case kernels::RowReduceKind::kNorm2:
-      acc_ += static_cast<double>(p) * static_cast<double>(p);
+      acc_ += static_cast<long double>(p) * p;
       break;
     case kernels::RowReduceKind::kMin:
     case kernels::RowReduceKind::kMax:
@@ -172,22 +236,29 @@ void SplitRowCombiner::Add(const Chunk& chunk, const void* partial, const float*
 
 std::string SplitRowCombiner::Finish(const Chunk& chunk) {
   (void)chunk;
-  if (step_.kind == StepKind::kRowArgmax) {
-    return std::string(reinterpret_cast<const char*>(&best_index_), sizeof(best_index_));
+  const auto bytes = [](const auto& value) {
+    return std::string(reinterpret_cast<const char*>(&value), sizeof(value));
+  };
+  if (step_.kind == StepKind::kRowArgmax) return bytes(best_index_);
+  if (step_.in_dtype == DType::kInt32) {
+    if (step_.reduce == kernels::RowReduceKind::kSum) return bytes(static_cast<int64_t>(iacc_));
+    return bytes(iextreme_);
   }
-  float out = 0;
+  long double out = 0;
   switch (step_.reduce) {
-    case kernels::RowReduceKind::kSum: out = static_cast<float>(acc_); break;
-    case kernels::RowReduceKind::kMean:
-      out = static_cast<float>(acc_ / static_cast<double>(cols_));
-      break;
-    case kernels::RowReduceKind::kNorm2: out = static_cast<float>(std::sqrt(acc_)); break;
+    case kernels::RowReduceKind::kSum: out = acc_; break;
+    case kernels::RowReduceKind::kMean: out = acc_ / static_cast<long double>(cols_); break;
+    case kernels::RowReduceKind::kNorm2: out = std::sqrt(acc_); break;
     case kernels::RowReduceKind::kMin:
     case kernels::RowReduceKind::kMax:
-      out = nan_ ? std::numeric_limits<float>::quiet_NaN() : extreme_;
+      out = nan_ ? std::numeric_limits<double>::quiet_NaN() : extreme_;
       break;
   }
-  return std::string(reinterpret_cast<const char*>(&out), sizeof(out));
+  switch (step_.out_dtype) {
+    case DType::kFloat64: return bytes(static_cast<double>(out));
+    case DType::kFloat16: return bytes(kernels::FloatToHalf(static_cast<float>(out)));
+    default: return bytes(static_cast<float>(out));
+  }
 }
 
 }  // namespace gpupipe::engine

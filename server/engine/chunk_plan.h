@@ -84,28 +84,40 @@ Chunk ChunkAt(const Plan& plan, const ChunkLayout& layout, int64_t index);
 // Whether a plan may run kSplitRow: one reduction or argmax step.
 bool CanSplitRow(const Plan& plan);
 
-// Merges the per-piece partial results of kSplitRow chunks into each row's result, exactly as
-// the reference defines the op: sum and mean accumulate the partial sums in double; norm2 is
-// sqrt of the sum of the squared partial norms; min and max propagate NaN; argmax keeps the
-// first maximum (a NaN wins, the first NaN first) across pieces, comparing the values
-// ApplyEw(prologue, x) of each piece's winner.
+// Merges the per-piece partial results of kSplitRow chunks into each row's result, as the
+// reference defines the op. Partials come in the step's output dtype (what the piece's kernel
+// writes): float32, float64 or float16 for float reductions, int64 for sums of int32, int32
+// for int32 min and max, an int64 column for argmax.
+//  - float sum and mean add the partial sums in long double and round once to the output type
+//    (mean divides by the row length first); norm2 is sqrt of the sum of the squared partial
+//    norms. float16 partials were already rounded to float16 by their piece, so a split float16
+//    row is within float16's reduction tolerance of the reference, not bit-identical (and a
+//    piece whose partial sum exceeds float16's range gives inf);
+//  - float min and max propagate NaN; int32 min and max are exact;
+//  - int32 sums add the int64 partials modulo 2^64, as the reference's int64 accumulator, so
+//    they are exact;
+//  - argmax keeps the first maximum (a NaN wins, the first NaN first) across pieces, comparing
+//    ApplyEw(prologue, x) of each piece's winner in the compute type (float32 for float16,
+//    double for float64, int32 for int32): exact.
 //
 // Thread safety: none; one job's runner uses it.
 class SplitRowCombiner {
  public:
   SplitRowCombiner(const Plan& plan, const ChunkLayout& layout);
 
-  // Adds `chunk`'s partial: `partial` points to its one output value (a float, or an int64
-  // column within the piece for argmax); `input` is the whole job's input (for argmax values).
-  void Add(const Chunk& chunk, const void* partial, const float* input);
+  // Adds `chunk`'s partial: `partial` points to its one output value (see above); `input` is
+  // the whole job's input bytes, of the step's input dtype (for argmax values).
+  void Add(const Chunk& chunk, const void* partial, const void* input);
   // The row's result in the output dtype's bytes, after its last piece was added.
   std::string Finish(const Chunk& chunk);
 
  private:
   const PlanStep& step_;
   int64_t cols_;
-  double acc_ = 0;
-  float extreme_ = 0;
+  long double acc_ = 0;    // float sums
+  uint64_t iacc_ = 0;      // int32 sums, modulo 2^64
+  double extreme_ = 0;     // float min/max, argmax's best value
+  int32_t iextreme_ = 0;   // int32 min/max
   bool seen_ = false;
   bool nan_ = false;
   int64_t best_index_ = 0;

@@ -27,12 +27,39 @@ class Buffer {
   void Resize(size_t bytes) { words_.resize((bytes + 7) / 8); }
   void* data() { return words_.data(); }
   const void* data() const { return words_.data(); }
-  float* f32() { return reinterpret_cast<float*>(words_.data()); }
   void swap(Buffer& other) { words_.swap(other.words_); }
 
  private:
   std::vector<uint64_t> words_;
 };
+
+// Runs one elementwise or prologue-taking row step from `in` into `out` (sized for the step's
+// output). A row step applies its prologue in the compute type first, as the kernels do on load
+// (RunWithPrologue). False where the reference lacks the step's dtype.
+bool RunStep(const PlanStep& step, const void* in, void* out) {
+  namespace cpu = kernels::cpu;
+  const kernels::ElementType in_type = ToElementType(step.in_dtype);
+  if (step.kind == StepKind::kElementwise) {
+    return cpu::Elementwise(in, in_type, out, step.input_elements(), step.program);
+  }
+  return cpu::RunWithPrologue(
+      in, in_type, step.input_elements(), step.program, out, ToElementType(step.out_dtype),
+      step.output_elements(), [&](const void* x, kernels::ElementType type, void* y) {
+        switch (step.kind) {
+          case StepKind::kRowReduce:
+            return cpu::RowReduce(x, type, y, step.rows, step.cols, step.reduce);
+          case StepKind::kRowArgmax:
+            return cpu::RowArgmax(x, type, static_cast<int64_t*>(y), step.rows, step.cols);
+          case StepKind::kRowSoftmax:
+            return cpu::RowSoftmax(x, type, y, step.rows, step.cols);
+          case StepKind::kRowNormalize:
+            return cpu::RowNormalize(x, type, y, step.rows, step.cols, step.normalize);
+          default:
+            break;
+        }
+        return false;
+      });
+}
 
 // Runs `plan` on the input bytes at `input` (plan.input_elements of the first step's dtype)
 // with the reference ops; the result, in the plan's output dtype, is in `*current`. Adds each
@@ -47,39 +74,14 @@ absl::Status RunPlanOnHost(const Plan& plan, const char* input, Buffer* current,
   auto step_start = Clock::now();
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     const PlanStep& step = plan.steps[i];
-    // Row ops apply their prologue program first, as the kernels do on load.
-    if (step.kind != StepKind::kElementwise && !step.resizes()) {
-      kernels::cpu::Elementwise(current->f32(), current->f32(), step.input_elements(),
-                                step.program);
-    }
     next.Resize(static_cast<size_t>(step.output_elements() * step.output_itemsize()));
-    switch (step.kind) {
-      case StepKind::kElementwise:
-        kernels::cpu::Elementwise(current->f32(), next.f32(), step.input_elements(),
-                                  step.program);
-        break;
-      case StepKind::kRowReduce:
-        kernels::cpu::RowReduce(current->f32(), next.f32(), step.rows, step.cols, step.reduce);
-        break;
-      case StepKind::kRowArgmax:
-        kernels::cpu::RowArgmax(current->f32(), static_cast<int64_t*>(next.data()), step.rows,
-                                step.cols);
-        break;
-      case StepKind::kRowSoftmax:
-        kernels::cpu::RowSoftmax(current->f32(), next.f32(), step.rows, step.cols);
-        break;
-      case StepKind::kRowNormalize:
-        kernels::cpu::RowNormalize(current->f32(), next.f32(), step.rows, step.cols,
-                                   step.normalize);
-        break;
-      case StepKind::kRowCumsum:
-      case StepKind::kRowHistogram:
-      case StepKind::kRowConvolve:
-      case StepKind::kRowTopk:
-        if (absl::Status s = RunRowResizeOnCpu(step, current->data(), next.data()); !s.ok()) {
-          return s;
-        }
-        break;
+    if (step.resizes()) {
+      if (absl::Status s = RunRowResizeOnCpu(step, current->data(), next.data()); !s.ok()) {
+        return s;
+      }
+    } else if (!RunStep(step, current->data(), next.data())) {
+      return absl::InternalError(absl::StrCat("the CPU reference has no ", step.ops, " for ",
+                                              DTypeName(step.in_dtype)));
     }
     current->swap(next);
     const auto now = Clock::now();
@@ -167,7 +169,7 @@ class CpuBackend final : public Backend {
       if (k == layout->chunk_count - 1) timing->output_ready = Clock::now();
       bool delivered = true;
       if (layout->mode == ChunkLayout::Mode::kSplitRow) {
-        combiner.Add(chunk, result, reinterpret_cast<const float*>(all));
+        combiner.Add(chunk, result, all);
         if (chunk.last_piece) {
           const std::string row = combiner.Finish(chunk);
           delivered = emit(chunk.out_offset * layout->out_itemsize, row.data(),

@@ -18,6 +18,17 @@ inline kernels::ElementType ToElementType(DType dtype) {
   return kernels::ElementType::kFloat32;
 }
 
+inline DType ToDType(kernels::ElementType type) {
+  switch (type) {
+    case kernels::ElementType::kFloat32: return DType::kFloat32;
+    case kernels::ElementType::kFloat64: return DType::kFloat64;
+    case kernels::ElementType::kFloat16: return DType::kFloat16;
+    case kernels::ElementType::kInt32: return DType::kInt32;
+    case kernels::ElementType::kInt64: return DType::kInt64;
+  }
+  return DType::kFloat32;
+}
+
 inline kernels::ConvolveMode ToKernelConvolveMode(ConvolveMode mode) {
   switch (mode) {
     case ConvolveMode::kFull: return kernels::ConvolveMode::kFull;

@@ -9,48 +9,54 @@ namespace gpupipe::engine {
 
 const std::vector<OpInfo>& OpCatalog() {
   constexpr double kInf = std::numeric_limits<double>::infinity();
-  const std::vector<DType> f32 = {DType::kFloat32};
+  // Float ops take every float type (float16 computes in float32); ops closed over the
+  // integers also take int32.
+  const std::vector<DType> floats = {DType::kFloat32, DType::kFloat64, DType::kFloat16};
   const std::vector<DType> numeric = {DType::kFloat32, DType::kFloat64, DType::kFloat16,
                                       DType::kInt32};
-  const std::vector<DType> floats = {DType::kFloat32, DType::kFloat64, DType::kFloat16};
   static const auto* catalog = new std::vector<OpInfo>{
       {OpKind::kAffine, "affine", OpClass::kElementwise,
        "y = alpha * x + beta, computed as one fused multiply-add",
-       {{"alpha", 1.0, "scale"}, {"beta", 0.0, "offset"}}, f32},
+       {{"alpha", 1.0, "scale"}, {"beta", 0.0, "offset"}}, floats},
       {OpKind::kScale, "scale", OpClass::kElementwise, "y = alpha * x",
-       {{"alpha", 1.0, "scale"}}, f32},
-      {OpKind::kAdd, "add", OpClass::kElementwise, "y = x + value", {{"value", 0.0, "offset"}},
-       f32},
-      {OpKind::kRelu, "relu", OpClass::kElementwise, "y = max(x, 0); NaN stays NaN", {}, f32},
-      {OpKind::kClamp, "clamp", OpClass::kElementwise, "y = np.clip(x, lo, hi); NaN stays NaN",
-       {{"lo", -kInf, "lower bound"}, {"hi", kInf, "upper bound"}}, f32},
-      {OpKind::kAbs, "abs", OpClass::kElementwise, "y = |x|", {}, f32},
+       {{"alpha", 1.0, "scale"}}, floats},
+      {OpKind::kAdd, "add", OpClass::kElementwise,
+       "y = x + value; int32 wraps around (value must be an int32 integer)",
+       {{"value", 0.0, "offset"}}, numeric},
+      {OpKind::kRelu, "relu", OpClass::kElementwise, "y = max(x, 0); NaN stays NaN", {}, numeric},
+      {OpKind::kClamp, "clamp", OpClass::kElementwise,
+       "y = np.clip(x, lo, hi); NaN stays NaN; for int32, finite bounds must be integers",
+       {{"lo", -kInf, "lower bound"}, {"hi", kInf, "upper bound"}}, numeric},
+      {OpKind::kAbs, "abs", OpClass::kElementwise, "y = |x|; int32 abs(-2^31) wraps to -2^31", {},
+       numeric},
       {OpKind::kSqrt, "sqrt", OpClass::kElementwise, "y = sqrt(x), correctly rounded; NaN below 0",
-       {}, f32},
-      {OpKind::kExp, "exp", OpClass::kElementwise, "y = exp(x)", {}, f32},
-      {OpKind::kLog, "log", OpClass::kElementwise, "y = ln(x); -inf at 0, NaN below 0", {}, f32},
-      {OpKind::kSigmoid, "sigmoid", OpClass::kElementwise, "y = 1 / (1 + exp(-x))", {}, f32},
-      {OpKind::kTanh, "tanh", OpClass::kElementwise, "y = tanh(x)", {}, f32},
+       {}, floats},
+      {OpKind::kExp, "exp", OpClass::kElementwise, "y = exp(x)", {}, floats},
+      {OpKind::kLog, "log", OpClass::kElementwise, "y = ln(x); -inf at 0, NaN below 0", {}, floats},
+      {OpKind::kSigmoid, "sigmoid", OpClass::kElementwise, "y = 1 / (1 + exp(-x))", {}, floats},
+      {OpKind::kTanh, "tanh", OpClass::kElementwise, "y = tanh(x)", {}, floats},
       {OpKind::kPow, "pow", OpClass::kElementwise, "y = x ** p",
-       {{"p", 1.0, "exponent", /*required=*/true}}, f32},
+       {{"p", 1.0, "exponent", /*required=*/true}}, floats},
       {OpKind::kSum, "sum", OpClass::kRowReduction,
-       "sum along the last axis (removes it); float32 accumulation in a tree order", {}, f32},
+       "sum along the last axis (removes it); accumulation in the compute type in a tree order "
+       "(float32 for float16); int32 sums are int64",
+       {}, numeric},
       {OpKind::kMin, "min", OpClass::kRowReduction,
-       "minimum along the last axis; NaN if the row holds one", {}, f32},
+       "minimum along the last axis; NaN if the row holds one", {}, numeric},
       {OpKind::kMax, "max", OpClass::kRowReduction,
-       "maximum along the last axis; NaN if the row holds one", {}, f32},
-      {OpKind::kMean, "mean", OpClass::kRowReduction, "mean along the last axis", {}, f32},
+       "maximum along the last axis; NaN if the row holds one", {}, numeric},
+      {OpKind::kMean, "mean", OpClass::kRowReduction, "mean along the last axis", {}, floats},
       {OpKind::kNorm2, "norm2", OpClass::kRowReduction,
-       "Euclidean norm along the last axis, sqrt(sum(x^2))", {}, f32},
+       "Euclidean norm along the last axis, sqrt(sum(x^2))", {}, floats},
       {OpKind::kArgmax, "argmax", OpClass::kRowReduction,
        "index of the first maximum along the last axis (a NaN is the maximum); int64 result", {},
-       f32},
+       numeric},
       {OpKind::kSoftmax, "softmax", OpClass::kRowMultipass,
-       "exp(x - max) / sum(exp(x - max)) along the last axis", {}, f32},
+       "exp(x - max) / sum(exp(x - max)) along the last axis", {}, floats},
       {OpKind::kL2Normalize, "l2normalize", OpClass::kRowMultipass,
-       "x / norm2(x) along the last axis; a zero row gives NaN", {}, f32},
+       "x / norm2(x) along the last axis; a zero row gives NaN", {}, floats},
       {OpKind::kStandardize, "standardize", OpClass::kRowMultipass,
-       "(x - mean) / std along the last axis, population std; a constant row gives NaN", {}, f32},
+       "(x - mean) / std along the last axis, population std; a constant row gives NaN", {}, floats},
       {OpKind::kCumsum, "cumsum", OpClass::kRowScan,
        "np.cumsum along the last axis (same shape); float16 accumulates in float32, int32 gives "
        "int64",
@@ -99,14 +105,17 @@ const char* OpClassName(OpClass op_class) {
 
 bool IsElementwise(OpKind kind) { return GetOpInfo(kind).op_class == OpClass::kElementwise; }
 
-DType OpOutputDType(const OpSpec& op, DType in) {
-  switch (op.kind) {
+DType OpOutputDType(OpKind kind, DType dtype) {
+  switch (kind) {
     case OpKind::kArgmax:
     case OpKind::kHistogram: return DType::kInt64;
-    case OpKind::kCumsum: return in == DType::kInt32 ? DType::kInt64 : in;
-    default: return in;
+    case OpKind::kSum:
+    case OpKind::kCumsum: return dtype == DType::kInt32 ? DType::kInt64 : dtype;
+    default: return dtype;
   }
 }
+
+DType OpOutputDType(const OpSpec& op, DType in) { return OpOutputDType(op.kind, in); }
 
 int64_t OpOutputCols(const OpSpec& op, int64_t cols) {
   const auto m = static_cast<int64_t>(op.taps.size());

@@ -45,6 +45,9 @@ bool IsElementwise(OpKind kind);
 // planner: the dtype an op leaves for `in`, and the last axis it leaves for a row of `cols`
 // (cols itself for ops that keep it; not meaningful for reductions, which remove it).
 DType OpOutputDType(const OpSpec& op, DType in);
+// The dtype `kind` writes for input `dtype` (NumPy's): argmax and histogram give int64, a sum
+// or cumsum of int32 gives int64, everything else keeps its input's dtype.
+DType OpOutputDType(OpKind kind, DType dtype);
 int64_t OpOutputCols(const OpSpec& op, int64_t cols);
 const char* OpClassName(OpClass op_class);  // "elementwise", ...
 // "affine, relu, sum, softmax"

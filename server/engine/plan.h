@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "kernels/common/elementwise_program.h"
 #include "kernels/common/row_ops.h"
+#include "server/engine/kernel_types.h"  // ToElementType: the kernels' name for a dtype
 #include "server/engine/types.h"
 
 namespace gpupipe::engine {
@@ -34,8 +35,10 @@ struct PlanStep {
   int64_t rows = 1;  // elementwise steps: 1 row of all elements
   int64_t cols = 1;
   std::string ops;  // the ops this step runs, e.g. "affine+relu+softmax"
+  // Element types the step reads and writes (ToElementType gives the kernels' name). The
+  // output differs for argmax and histogram (int64) and for sums and cumsums of int32 (int64).
   DType in_dtype = DType::kFloat32;
-  DType out_dtype = DType::kFloat32;  // argmax and histogram: int64; cumsum of int32: int64
+  DType out_dtype = DType::kFloat32;
   // kRowCumsum .. kRowTopk: the op with its parameters, and the row length it leaves.
   OpSpec op;
   int64_t out_cols = 0;

@@ -10,23 +10,23 @@ namespace gpupipe::engine {
 namespace {
 
 // scale and add are affine instructions: fma(alpha, x, 0) and fma(1, x, value) round once,
-// exactly like alpha * x and x + value.
+// exactly like alpha * x and x + value (and for int32, 1 * x + value wraps like x + value).
+// Parameters stay doubles; each compute type converts them (kernels::EwParam).
 kernels::EwInstr ToInstr(const OpSpec& op) {
   using kernels::EwOpcode;
-  const auto f = [](double v) { return static_cast<float>(v); };
   switch (op.kind) {
-    case OpKind::kAffine: return {EwOpcode::kAffine, f(op.alpha), f(op.beta)};
-    case OpKind::kScale: return {EwOpcode::kAffine, f(op.alpha), 0.0f};
-    case OpKind::kAdd: return {EwOpcode::kAffine, 1.0f, f(op.value)};
-    case OpKind::kRelu: return {EwOpcode::kRelu, 0.0f, 0.0f};
-    case OpKind::kClamp: return {EwOpcode::kClamp, f(op.lo), f(op.hi)};
-    case OpKind::kAbs: return {EwOpcode::kAbs, 0.0f, 0.0f};
-    case OpKind::kSqrt: return {EwOpcode::kSqrt, 0.0f, 0.0f};
-    case OpKind::kExp: return {EwOpcode::kExp, 0.0f, 0.0f};
-    case OpKind::kLog: return {EwOpcode::kLog, 0.0f, 0.0f};
-    case OpKind::kSigmoid: return {EwOpcode::kSigmoid, 0.0f, 0.0f};
-    case OpKind::kTanh: return {EwOpcode::kTanh, 0.0f, 0.0f};
-    case OpKind::kPow: return {EwOpcode::kPow, f(op.p), 0.0f};
+    case OpKind::kAffine: return {EwOpcode::kAffine, op.alpha, op.beta};
+    case OpKind::kScale: return {EwOpcode::kAffine, op.alpha, 0.0};
+    case OpKind::kAdd: return {EwOpcode::kAffine, 1.0, op.value};
+    case OpKind::kRelu: return {EwOpcode::kRelu, 0.0, 0.0};
+    case OpKind::kClamp: return {EwOpcode::kClamp, op.lo, op.hi};
+    case OpKind::kAbs: return {EwOpcode::kAbs, 0.0, 0.0};
+    case OpKind::kSqrt: return {EwOpcode::kSqrt, 0.0, 0.0};
+    case OpKind::kExp: return {EwOpcode::kExp, 0.0, 0.0};
+    case OpKind::kLog: return {EwOpcode::kLog, 0.0, 0.0};
+    case OpKind::kSigmoid: return {EwOpcode::kSigmoid, 0.0, 0.0};
+    case OpKind::kTanh: return {EwOpcode::kTanh, 0.0, 0.0};
+    case OpKind::kPow: return {EwOpcode::kPow, op.p, 0.0};
     default:
       break;
   }
@@ -51,7 +51,7 @@ class PlanBuilder {
     if (shape_.empty()) return absl::InternalError("row op on a scalar passed validation");
     step.program = pending_;
     step.in_dtype = dtype_;
-    step.out_dtype = step.kind == StepKind::kRowArgmax ? DType::kInt64 : dtype_;
+    step.out_dtype = OpOutputDType(op, dtype_);
     step.cols = shape_.back();
     step.rows = ElementCount(std::vector<int64_t>(shape_.begin(), shape_.end() - 1));
     AppendLabel(op);
@@ -119,7 +119,7 @@ class PlanBuilder {
 
   Plan plan_;
   std::vector<int64_t> shape_;
-  DType dtype_;
+  DType dtype_;  // of the tensor the next step reads
   kernels::EwProgram pending_;
   std::string pending_label_;
 };

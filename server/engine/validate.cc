@@ -84,8 +84,10 @@ absl::Status ValidateOp(size_t index, const OpSpec& op, DType dtype, size_t rank
                                                    DTypeName(dtype), " is not supported (supported: ",
                                                    DTypeList(info.dtypes), ")"));
   }
-  // Parameters become float32 on the device: a finite double can still overflow there.
-  // Clamp bounds may be infinite (their defaults); nothing may be NaN.
+  // Parameters run in the compute type: float32 for float32/float16 data (a finite double can
+  // still overflow there), double for float64, int32 for int32 (where they must be integers in
+  // range: NumPy rejects out-of-range Python ints). Clamp bounds may be infinite (their
+  // defaults, meaning no bound); nothing may be NaN.
   std::vector<std::pair<const char*, double>> finite;
   std::vector<std::pair<const char*, double>> bounds;
   switch (op.kind) {
@@ -96,17 +98,37 @@ absl::Status ValidateOp(size_t index, const OpSpec& op, DType dtype, size_t rank
     case OpKind::kClamp: bounds = {{"lo", op.lo}, {"hi", op.hi}}; break;
     default: break;
   }
+  const double max_abs = dtype == DType::kFloat64 ? std::numeric_limits<double>::max()
+                                                   : std::numeric_limits<float>::max();
+  const char* type_name = dtype == DType::kFloat64 ? "float64" : "float32";
+  const auto is_int32 = [](double v) {
+    return v == std::floor(v) && v >= std::numeric_limits<int32_t>::min() &&
+           v <= std::numeric_limits<int32_t>::max();
+  };
   for (auto [name, value] : finite) {
-    if (!std::isfinite(value) || std::fabs(value) > std::numeric_limits<float>::max()) {
+    if (dtype == DType::kInt32) {
+      if (!std::isfinite(value) || !is_int32(value)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            OpField(index, info), ".", name,
+            ": must be an integer in the int32 range for int32 input, got ", value));
+      }
+    } else if (!std::isfinite(value) || std::fabs(value) > max_abs) {
       return absl::InvalidArgumentError(absl::StrCat(OpField(index, info), ".", name,
-                                                     ": must be a finite float32 value, got ", value));
+                                                     ": must be a finite ", type_name,
+                                                     " value, got ", value));
     }
   }
   for (auto [name, value] : bounds) {
-    if (std::isnan(value) ||
-        (std::isfinite(value) && std::fabs(value) > std::numeric_limits<float>::max())) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          OpField(index, info), ".", name, ": must be a float32 value or infinity, got ", value));
+    if (dtype == DType::kInt32) {
+      if (std::isnan(value) || (std::isfinite(value) && !is_int32(value))) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            OpField(index, info), ".", name,
+            ": must be an integer in the int32 range or infinity for int32 input, got ", value));
+      }
+    } else if (std::isnan(value) || (std::isfinite(value) && std::fabs(value) > max_abs)) {
+      return absl::InvalidArgumentError(absl::StrCat(OpField(index, info), ".", name,
+                                                     ": must be a ", type_name,
+                                                     " value or infinity, got ", value));
     }
   }
   if (info.op_class != OpClass::kElementwise && rank_before == 0) {
@@ -203,7 +225,8 @@ absl::Status ValidateJob(const JobSpec& spec, int64_t input_bytes, const Limits&
     if (count < 0 || count > max_bytes / DTypeSize(dtype)) {
       return absl::ResourceExhaustedError(absl::StrCat(
           OpField(i, info), ": its result, shape ", ShapeString(shape), " of ", DTypeName(dtype),
-          ", needs more than this server's limit of ", max_bytes, " bytes"));
+          ", needs more than this server's limit of ", max_bytes, " bytes",
+          streamed ? " for streamed inputs" : ""));
     }
   }
   if (spec.stages < 0 || spec.stages > 8) {

@@ -5,6 +5,7 @@ Runs on any machine (standard library only); the benchmark itself needs a GPU.
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -12,6 +13,8 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPORT = os.path.join(HERE, "..", "..", "bench", "kernels", "report.py")
+MAKE_TABLE = os.path.join(HERE, "..", "..", "bench", "kernels", "make_staging_table.py")
+HEADER = os.path.join(HERE, "..", "..", "kernels", "cuda", "tuning", "staging_table.h")
 
 
 def write_lines(path, objs):
@@ -19,8 +22,9 @@ def write_lines(path, objs):
         f.write("\n".join(json.dumps(o) for o in objs) + "\n")
 
 
-def ours(case, staging, stages, us, ok=True):
-    return {"kind": "ours", "case": case, "label": case, "staging": staging, "stages": stages,
+def ours(case, staging, stages, us, ok=True, dtype="float32"):
+    return {"kind": "ours", "case": case, "dtype": dtype, "label": case, "staging": staging,
+            "stages": stages,
             "kernels": 1, "check": {"ok": ok, "against": "cub", "bad": 0 if ok else 7,
                                     "max_abs_err": 0.0 if ok else 0.5},
             "median_us": us, "p10_us": us, "p90_us": us, "min_us": us, "reps": 40,
@@ -47,6 +51,14 @@ def make_run(d):
         ours("affine", "direct", 0, 600.0),
         {"kind": "not_built", "case": "topk", "label": "topk"},
         ours("softmax", "direct", 0, 400.0),
+        # The other-dtype sweep: its own table, never the float32 targets.
+        ours("sum-row", "direct", 0, 30.0, dtype="float16"),
+        ours("sum-row", "bulk", 4, 20.0, dtype="float16"),
+        ours("sum-row", "pipeline", 8, 25.0, ok=False, dtype="int32"),
+        {"kind": "winner", "op": "sum-row", "dtype": "float16", "rows": 1, "cols": 1 << 26,
+         "shape": "1 x 2^26", "size_class": "few-long-rows", "staging": "bulk", "stages": 4,
+         "median_us": 20.0, "runner_up": {"staging": "direct", "stages": 0, "median_us": 30.0},
+         "direct_us": 30.0},
         {"kind": "done"},
     ]
     torch = [
@@ -121,6 +133,38 @@ class KernelsReportTest(unittest.TestCase):
         self.assertEqual(auto["winners"][0]["op"], "sum-row")
         self.assertEqual(auto["winners"][0]["staging"], "pipeline")
         self.assertEqual(auto["winners"][0]["stages"], 2)
+        # What make_staging_table.py needs for provenance.
+        self.assertEqual(auto["commit"], "abc1234")
+        self.assertEqual(auto["date"], "2026-12-01 00:00 UTC")
+        self.assertIn("580.159.04", auto["machine"])
+        w = auto["winners"][1]
+        self.assertEqual((w["dtype"], w["staging"], w["direct_us"]), ("float16", "bulk", 30.0))
+        self.assertEqual(w["runner_up"]["staging"], "direct")
+        self.assertIn("| sum-row | float16 | 1 x 2^26 | few-long-rows | bulk | 4 | 20.00 | "
+                      "direct 30.00 | 30.00 |", self.md)
+
+    def test_auto_staging_feeds_the_table_generator(self):
+        header = os.path.join(self.dir.name, "staging_table.h")
+        shutil.copy(HEADER, header)
+        res = subprocess.run([sys.executable, MAKE_TABLE,
+                              os.path.join(self.dir.name, "auto-staging.json"), "--header",
+                              header], capture_output=True, text=True, timeout=60)
+        self.assertEqual(res.returncode, 0, res.stderr)
+        with open(header) as f:
+            text = f.read()
+        self.assertIn("ElementType::kFloat32, SizeClass::kFewLongRows,\n     Staging::kPipeline, 2",
+                      text)
+        self.assertIn("ElementType::kFloat16, SizeClass::kFewLongRows,\n     Staging::kBulk, 4",
+                      text)
+        self.assertIn("direct not measured", text)  # the float32 winner's line has no direct_us
+
+    def test_other_dtypes_have_their_own_table(self):
+        self.assertIn("### Other dtypes", self.md)
+        self.assertIn("| sum-row float16 |", self.md)
+        self.assertIn("**20.00**", self.md)
+        self.assertIn("FAILED sum-row int32 pipeline8", self.md)
+        # The float32 target still uses only float32 runs (the float16 20 us is not ours there).
+        self.assertIn("(pipeline2)", self.row("sum, one row of 2^28", "DeviceReduce"))
 
     def test_targets_table_ends_the_output(self):
         table = [l for l in self.stdout.splitlines() if l.startswith("|")]

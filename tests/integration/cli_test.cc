@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "client/npy.h"
@@ -44,6 +45,48 @@ TEST_F(Cli, SubmitWritesTheResultAndPrintsASummary) {
   std::vector<float> got = AsFloats(y->data);
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i) ASSERT_FLOAT_EQ(got[i], want[i]) << i;
+}
+
+TEST_F(Cli, SubmitTakesInt32AndFloat16Npy) {
+  client::NpyArray ints;
+  ints.dtype = v1::DTYPE_INT32;
+  ints.shape = {2, 3};
+  const int32_t values[] = {2147483647, 5, -7, 1, 2, 3};
+  ints.data.assign(reinterpret_cast<const char*>(values), sizeof(values));
+  const std::string input = dir_ + "/i4.npy";
+  ASSERT_TRUE(client::WriteNpy(input, ints).ok());
+  const std::string output = dir_ + "/sum.npy";
+  CommandResult r = Gpupipe({"submit", "--input", input, "--ops", "add(value=1) | sum",
+                             "--output", output});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  absl::StatusOr<client::NpyArray> y = client::ReadNpy(output);
+  ASSERT_TRUE(y.ok()) << y.status();
+  EXPECT_EQ(y->dtype, v1::DTYPE_INT64);  // np.sum of int32
+  ASSERT_EQ(y->data.size(), 16u);
+  int64_t sums[2];
+  std::memcpy(sums, y->data.data(), 16);
+  EXPECT_EQ(sums[0], int64_t{-2147483647} - 1 + 6 - 6);  // add wraps in int32
+  EXPECT_EQ(sums[1], 2 + 3 + 4);
+
+  r = Gpupipe({"submit", "--input", input, "--ops", "add(value=0.5)"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("value"), std::string::npos) << r.err;
+
+  client::NpyArray halves;
+  halves.dtype = v1::DTYPE_FLOAT16;
+  halves.shape = {4};
+  const uint16_t h[] = {0x3c00 /* 1 */, 0xc000 /* -2 */, 0x3800 /* 0.5 */, 0x0000};
+  halves.data.assign(reinterpret_cast<const char*>(h), sizeof(h));
+  const std::string input2 = dir_ + "/f2.npy";
+  ASSERT_TRUE(client::WriteNpy(input2, halves).ok());
+  const std::string output2 = dir_ + "/relu.npy";
+  r = Gpupipe({"submit", "--input", input2, "--ops", "relu", "--output", output2});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  y = client::ReadNpy(output2);
+  ASSERT_TRUE(y.ok()) << y.status();
+  EXPECT_EQ(y->dtype, v1::DTYPE_FLOAT16);
+  const uint16_t want[] = {0x3c00, 0x0000, 0x3800, 0x0000};
+  EXPECT_EQ(y->data, std::string(reinterpret_cast<const char*>(want), sizeof(want)));
 }
 
 TEST_F(Cli, SubmitJsonIsOneObjectWithTiming) {

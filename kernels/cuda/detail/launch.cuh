@@ -4,6 +4,7 @@
 // describes them (Describe* in ops.h), so the explain output cannot drift from what runs.
 #pragma once
 
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -50,14 +51,38 @@ inline cudaError_t ValidateConfig(const LaunchConfig& config) {
   return ValidateShapeConfig(config);
 }
 
-// A program with an out-of-range count or an unknown opcode is rejected rather than run with
-// the bad instructions skipped.
-inline cudaError_t ValidateProgram(const EwProgram& program) {
+// A program with an out-of-range count or an unknown opcode (or, for int32 data, a
+// non-integer opcode) is rejected rather than run with the bad instructions skipped.
+inline cudaError_t ValidateProgram(const EwProgram& program, ElementType type) {
   if (program.count < 0 || program.count > kMaxEwInstrs) return cudaErrorInvalidValue;
   for (int i = 0; i < program.count; ++i) {
     if (!IsValidEwOpcode(program.instrs[i].op)) return cudaErrorInvalidValue;
+    if (type == ElementType::kInt32 && !IsIntegerEwOpcode(program.instrs[i].op)) {
+      return cudaErrorInvalidValue;
+    }
   }
   return cudaSuccess;
+}
+
+// The one place an ElementType becomes a storage type: calls f(S{}) with S the storage type of
+// `type` among the accepted ones (float, double, __half, int32_t), or returns
+// cudaErrorInvalidValue. Each op family dispatches through it once.
+template <bool kFloat64, bool kFloat16, bool kInt32, typename F>
+cudaError_t DispatchType(ElementType type, F&& f) {
+  switch (type) {
+    case ElementType::kFloat32: return f(float{});
+    case ElementType::kFloat64:
+      if constexpr (kFloat64) return f(double{});
+      break;
+    case ElementType::kFloat16:
+      if constexpr (kFloat16) return f(__half{});
+      break;
+    case ElementType::kInt32:
+      if constexpr (kInt32) return f(int32_t{});
+      break;
+    default: break;
+  }
+  return cudaErrorInvalidValue;
 }
 
 // Launches `kernel` on `stream`. With `pdl`, the launch carries

@@ -35,12 +35,12 @@ inline constexpr int kRowBlockMinBlocksPerSm = 4;
 // Independent 16-byte loads in flight per thread in the block path.
 inline constexpr int kRowUnroll = 4;
 
-// Fixed workspace: per-segment partials of `stat_bytes` each (RowReduce: 4, RowSoftmax: 8,
-// RowArgmax and RowNormalize: 16). Any shape fits: the multipass ops process rows in batches of
+// Fixed workspace: per-segment partials of `stat_bytes` each (RowReduce: 4 or 8, RowSoftmax: 8
+// or 16, RowArgmax: 16, RowNormalize: 16 or 32, by compute type). Any shape fits: the multipass ops process rows in batches of
 // at most StatCapacity(stat_bytes) segments; the single-pass ops only split rows when there
 // are few of them (rows * splits stays near the grid size), far below the capacity.
 inline constexpr size_t kRowOpsWorkspaceBytes = size_t{2} << 20;
-inline constexpr int64_t kMaxStatBytes = 16;
+inline constexpr int64_t kMaxStatBytes = 32;
 inline constexpr int64_t StatCapacity(int64_t stat_bytes) {
   return static_cast<int64_t>(kRowOpsWorkspaceBytes) / stat_bytes;
 }
@@ -89,20 +89,25 @@ inline int CapGrid(int64_t blocks_wanted, int multiprocessors) {
 inline cudaError_t ValidateRowShape(int64_t rows, int64_t cols, const LaunchConfig& config) {
   if (const cudaError_t err = ValidateShapeConfig(config); err != cudaSuccess) return err;
   if (rows < 1 || cols < 1) return cudaErrorInvalidValue;
-  if (cols > INT64_MAX / 4 / rows) return cudaErrorInvalidValue;  // byte size must fit int64
+  if (cols > INT64_MAX / 8 / rows) return cudaErrorInvalidValue;  // byte size must fit int64
   return cudaSuccess;
 }
 
 // Argument checks shared by the row ops.
-inline cudaError_t ValidateRowArgs(const float* d_in, const void* d_out, int64_t rows,
-                                   int64_t cols, const EwProgram& pre, const void* d_workspace,
+// `out_type` is the type the op writes (d_out must be aligned to it).
+inline cudaError_t ValidateRowArgs(const void* d_in, ElementType in_type, const void* d_out,
+                                   ElementType out_type, int64_t rows, int64_t cols,
+                                   const EwProgram& pre, const void* d_workspace,
                                    size_t workspace_bytes, const LaunchConfig& config) {
   if (const cudaError_t err = ValidateConfig(config); err != cudaSuccess) return err;
   if (const cudaError_t err = ValidateRowShape(rows, cols, config); err != cudaSuccess) {
     return err;
   }
-  if (ValidateProgram(pre) != cudaSuccess) return cudaErrorInvalidValue;
+  if (ValidateProgram(pre, in_type) != cudaSuccess) return cudaErrorInvalidValue;
   if (d_in == nullptr || d_out == nullptr || !IsAligned(d_in, 16)) return cudaErrorInvalidValue;
+  if (ElementSize(out_type) == 0 || !IsAligned(d_out, ElementSize(out_type))) {
+    return cudaErrorInvalidValue;
+  }
   if (d_workspace == nullptr || !IsAligned(d_workspace, 16)) return cudaErrorInvalidValue;
   if (workspace_bytes < kRowOpsWorkspaceBytes) return cudaErrorInvalidValue;
   return cudaSuccess;

@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "kernels/common/elementwise_program.h"
+#include "kernels/cuda/detail/element_access.cuh"
 #include "kernels/cuda/detail/row_plan.cuh"
 #include "kernels/cuda/detail/warp_reduce.cuh"
 
@@ -33,10 +34,12 @@ inline constexpr int64_t kResidentMidMaxCols = int64_t{kRowThreads} * kResidentM
 inline constexpr int kResidentShortPerThread = 4;
 
 struct MaxOp {
-  __device__ __forceinline__ float operator()(float a, float b) const { return fmaxf(a, b); }
+  template <typename C>
+  __device__ __forceinline__ C operator()(C a, C b) const { return MathMax(a, b); }
 };
 struct SumOp {
-  __device__ __forceinline__ float operator()(float a, float b) const { return a + b; }
+  template <typename C>
+  __device__ __forceinline__ C operator()(C a, C b) const { return a + b; }
 };
 
 // Where the calling thread works: row base (before adding the lane's row within the warp for
@@ -72,11 +75,10 @@ struct ResidentMap {
 };
 
 // All threads of the row get the reduction of v over the row's threads. Block path: every
-// thread of the block must call it (row loops are block-uniform); `scratch` holds 32 floats.
+// thread of the block must call it (row loops are block-uniform); `scratch` holds 32 values.
 // Group path: all 32 lanes of the warp must call it.
-template <bool kBlock, typename Op>
-__device__ __forceinline__ float RowAllReduce(float v, Op op, float identity, int width,
-                                              float* scratch) {
+template <bool kBlock, typename C, typename Op>
+__device__ __forceinline__ C RowAllReduce(C v, Op op, C identity, int width, C* scratch) {
   if constexpr (!kBlock) {
     return WarpAllReduce(v, op, width);
   } else {
@@ -95,9 +97,9 @@ __device__ __forceinline__ float RowAllReduce(float v, Op op, float identity, in
 // RowAllReduce without the closing barrier, for kernels that reduce twice per row into two
 // different scratch arrays, alternating: the next write to one array is then ordered after
 // every read of it by the other reduction's barrier, which saves two __syncthreads per row.
-template <bool kBlock, typename Op>
-__device__ __forceinline__ float RowAllReduceAlternating(float v, Op op, float identity,
-                                                         int width, float* scratch) {
+template <bool kBlock, typename C, typename Op>
+__device__ __forceinline__ C RowAllReduceAlternating(C v, Op op, C identity, int width,
+                                                     C* scratch) {
   if constexpr (!kBlock) {
     return WarpAllReduce(v, op, width);
   } else {
@@ -113,13 +115,14 @@ __device__ __forceinline__ float RowAllReduceAlternating(float v, Op op, float i
 
 // Loads this thread's elements of row p[0, cols) (K of them at most; 0 where past the end or
 // when !valid) and applies the program to all of them at once.
-template <int K>
-__device__ __forceinline__ void LoadResident(const float* p, int cols, bool valid, int l,
-                                             int width, const EwProgram& pre, float (&x)[K]) {
+template <int K, typename S>
+__device__ __forceinline__ void LoadResident(const S* p, int cols, bool valid, int l,
+                                             int width, const EwProgram& pre,
+                                             ComputeOf<S> (&x)[K]) {
 #pragma unroll
   for (int k = 0; k < K; ++k) {
     const int i = l + k * width;
-    x[k] = valid && i < cols ? __ldcg(p + i) : 0.0f;
+    x[k] = valid && i < cols ? LoadElem(p + i) : ComputeOf<S>(0);
   }
   ApplyEwN(pre, x);
 }

@@ -9,6 +9,8 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/detail/element_access.cuh"
+
 namespace gpupipe::kernels::cuda::detail {
 
 template <typename T>
@@ -20,9 +22,7 @@ __device__ __forceinline__ __half LoadCg<__half>(const __half* p) {
   return __ushort_as_half(__ldcg(reinterpret_cast<const unsigned short*>(p)));
 }
 
-// Elements of T in one 16-byte vector.
-template <typename T>
-inline constexpr int kVecElems = 16 / static_cast<int>(sizeof(T));
+// kVecElems<T>, the elements of T in one 16-byte vector, is element_access.cuh's.
 
 // The kVecElems elements at p, which must be 16-byte aligned.
 template <typename T>

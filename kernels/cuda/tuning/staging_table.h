@@ -8,8 +8,10 @@
 // "Winners for the `auto` staging table", also auto-staging.json) lists the winner per op,
 // dtype and size class, the same keys as here. Until those measurements exist, no entry claims
 // one: every family, type and size class uses `direct` (the baseline, vectorized plain loads).
-// A measured entry goes below the defaults (later entries win) and names the results file and
-// the commit it was measured at.
+// Measured entries go below the defaults (later entries win), between the BEGIN / END markers,
+// which bench/kernels/make_staging_table.py rewrites from a run's auto-staging.json: each
+// entry names the measured time, the runner-up, the machine, the date and the commit, and a
+// winner less than 2% faster than `direct` keeps `direct` (run-to-run noise).
 #pragma once
 
 #include <cstdint>
@@ -66,9 +68,9 @@ inline constexpr StagingTableEntry kStagingTable[] = {
     Unmeasured(StagingFamily::kRowReduce, ElementType::kFloat64),
     Unmeasured(StagingFamily::kRowReduce, ElementType::kFloat16),
     Unmeasured(StagingFamily::kRowReduce, ElementType::kInt32),
-    // Measured entries, e.g.
-    //   {StagingFamily::kElementwise, ElementType::kFloat32, SizeClass::kElementwise,
-    //    Staging::kBulk, 4, "bench/results/kernels-h200.md @ <commit>: 3.1 vs 3.4 us direct"},
+    // BEGIN measured entries: written by bench/kernels/make_staging_table.py from a run's
+    // auto-staging.json; edit the run, not these lines.
+    // END measured entries
 };
 
 struct StagingChoice {

@@ -15,31 +15,31 @@ namespace {
 namespace kc = kernels::cuda;
 
 std::vector<kc::KernelLaunchInfo> StepKernels(const PlanStep& step, const kc::LaunchConfig& config) {
+  const kernels::ElementType type = ToElementType(step.in_dtype);
   switch (step.kind) {
     case StepKind::kElementwise:
-      return kc::DescribeElementwise(step.input_elements(), config);
+      return kc::DescribeElementwise(step.input_elements(), type, config);
     case StepKind::kRowReduce:
-      return kc::DescribeRowReduce(step.rows, step.cols, step.reduce, config);
+      return kc::DescribeRowReduce(step.rows, step.cols, type, step.reduce, config);
     case StepKind::kRowArgmax:
-      return kc::DescribeRowArgmax(step.rows, step.cols, config);
+      return kc::DescribeRowArgmax(step.rows, step.cols, type, config);
     case StepKind::kRowSoftmax:
-      return kc::DescribeRowSoftmax(step.rows, step.cols, config);
+      return kc::DescribeRowSoftmax(step.rows, step.cols, type, config);
     case StepKind::kRowNormalize:
-      return kc::DescribeRowNormalize(step.rows, step.cols, step.normalize, config);
+      return kc::DescribeRowNormalize(step.rows, step.cols, type, step.normalize, config);
     case StepKind::kRowCumsum:
-      return kc::DescribeRowCumsum(ToElementType(step.in_dtype), step.rows, step.cols, config);
+      return kc::DescribeRowCumsum(type, step.rows, step.cols, config);
     case StepKind::kRowHistogram:
-      return kc::DescribeRowHistogram(ToElementType(step.in_dtype), step.rows, step.cols,
+      return kc::DescribeRowHistogram(type, step.rows, step.cols,
                                       static_cast<int32_t>(step.op.bins), /*accumulate=*/false,
                                       config);
     case StepKind::kRowConvolve:
       return kc::DescribeRowConvolve(step.rows, step.cols,
                                      static_cast<int32_t>(step.op.taps.size()),
-                                     ToKernelConvolveMode(step.op.mode), ToElementType(step.in_dtype),
-                                     config);
+                                     ToKernelConvolveMode(step.op.mode), type, config);
     case StepKind::kRowTopk:
-      return kc::DescribeRowTopk(step.rows, step.cols, static_cast<int32_t>(step.op.k),
-                                 ToElementType(step.in_dtype), config);
+      return kc::DescribeRowTopk(step.rows, step.cols, static_cast<int32_t>(step.op.k), type,
+                                 config);
   }
   return {};
 }
@@ -90,30 +90,33 @@ cudaError_t LaunchRowResizeStep(const PlanStep& step, const void* d_in, void* d_
 cudaError_t LaunchStep(const Plan& plan, size_t index, const StepBuffers& buffers,
                        const kc::LaunchConfig& config, int* kernels) {
   const PlanStep& step = plan.steps[index];
-  const auto* d_in = static_cast<const float*>(buffers.d_buffers[index % 2]);
-  auto* d_out = static_cast<float*>(buffers.d_buffers[1 - index % 2]);
+  const void* d_in = buffers.d_buffers[index % 2];
+  void* d_out = buffers.d_buffers[1 - index % 2];
+  const kernels::ElementType type = ToElementType(step.in_dtype);
   int launched = 0;
   cudaError_t err = cudaErrorInvalidValue;
   switch (step.kind) {
     case StepKind::kElementwise:
-      err = kc::Elementwise(d_in, d_out, step.input_elements(), step.program, config, &launched);
+      err = kc::Elementwise(d_in, type, d_out, step.input_elements(), step.program, config,
+                            &launched);
       break;
     case StepKind::kRowReduce:
-      err = kc::RowReduce(d_in, d_out, step.rows, step.cols, step.reduce, step.program,
+      err = kc::RowReduce(d_in, type, d_out, step.rows, step.cols, step.reduce, step.program,
                           buffers.d_workspace, buffers.workspace_bytes, config, &launched);
       break;
     case StepKind::kRowArgmax:
-      err = kc::RowArgmax(d_in, reinterpret_cast<int64_t*>(d_out), step.rows, step.cols,
+      err = kc::RowArgmax(d_in, type, static_cast<int64_t*>(d_out), step.rows, step.cols,
                           step.program, buffers.d_workspace, buffers.workspace_bytes, config,
                           &launched);
       break;
     case StepKind::kRowSoftmax:
-      err = kc::RowSoftmax(d_in, d_out, step.rows, step.cols, step.program, buffers.d_workspace,
-                           buffers.workspace_bytes, config, &launched);
+      err = kc::RowSoftmax(d_in, type, d_out, step.rows, step.cols, step.program,
+                           buffers.d_workspace, buffers.workspace_bytes, config, &launched);
       break;
     case StepKind::kRowNormalize:
-      err = kc::RowNormalize(d_in, d_out, step.rows, step.cols, step.normalize, step.program,
-                             buffers.d_workspace, buffers.workspace_bytes, config, &launched);
+      err = kc::RowNormalize(d_in, type, d_out, step.rows, step.cols, step.normalize,
+                             step.program, buffers.d_workspace, buffers.workspace_bytes, config,
+                             &launched);
       break;
     case StepKind::kRowCumsum:
     case StepKind::kRowHistogram:
@@ -191,10 +194,20 @@ std::string PlanTopologyKey(const Plan& plan, const kc::LaunchConfig& config) {
   std::string key = absl::StrCat(static_cast<int>(config.staging), "/", config.stages, "/",
                                  config.pdl ? "pdl" : "stream");
   for (const PlanStep& step : plan.steps) {
-    absl::StrAppend(&key, ";", static_cast<int>(step.kind), ":", step.rows, "x", step.cols);
+    // The element type picks the kernels, so it is part of the graph's topology.
+    absl::StrAppend(&key, ";", static_cast<int>(step.kind), ":",
+                    static_cast<int>(step.in_dtype), ":", step.rows, "x", step.cols);
+    // The reduction and normalization kinds are kernel arguments, not kernel names: without
+    // them a graph captured for `sum` was replayed for `min` of the same shape (and one for
+    // `l2normalize` for `standardize`), since the parameters key holds only the prologue.
+    if (step.kind == StepKind::kRowReduce) {
+      absl::StrAppend(&key, ":reduce", static_cast<int>(step.reduce));
+    } else if (step.kind == StepKind::kRowNormalize) {
+      absl::StrAppend(&key, ":normalize", static_cast<int>(step.normalize));
+    }
     if (step.resizes()) {
-      absl::StrAppend(&key, ":", static_cast<int>(step.in_dtype), ":", step.op.bins, ":",
-                      step.op.k, ":", step.op.taps.size(), ":", static_cast<int>(step.op.mode));
+      absl::StrAppend(&key, ":", step.op.bins, ":", step.op.k, ":", step.op.taps.size(), ":",
+                      static_cast<int>(step.op.mode));
     }
   }
   return key;

@@ -1,5 +1,7 @@
 #include "kernels/cpu/reference_ops.h"
 
+#include "kernels/common/half.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -435,6 +437,158 @@ TEST(ReferenceElementwise, GroupedApplicationMatchesPerValue) {
           << "value " << values[k] << ": grouped " << x[k] << ", per value " << want;
     }
   }
+}
+
+// ---- other element types ---------------------------------------------------------------------
+
+constexpr double kInfD = std::numeric_limits<double>::infinity();
+constexpr int32_t kMin32 = std::numeric_limits<int32_t>::min();
+constexpr int32_t kMax32 = std::numeric_limits<int32_t>::max();
+
+std::vector<HalfBits> Halves(std::initializer_list<float> values) {
+  std::vector<HalfBits> h;
+  for (float v : values) h.push_back(FloatToHalf(v));
+  return h;
+}
+
+TEST(ReferenceHalf, ConversionRoundsToNearestEven) {
+  EXPECT_EQ(HalfToFloat(FloatToHalf(1.0f)), 1.0f);
+  EXPECT_EQ(HalfToFloat(FloatToHalf(65504.0f)), 65504.0f);  // largest finite
+  EXPECT_EQ(HalfToFloat(FloatToHalf(65520.0f)), kInf);      // rounds up to inf
+  EXPECT_EQ(HalfToFloat(FloatToHalf(1.0f + 0x1p-11f)), 1.0f);  // tie to even (down)
+  EXPECT_EQ(HalfToFloat(FloatToHalf(1.0f + 3 * 0x1p-11f)), 1.0f + 0x1p-9f);  // tie to even (up)
+  EXPECT_EQ(HalfToFloat(FloatToHalf(0x1p-24f)), 0x1p-24f);  // smallest subnormal
+  EXPECT_EQ(HalfToFloat(FloatToHalf(0x1p-26f)), 0.0f);
+  EXPECT_TRUE(std::signbit(HalfToFloat(FloatToHalf(-0.0f))));
+  EXPECT_TRUE(std::isnan(HalfToFloat(FloatToHalf(kNaN))));
+  for (uint32_t h = 0; h < 0x10000; ++h) {  // every non-NaN half survives a round trip
+    const float f = HalfToFloat(static_cast<HalfBits>(h));
+    if (!std::isnan(f)) ASSERT_EQ(FloatToHalf(f), h) << h;
+  }
+}
+
+TEST(ReferenceHalf, ElementwiseComputesInFloatAndRoundsOnce) {
+  // 1 + 2^-11 + 2^-11 is 1 + 2^-10 in float; two separate float16 roundings would give 1.
+  const std::vector<HalfBits> in = Halves({1.0f, -3.0f, 2.0f});
+  std::vector<HalfBits> out(in.size());
+  const EwProgram p = Program({Affine(1.0f, 0x1p-11f), Affine(1.0f, 0x1p-11f), Relu()});
+  ASSERT_TRUE(Elementwise(in.data(), ElementType::kFloat16, out.data(), 3, p));
+  EXPECT_EQ(HalfToFloat(out[0]), 1.0f + 0x1p-10f);
+  EXPECT_EQ(HalfToFloat(out[1]), 0.0f);
+  EXPECT_EQ(HalfToFloat(out[2]), 2.0f);  // 2 + 2^-10 rounds to 2 (float16 ulp 2^-9 there)
+}
+
+TEST(ReferenceHalf, SumAccumulatesWideThenRounds) {
+  // Accumulated in float32 or wider, rounded once: 2050 (an every-step float16 sum stays 2048).
+  const std::vector<HalfBits> in = Halves({2048.0f, 1.0f, 1.0f});
+  HalfBits out = 0;
+  ASSERT_TRUE(RowReduce(in.data(), ElementType::kFloat16, &out, 1, 3, RowReduceKind::kSum));
+  EXPECT_EQ(HalfToFloat(out), 2050.0f);
+  int64_t idx = -1;
+  ASSERT_TRUE(RowArgmax(in.data(), ElementType::kFloat16, &idx, 1, 3));
+  EXPECT_EQ(idx, 0);
+}
+
+TEST(ReferenceHalf, SoftmaxIsTheFloat32ReferenceRounded) {
+  const std::vector<float> x = {0.5f, -1.25f, 3.0f, 2.0f, -0.75f};
+  const std::vector<HalfBits> h = Halves({0.5f, -1.25f, 3.0f, 2.0f, -0.75f});
+  std::vector<float> want(x.size());
+  RowSoftmax(x.data(), want.data(), 1, 5);
+  std::vector<HalfBits> got(x.size());
+  ASSERT_TRUE(RowSoftmax(h.data(), ElementType::kFloat16, got.data(), 1, 5));
+  for (size_t i = 0; i < x.size(); ++i) EXPECT_EQ(got[i], FloatToHalf(want[i])) << i;
+}
+
+TEST(ReferenceFloat64, ProgramsKeepDoubleParameters) {
+  const std::vector<double> in = {1.0, 3.0};
+  std::vector<double> out(2);
+  ASSERT_TRUE(Elementwise(in.data(), ElementType::kFloat64, out.data(), 2,
+                          Program({{EwOpcode::kAffine, 0.1, 1e-300}})));
+  EXPECT_EQ(out[0], std::fma(0.1, 1.0, 1e-300));
+  EXPECT_EQ(out[1], std::fma(0.1, 3.0, 1e-300));
+  ASSERT_TRUE(Elementwise(in.data(), ElementType::kFloat64, out.data(), 2,
+                          Program({{EwOpcode::kPow, 0.5, 0.0}})));
+  EXPECT_EQ(out[1], std::pow(3.0, 0.5));
+}
+
+TEST(ReferenceFloat64, ReductionsAndNormalizationsInDouble) {
+  // 1e16 + 1 is not a double (their spacing is 2 there): a double accumulator would lose the 1;
+  // the wider one keeps it, so the sum is exactly 1.5.
+  const std::vector<double> x = {1e16, 1.0, -1e16, 0.5};
+  double sum = 0;
+  ASSERT_TRUE(RowReduce(x.data(), ElementType::kFloat64, &sum, 1, 4, RowReduceKind::kSum));
+  EXPECT_EQ(sum, 1.5);
+  double mx = 0;
+  ASSERT_TRUE(RowReduce(x.data(), ElementType::kFloat64, &mx, 1, 4, RowReduceKind::kMax));
+  EXPECT_EQ(mx, 1e16);
+  const std::vector<double> row = {3.0, 4.0};
+  std::vector<double> y(2);
+  ASSERT_TRUE(RowNormalize(row.data(), ElementType::kFloat64, y.data(), 1, 2,
+                           RowNormalizeKind::kL2Normalize));
+  EXPECT_EQ(y[0], 0.6);
+  EXPECT_EQ(y[1], 0.8);
+}
+
+TEST(ReferenceInt32, ElementwiseWrapsAroundLikeNumpy) {
+  const std::vector<int32_t> in = {kMax32, kMin32, -5, 0, 7};
+  std::vector<int32_t> out(in.size());
+  ASSERT_TRUE(Elementwise(in.data(), ElementType::kInt32, out.data(), 5,
+                          Program({{EwOpcode::kAffine, 1.0, 1.0}})));
+  EXPECT_EQ(out, (std::vector<int32_t>{kMin32, kMin32 + 1, -4, 1, 8}));
+  ASSERT_TRUE(Elementwise(in.data(), ElementType::kInt32, out.data(), 5,
+                          Program({{EwOpcode::kAbs, 0.0, 0.0}})));
+  EXPECT_EQ(out, (std::vector<int32_t>{kMax32, kMin32, 5, 0, 7}));  // np.abs(int32 min) wraps
+  ASSERT_TRUE(Elementwise(in.data(), ElementType::kInt32, out.data(), 5,
+                          Program({{EwOpcode::kRelu, 0.0, 0.0}})));
+  EXPECT_EQ(out, (std::vector<int32_t>{kMax32, 0, 0, 0, 7}));
+  ASSERT_TRUE(Elementwise(in.data(), ElementType::kInt32, out.data(), 5,
+                          Program({{EwOpcode::kClamp, -kInfD, 3.0}})));  // no lower bound
+  EXPECT_EQ(out, (std::vector<int32_t>{3, kMin32, -5, 0, 3}));
+  ASSERT_TRUE(Elementwise(in.data(), ElementType::kInt32, out.data(), 5,
+                          Program({{EwOpcode::kClamp, -1.0, kInfD}})));
+  EXPECT_EQ(out, (std::vector<int32_t>{kMax32, -1, -1, 0, 7}));
+}
+
+TEST(ReferenceInt32, RejectsNonIntegerOpcodes) {
+  const std::vector<int32_t> in = {1, 2};
+  std::vector<int32_t> out(2, 9);
+  EXPECT_FALSE(Elementwise(in.data(), ElementType::kInt32, out.data(), 2,
+                           Program({{EwOpcode::kExp, 0.0, 0.0}})));
+  EXPECT_EQ(out, (std::vector<int32_t>{9, 9}));
+  double d = 0;
+  EXPECT_FALSE(RowSoftmax(in.data(), ElementType::kInt32, &d, 1, 2));
+  EXPECT_FALSE(RowReduce(in.data(), ElementType::kInt32, &d, 1, 2, RowReduceKind::kMean));
+}
+
+TEST(ReferenceInt32, SumIsInt64MinMaxStayInt32) {
+  const std::vector<int32_t> in = {kMax32, kMax32, 1, kMin32, -3, kMin32};
+  std::vector<int64_t> sums(2);
+  ASSERT_TRUE(RowReduce(in.data(), ElementType::kInt32, sums.data(), 2, 3, RowReduceKind::kSum));
+  EXPECT_EQ(sums[0], 2 * int64_t{kMax32} + 1);  // no int32 wrap
+  EXPECT_EQ(sums[1], 2 * int64_t{kMin32} - 3);
+  std::vector<int32_t> m(2);
+  ASSERT_TRUE(RowReduce(in.data(), ElementType::kInt32, m.data(), 2, 3, RowReduceKind::kMin));
+  EXPECT_EQ(m, (std::vector<int32_t>{1, kMin32}));
+  ASSERT_TRUE(RowReduce(in.data(), ElementType::kInt32, m.data(), 2, 3, RowReduceKind::kMax));
+  EXPECT_EQ(m, (std::vector<int32_t>{kMax32, -3}));
+  std::vector<int64_t> idx(2);
+  ASSERT_TRUE(RowArgmax(in.data(), ElementType::kInt32, idx.data(), 2, 3));
+  EXPECT_EQ(idx, (std::vector<int64_t>{0, 1}));  // the first maximum
+}
+
+TEST(ReferencePrologue, Float16RunsThePrologueInFloat32) {
+  // max(x + 2^-11 + 2^-11) over [1, 1]: float32 1 + 2^-10 (float16-representable); rounding
+  // the prologue to float16 first would give 1.
+  const std::vector<HalfBits> in = Halves({1.0f, 1.0f});
+  const EwProgram pre = Program({Affine(1.0f, 0x1p-11f), Affine(1.0f, 0x1p-11f)});
+  HalfBits out = 0;
+  ASSERT_TRUE(RunWithPrologue(in.data(), ElementType::kFloat16, 2, pre, &out,
+                              ElementType::kFloat16, 1,
+                              [](const void* x, ElementType t, void* y) {
+                                EXPECT_EQ(t, ElementType::kFloat32);
+                                return RowReduce(x, t, y, 1, 2, RowReduceKind::kMax);
+                              }));
+  EXPECT_EQ(HalfToFloat(out), 1.0f + 0x1p-10f);
 }
 
 }  // namespace

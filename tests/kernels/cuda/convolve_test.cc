@@ -109,8 +109,7 @@ class ConvolveTest : public testing::TypedKernelTest {
     DeviceBytes d_out((rows * out_len + offset) * elem);
     ASSERT_NE(d_in.get(), nullptr);
     ASSERT_NE(d_out.get(), nullptr);
-    ASSERT_CUDA_OK(cudaMemcpy(d_in.get() + offset * elem, x.data(), rows * cols * elem,
-                              cudaMemcpyHostToDevice));
+    ASSERT_CUDA_OK(Upload(d_in.get() + offset * elem, x.data(), rows * cols * elem));
     int kernels = -1;
     ASSERT_CUDA_OK(RowConvolve(d_in.get() + offset * elem, type, d_out.get() + offset * elem,
                                rows, cols, h.data(), m, mode, nullptr, 0, Config(pdl),
@@ -187,7 +186,7 @@ TEST_F(ConvolveTest, HugeRow) {
   DeviceBytes d_in(n * 4), d_out(n * 4);
   ASSERT_NE(d_in.get(), nullptr);
   ASSERT_NE(d_out.get(), nullptr);
-  ASSERT_CUDA_OK(cudaMemcpy(d_in.get(), x.data(), n * 4, cudaMemcpyHostToDevice));
+  ASSERT_CUDA_OK(Upload(d_in.get(), x.data(), n * 4));
   ASSERT_CUDA_OK(RowConvolve(d_in.get(), type, d_out.get(), 1, n, h.data(), m,
                              ConvolveMode::kSame, nullptr, 0, Config()));
   HostArray gpu(type, n);
@@ -225,7 +224,7 @@ TEST_F(ConvolveTest, TwoWindowsEqualOneCall) {
         int64_t c = 0;
         ConvolveOutputRange(n, m, mode, &b, &c);
         DeviceBytes d_in(n * elem), d_one(c * elem), d_two(c * elem);
-        ASSERT_CUDA_OK(cudaMemcpy(d_in.get(), x.data(), n * elem, cudaMemcpyHostToDevice));
+        ASSERT_CUDA_OK(Upload(d_in.get(), x.data(), n * elem));
         ASSERT_CUDA_OK(RowConvolve(d_in.get(), type, d_one.get(), 1, n, h.data(), m, mode,
                                    nullptr, 0, Config()));
         const int64_t split = c / 2 + 13;
@@ -262,7 +261,7 @@ TEST_F(ConvolveTest, InfinityReachesOnlyOutputsThatReadIt) {
   x.Set(50, INFINITY);
   const std::vector<double> h(7, 1.0);
   DeviceBytes d_in(400), d_out(106 * 4);
-  ASSERT_CUDA_OK(cudaMemcpy(d_in.get(), x.data(), 400, cudaMemcpyHostToDevice));
+  ASSERT_CUDA_OK(Upload(d_in.get(), x.data(), 400));
   ASSERT_CUDA_OK(RowConvolve(d_in.get(), ElementType::kFloat32, d_out.get(), 1, 100, h.data(), 7,
                              ConvolveMode::kFull, nullptr, 0, Config()));
   HostArray gpu(ElementType::kFloat32, 106);

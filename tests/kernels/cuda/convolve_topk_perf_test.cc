@@ -63,7 +63,7 @@ TEST_F(PerfTest, DISABLED_ConvolveSame63TapsOneRowOf2To28) {
   std::vector<double> h(63);
   for (int j = 0; j < 63; ++j) h[j] = 1.0 / (j + 1);
   DeviceBytes d_in(n * 4), d_out(n * 4);
-  ASSERT_CUDA_OK(cudaMemcpy(d_in.get(), x.data(), n * 4, cudaMemcpyHostToDevice));
+  ASSERT_CUDA_OK(Upload(d_in.get(), x.data(), n * 4));
   for (ElementType type : {ElementType::kFloat32, ElementType::kFloat16}) {
     const int64_t elems = type == ElementType::kFloat32 ? n : n * 2;  // same bytes
     const float ms = MedianMs([&] {
@@ -90,7 +90,7 @@ TEST_F(PerfTest, DISABLED_Topk16Rows16384x16384) {
   const int64_t cols = 16384;
   const std::vector<float> x = Floats(rows * cols);
   DeviceBytes d_in(rows * cols * 4), d_out(rows * 1024 * 4);
-  ASSERT_CUDA_OK(cudaMemcpy(d_in.get(), x.data(), rows * cols * 4, cudaMemcpyHostToDevice));
+  ASSERT_CUDA_OK(Upload(d_in.get(), x.data(), rows * cols * 4));
   for (int k : {1, 16, 32, 33, 1024}) {
     const size_t ws = RowTopkWorkspaceBytes(rows, cols, k, ElementType::kFloat32);
     DeviceBytes d_ws(ws);

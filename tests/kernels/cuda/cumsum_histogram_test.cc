@@ -149,11 +149,11 @@ class CumsumHistogramTest : public ::testing::Test {
     ASSERT_NE(d_in.get(), nullptr);
     ASSERT_NE(d_out.get(), nullptr);
     ASSERT_CUDA(cudaMemcpy(d_in.get() + in_off, x.data(), x.size(), cudaMemcpyHostToDevice));
+    ASSERT_CUDA(cudaDeviceSynchronize());  // legacy-stream copy/set: order it before work on stream_
     ASSERT_CUDA(cudaMemset(d_out.get(), 0xFF, d_out.bytes()));
-    ASSERT_CUDA(cudaMemset(d_ws.get(), 0xAB, ws_bytes ? ws_bytes : 16));  // garbage state
-    // The copies and memsets above run on the legacy default stream, which does not order
-    // with the non-blocking stream_: finish them before the kernels run there.
-    ASSERT_CUDA(cudaDeviceSynchronize());
+    ASSERT_CUDA(cudaDeviceSynchronize());  // legacy-stream copy/set: order it before work on stream_
+    ASSERT_CUDA(cudaMemset(d_ws.get(), 0xAB, ws_bytes ? ws_bytes : 16));
+    ASSERT_CUDA(cudaDeviceSynchronize());  // legacy-stream copy/set: order it before work on stream_  // garbage state
     for (int run = 0; run < 2; ++run) {
       int kernels = 0;
       ASSERT_CUDA(RowCumsum(d_in.get() + in_off, t, d_out.get() + out_off, rows, cols, nullptr,
@@ -253,10 +253,9 @@ class CumsumHistogramTest : public ::testing::Test {
     const size_t count_bytes = want.size() * sizeof(int64_t);
     DeviceBytes d_counts(count_bytes + kGuardBytes);
     ASSERT_CUDA(cudaMemcpy(d_in.get() + in_off, x.data(), x.size(), cudaMemcpyHostToDevice));
+    ASSERT_CUDA(cudaDeviceSynchronize());  // legacy-stream copy/set: order it before work on stream_
     ASSERT_CUDA(cudaMemset(d_counts.get(), 0xFF, d_counts.bytes()));
-    // The copies and memsets above run on the legacy default stream, which does not order
-    // with the non-blocking stream_: finish them before the kernels run there.
-    ASSERT_CUDA(cudaDeviceSynchronize());
+    ASSERT_CUDA(cudaDeviceSynchronize());  // legacy-stream copy/set: order it before work on stream_
     auto* counts = reinterpret_cast<int64_t*>(d_counts.get());
     for (int run = 0; run < 2; ++run) {  // overwriting: the second run gives the same counts
       int kernels = 0;
@@ -343,9 +342,7 @@ TEST_F(CumsumHistogramTest, CumsumCarryChainsTwoPieces) {
       std::vector<char> got(want.size());
       DeviceBytes d_carry(static_cast<size_t>(rows) * acc);
       ASSERT_CUDA(cudaMemset(d_carry.get(), 0, d_carry.bytes()));
-      // The copies and memsets above run on the legacy default stream, which does not order
-      // with the non-blocking stream_: finish them before the kernels run there.
-      ASSERT_CUDA(cudaDeviceSynchronize());
+      ASSERT_CUDA(cudaDeviceSynchronize());  // legacy-stream copy/set: order it before work on stream_
       for (auto [begin, width] : {std::pair<int64_t, int64_t>{0, split}, {split, cols - split}}) {
         // The piece as its own contiguous rows x width tensor, as a chunk would arrive.
         std::vector<char> piece(static_cast<size_t>(rows * width) * es);
@@ -357,7 +354,7 @@ TEST_F(CumsumHistogramTest, CumsumCarryChainsTwoPieces) {
         const size_t ws_bytes = RowCumsumWorkspaceBytes(rows, width);
         DeviceBytes d_ws(ws_bytes);
         ASSERT_CUDA(cudaMemcpy(d_in.get(), piece.data(), piece.size(), cudaMemcpyHostToDevice));
-        ASSERT_CUDA(cudaDeviceSynchronize());  // the legacy stream does not order with stream_
+        ASSERT_CUDA(cudaDeviceSynchronize());  // legacy-stream copy/set: order it before work on stream_
         ASSERT_CUDA(RowCumsum(d_in.get(), t, d_out.get(), rows, width, d_carry.get(), d_ws.get(),
                               ws_bytes, config_));
         ASSERT_CUDA(cudaStreamSynchronize(stream_));
@@ -486,9 +483,7 @@ TEST_F(CumsumHistogramTest, HistogramAccumulatesTwoPieces) {
       DeviceBytes d_counts(want.size() * 8);
       auto* counts = reinterpret_cast<int64_t*>(d_counts.get());
       ASSERT_CUDA(cudaMemset(d_counts.get(), 0xFF, d_counts.bytes()));
-      // The copies and memsets above run on the legacy default stream, which does not order
-      // with the non-blocking stream_: finish them before the kernels run there.
-      ASSERT_CUDA(cudaDeviceSynchronize());
+      ASSERT_CUDA(cudaDeviceSynchronize());  // legacy-stream copy/set: order it before work on stream_
       bool accumulate = false;
       for (auto [begin, width] : {std::pair<int64_t, int64_t>{0, split}, {split, cols - split}}) {
         std::vector<char> piece(static_cast<size_t>(rows * width) * es);
@@ -497,7 +492,7 @@ TEST_F(CumsumHistogramTest, HistogramAccumulatesTwoPieces) {
         }
         DeviceBytes d_in(piece.size());
         ASSERT_CUDA(cudaMemcpy(d_in.get(), piece.data(), piece.size(), cudaMemcpyHostToDevice));
-        ASSERT_CUDA(cudaDeviceSynchronize());  // the legacy stream does not order with stream_
+        ASSERT_CUDA(cudaDeviceSynchronize());  // legacy-stream copy/set: order it before work on stream_
         ASSERT_CUDA(RowHistogram(d_in.get(), t, counts, rows, width, bins, 0, 1, accumulate,
                                  nullptr, 0, config_));
         ASSERT_CUDA(cudaStreamSynchronize(stream_));

@@ -88,8 +88,7 @@ class TopkTest : public testing::TypedKernelTest {
     DeviceBytes d_ws(ws_bytes);
     ASSERT_NE(d_in.get(), nullptr);
     ASSERT_NE(d_out.get(), nullptr);
-    ASSERT_CUDA_OK(cudaMemcpy(d_in.get() + offset * elem, x.data(), rows * cols * elem,
-                              cudaMemcpyHostToDevice));
+    ASSERT_CUDA_OK(Upload(d_in.get() + offset * elem, x.data(), rows * cols * elem));
     int kernels = -1;
     ASSERT_CUDA_OK(RowTopk(d_in.get() + offset * elem, type, d_out.get() + offset * elem, rows,
                            cols, k, ws_bytes > 0 ? d_ws.get() : nullptr, ws_bytes, Config(pdl),

@@ -68,7 +68,9 @@ struct HostArray {
 };
 
 // Device memory of `bytes` bytes plus a guard of `guard_bytes` poisoned with 0xFF, which
-// GuardIntact checks is still untouched.
+// GuardIntact checks is still untouched. The poison is complete when the constructor returns:
+// cudaMemset runs on the legacy stream, which does not order against the tests' non-blocking
+// stream, so without the synchronization it could land after a kernel's writes.
 class DeviceBytes {
  public:
   DeviceBytes(size_t bytes, size_t guard_bytes = 256) : bytes_(bytes), guard_(guard_bytes) {
@@ -76,6 +78,7 @@ class DeviceBytes {
     if (cudaMalloc(&p, bytes + guard_bytes + 16) == cudaSuccess) {
       ptr_ = static_cast<unsigned char*>(p);
       (void)cudaMemset(ptr_, 0xFF, bytes + guard_bytes + 16);
+      (void)cudaDeviceSynchronize();
     }
   }
   ~DeviceBytes() {
@@ -126,6 +129,13 @@ class TypedKernelTest : public ::testing::Test {
       EXPECT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
       EXPECT_EQ(cudaStreamDestroy(stream_), cudaSuccess);
     }
+  }
+  // Copies host data to the device, complete on return. Not cudaMemcpy: from pageable memory
+  // it returns once the data is staged, before the DMA has landed, and the tests' stream is
+  // non-blocking, so a kernel launched next could read the poisoned buffer.
+  cudaError_t Upload(void* d_dst, const void* src, size_t bytes) {
+    const cudaError_t err = cudaMemcpyAsync(d_dst, src, bytes, cudaMemcpyHostToDevice, stream_);
+    return err != cudaSuccess ? err : cudaStreamSynchronize(stream_);
   }
   LaunchConfig Config(bool pdl = true) const {
     LaunchConfig c;

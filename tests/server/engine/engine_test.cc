@@ -5,9 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <thread>
 
+#include "kernels/common/half.h"
 #include "server/engine/cpu_backend.h"
 #include "tests/testing/random_tensor.h"
 #include "tests/testing/recording_sink.h"
@@ -65,6 +67,68 @@ TEST(Engine, RowOpsFollowNumpySemantics) {
   EXPECT_EQ(sum->info().output_shape, (std::vector<int64_t>{2}));
   EXPECT_EQ(AsFloats(sum->output()), (std::vector<float>{6, 15}));
   EXPECT_EQ(AsFloats(softmax->output()), (std::vector<float>{0.5f, 0.5f, 0.5f, 0.5f}));
+}
+
+template <typename T>
+std::string BytesOf(const std::vector<T>& v) {
+  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
+}
+template <typename T>
+std::vector<T> ValuesOf(const std::string& bytes) {
+  std::vector<T> v(bytes.size() / sizeof(T));
+  std::memcpy(v.data(), bytes.data(), v.size() * sizeof(T));
+  return v;
+}
+
+TEST(Engine, Int32JobsFollowNumpyDtypes) {
+  auto engine = MakeEngine();
+  JobSpec spec = Spec({2, 3}, {{OpKind::kAdd, 1, 0, 1}, {OpKind::kSum}});
+  spec.dtype = DType::kInt32;
+  auto sink = std::make_shared<RecordingSink>();
+  std::string input = BytesOf<int32_t>({2147483647, 2147483647, 0, -5, 1, 2});
+  ASSERT_TRUE(engine->Submit(spec, input, sink).ok());
+  ASSERT_TRUE(sink->WaitDone());
+  ASSERT_TRUE(sink->status().ok()) << sink->status();
+  EXPECT_EQ(sink->info().output_dtype, DType::kInt64);  // np.sum of int32
+  // add wraps in int32 (2^31 - 1 + 1 = -2^31), the sum does not.
+  EXPECT_EQ(ValuesOf<int64_t>(sink->output()),
+            (std::vector<int64_t>{-2 * int64_t{2147483648} + 1, -4 + 2 + 3}));
+
+  spec.ops = {{OpKind::kRelu}, {OpKind::kMax}};
+  auto max = std::make_shared<RecordingSink>();
+  std::string input2 = BytesOf<int32_t>({-7, -3, -1, 4, 9, 2});
+  ASSERT_TRUE(engine->Submit(spec, input2, max).ok());
+  ASSERT_TRUE(max->WaitDone());
+  EXPECT_EQ(max->info().output_dtype, DType::kInt32);
+  EXPECT_EQ(ValuesOf<int32_t>(max->output()), (std::vector<int32_t>{0, 9}));
+}
+
+TEST(Engine, Float64AndFloat16JobsKeepTheirDtype) {
+  auto engine = MakeEngine();
+  JobSpec spec = Spec({2, 2}, {{OpKind::kAffine, 0.1, 0}, {OpKind::kSum}});
+  spec.dtype = DType::kFloat64;
+  auto f64 = std::make_shared<RecordingSink>();
+  std::string input = BytesOf<double>({1, 2, 3, 4});
+  ASSERT_TRUE(engine->Submit(spec, input, f64).ok());
+  ASSERT_TRUE(f64->WaitDone());
+  ASSERT_TRUE(f64->status().ok()) << f64->status();
+  EXPECT_EQ(f64->info().output_dtype, DType::kFloat64);
+  const std::vector<double> sums = ValuesOf<double>(f64->output());
+  ASSERT_EQ(sums.size(), 2u);
+  EXPECT_DOUBLE_EQ(sums[0], 0.1 * 1 + 0.1 * 2);  // alpha stays a double, not 0.1f
+  EXPECT_DOUBLE_EQ(sums[1], 0.1 * 3 + 0.1 * 4);
+
+  spec.dtype = DType::kFloat16;
+  spec.ops = {{OpKind::kSoftmax}, {OpKind::kArgmax}};
+  auto f16 = std::make_shared<RecordingSink>();
+  std::string input2 = BytesOf<kernels::HalfBits>(
+      {kernels::FloatToHalf(1), kernels::FloatToHalf(3), kernels::FloatToHalf(-2),
+       kernels::FloatToHalf(0.5f)});
+  ASSERT_TRUE(engine->Submit(spec, input2, f16).ok());
+  ASSERT_TRUE(f16->WaitDone());
+  ASSERT_TRUE(f16->status().ok()) << f16->status();
+  EXPECT_EQ(f16->info().output_dtype, DType::kInt64);
+  EXPECT_EQ(ValuesOf<int64_t>(f16->output()), (std::vector<int64_t>{1, 1}));
 }
 
 TEST(Engine, ChunksAreBoundedContiguousAndCoverTheOutput) {

@@ -117,11 +117,44 @@ TEST(Planner, TrailingElementwiseRunAfterARowOp) {
   EXPECT_EQ(plan->steps[1].input_elements(), 12);
 }
 
-TEST(Planner, AffineParamsBecomeFloat32Instructions) {
+TEST(Planner, AffineParamsStayDoubles) {
+  // Each compute type converts them: float32 rounds 0.1 to 0.1f, float64 keeps it.
   absl::StatusOr<Plan> plan = PlanJob(Spec({1}, {{OpKind::kAffine, 0.1, -2.5}}));
   ASSERT_TRUE(plan.ok());
-  EXPECT_EQ(plan->steps[0].program.instrs[0].a, 0.1f);
-  EXPECT_EQ(plan->steps[0].program.instrs[0].b, -2.5f);
+  EXPECT_EQ(plan->steps[0].program.instrs[0].a, 0.1);
+  EXPECT_EQ(plan->steps[0].program.instrs[0].b, -2.5);
+  EXPECT_EQ(kernels::EwParam<float>(plan->steps[0].program.instrs[0].a), 0.1f);
+}
+
+TEST(Planner, StepsCarryElementTypesAndItemsizes) {
+  JobSpec spec = Spec({4, 8}, {{OpKind::kAdd, 0, 0, 3}, {OpKind::kSum}});
+  spec.dtype = DType::kInt32;
+  absl::StatusOr<Plan> plan = PlanJob(spec);
+  ASSERT_TRUE(plan.ok());
+  ASSERT_EQ(plan->steps.size(), 1u);
+  EXPECT_EQ(plan->steps[0].in_dtype, DType::kInt32);
+  EXPECT_EQ(plan->steps[0].out_dtype, DType::kInt64);
+  EXPECT_EQ(plan->output_dtype, DType::kInt64);
+  EXPECT_EQ(plan->max_bytes, 4 * 8 * 4);
+
+  spec = Spec({4, 8}, {{OpKind::kSoftmax}, {OpKind::kArgmax}});
+  spec.dtype = DType::kFloat64;
+  plan = PlanJob(spec);
+  ASSERT_TRUE(plan.ok());
+  ASSERT_EQ(plan->steps.size(), 2u);
+  EXPECT_EQ(plan->steps[0].in_dtype, DType::kFloat64);
+  EXPECT_EQ(plan->steps[0].out_dtype, DType::kFloat64);
+  EXPECT_EQ(plan->steps[1].out_dtype, DType::kInt64);
+  EXPECT_EQ(plan->output_dtype, DType::kInt64);
+  EXPECT_EQ(plan->max_bytes, 4 * 8 * 8);
+
+  spec = Spec({3, 5}, {{OpKind::kRelu}});
+  spec.dtype = DType::kFloat16;
+  plan = PlanJob(spec);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->steps[0].in_dtype, DType::kFloat16);
+  EXPECT_EQ(plan->output_dtype, DType::kFloat16);
+  EXPECT_EQ(plan->max_bytes, 3 * 5 * 2);
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 namespace gpupipe::engine {
 namespace {
 
@@ -112,10 +114,110 @@ TEST(ValidateJob, RejectsNonFiniteOrUnrepresentableAffineParams) {
 
 TEST(ValidateJob, RejectsUnsupportedDtype) {
   JobSpec spec = ValidSpec();
-  spec.dtype = DType::kFloat64;
+  spec.dtype = DType::kInt64;
   absl::Status s = ValidateJob(spec, 2 * 3 * 8, Limits{});
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(s.message().find("dtype float64 is not supported"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("ops[0] (affine): dtype int64 is not supported"), std::string::npos)
+      << s;
+}
+
+TEST(ValidateJob, EveryFloatOpTakesEveryFloatDtype) {
+  for (DType dtype : {DType::kFloat32, DType::kFloat64, DType::kFloat16}) {
+    for (OpKind kind : {OpKind::kAffine, OpKind::kScale, OpKind::kAdd, OpKind::kRelu,
+                        OpKind::kClamp, OpKind::kAbs, OpKind::kSqrt, OpKind::kExp, OpKind::kLog,
+                        OpKind::kSigmoid, OpKind::kTanh, OpKind::kPow, OpKind::kSum,
+                        OpKind::kMin, OpKind::kMax, OpKind::kMean, OpKind::kNorm2,
+                        OpKind::kArgmax, OpKind::kSoftmax, OpKind::kL2Normalize,
+                        OpKind::kStandardize}) {
+      JobSpec spec = ValidSpec();
+      spec.dtype = dtype;
+      spec.ops = {{kind}};
+      absl::Status s = ValidateJob(spec, 2 * 3 * DTypeSize(dtype), Limits{});
+      EXPECT_TRUE(s.ok()) << DTypeName(dtype) << ": " << s;
+    }
+  }
+}
+
+TEST(ValidateJob, Int32TakesOnlyTheIntegerOps) {
+  for (OpKind kind : {OpKind::kAdd, OpKind::kRelu, OpKind::kClamp, OpKind::kAbs, OpKind::kSum,
+                      OpKind::kMin, OpKind::kMax, OpKind::kArgmax}) {
+    JobSpec spec = ValidSpec();
+    spec.dtype = DType::kInt32;
+    spec.ops = {{kind}};
+    absl::Status s = ValidateJob(spec, 2 * 3 * 4, Limits{});
+    EXPECT_TRUE(s.ok()) << s;
+  }
+  for (OpKind kind : {OpKind::kAffine, OpKind::kScale, OpKind::kSqrt, OpKind::kExp, OpKind::kLog,
+                      OpKind::kSigmoid, OpKind::kTanh, OpKind::kPow, OpKind::kMean,
+                      OpKind::kNorm2, OpKind::kSoftmax, OpKind::kL2Normalize,
+                      OpKind::kStandardize}) {
+    JobSpec spec = ValidSpec();
+    spec.dtype = DType::kInt32;
+    spec.ops = {{kind, 1.0}};
+    absl::Status s = ValidateJob(spec, 2 * 3 * 4, Limits{});
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(s.message().find("dtype int32 is not supported (supported: float32, float64, "
+                               "float16)"),
+              std::string::npos)
+        << s;
+  }
+}
+
+TEST(ValidateJob, Int32ParametersMustBeIntegers) {
+  JobSpec spec = ValidSpec();
+  spec.dtype = DType::kInt32;
+  OpSpec add{OpKind::kAdd};
+  add.value = 2.5;
+  spec.ops = {add};
+  absl::Status s = ValidateJob(spec, 24, Limits{});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("ops[0] (add).value: must be an integer in the int32 range"),
+            std::string::npos)
+      << s;
+  add.value = 3e9;
+  spec.ops = {add};
+  EXPECT_EQ(ValidateJob(spec, 24, Limits{}).code(), absl::StatusCode::kInvalidArgument);
+  add.value = -7;
+  spec.ops = {add};
+  EXPECT_TRUE(ValidateJob(spec, 24, Limits{}).ok());
+
+  OpSpec clamp{OpKind::kClamp};
+  clamp.lo = -std::numeric_limits<double>::infinity();
+  clamp.hi = 0.5;
+  spec.ops = {clamp};
+  s = ValidateJob(spec, 24, Limits{});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("ops[0] (clamp).hi: must be an integer in the int32 range or "
+                             "infinity"),
+            std::string::npos)
+      << s;
+  clamp.hi = 5;  // an infinite lo means no lower bound
+  spec.ops = {clamp};
+  EXPECT_TRUE(ValidateJob(spec, 24, Limits{}).ok());
+}
+
+TEST(ValidateJob, Float64ParametersMayExceedFloat32) {
+  JobSpec spec = ValidSpec();
+  spec.dtype = DType::kFloat64;
+  spec.ops = {{OpKind::kAffine, 1e300, 0.0}};
+  EXPECT_TRUE(ValidateJob(spec, 48, Limits{}).ok());
+  spec.dtype = DType::kFloat16;
+  absl::Status s = ValidateJob(spec, 12, Limits{});
+  EXPECT_NE(s.message().find("ops[0] (affine).alpha: must be a finite float32 value"),
+            std::string::npos)
+      << s;
+}
+
+TEST(ValidateJob, SumOfInt32IsInt64) {
+  JobSpec spec = ValidSpec();
+  spec.dtype = DType::kInt32;
+  spec.ops = {{OpKind::kSum}, {OpKind::kRelu}};
+  absl::Status s = ValidateJob(spec, 24, Limits{});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("ops[1] (relu): dtype int64 is not supported"), std::string::npos)
+      << s;
+  spec.ops = {{OpKind::kMax}, {OpKind::kRelu}};  // max of int32 stays int32
+  EXPECT_TRUE(ValidateJob(spec, 24, Limits{}).ok());
 }
 
 TEST(ValidateJob, RejectsRowOpOnScalar) {
