@@ -91,11 +91,12 @@ Options ParseOptions(int argc, char** argv) {
       o.seed = static_cast<uint32_t>(std::stoul(value()));
     } else if (a == "--samples") {
       o.samples_dir = value();
-    } else if (a == "--cases") {
+    } else if (a == "--cases" || a == "--only") {
       o.cases = value();
     } else if (a == "-h" || a == "--help") {
       std::printf("usage: kernels_bench [--reps N] [--warmup N] [--seed S] [--samples DIR] "
-                  "[--cases id,id,...]\n");
+                  "[--cases id,id,...]\n"
+                  "  --cases (or --only) runs only the listed case ids, e.g. softmax,argmax\n");
       std::exit(0);
     } else {
       Die("unknown argument " + a);
