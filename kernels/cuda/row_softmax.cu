@@ -114,32 +114,38 @@ __global__ void __launch_bounds__(kRowThreads)
 }
 
 // ---- shared-memory path (rows too long for registers, short enough for shared memory) -------
-// The row is held in shared memory (detail::SmemRow); the online statistics {max, sum of
-// exp(x - max)} are taken while loading (one exp per element, overlapping the loads in
-// flight) and merged over the block, and the write computes exp(x - m) / s from shared memory,
-// as the two-kernel path does: two passes over shared memory and one block reduction per row.
-// On the H200 (16384 x 16384 float32) this took the op from 630 us (max while loading, then an
-// exp-and-sum pass, then the write, two reductions) to the figure in the kernels benchmark.
+// As the single pass above, with the row in shared memory (detail::SmemRow): the max is taken
+// while loading, exp(x - max) replaces each value in place while summing, and the write
+// multiplies by 1 / s, so the results are those of SoftmaxRowsKernel up to summation order.
+// On the H200, 16384 x 16384 float32: 630 us (1069 us with the two-kernel path); the online
+// statistics {max, sum of exp} folded into the load pass instead, with one reduction and the
+// exp in the write, took 735 us (the exp and its branch in the load loop slow the loads).
 template <typename S>
 __global__ void __launch_bounds__(detail::kSmemRowThreads, detail::kSmemRowMinBlocksPerSm)
     SoftmaxSmemRowsKernel(const S* d_in, S* d_out, int64_t rows, int cols, EwProgram pre,
                           bool out_vec) {
   using C = ComputeOf<S>;
   extern __shared__ int4 smem_row[];
-  __shared__ SoftmaxStat<C> scratch[kWarpSize];
+  __shared__ C scratch_max[kWarpSize];
+  __shared__ C scratch_sum[kWarpSize];
   detail::WaitForPrimaryGrids();
 
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const S* p = d_in + row * cols;
     detail::SmemRow<S> r(reinterpret_cast<C*>(smem_row), p, cols);
-    SoftmaxStat<C> st = detail::EmptySoftmaxStat<C>();
-    r.Load(p, pre, [&](C x) { detail::PushSoftmax(st, x); });
-    // Ends with a barrier, so scratch is free for the next row.
-    st = detail::RowAllReduce<true>(st, detail::SoftmaxMergeOp{}, detail::EmptySoftmaxStat<C>(),
-                                    static_cast<int>(blockDim.x), scratch);
-    const C inv = InverseSum(st);
-    r.Store(d_out + row * cols, out_vec,
-            [&](C x) { return detail::MathExp(x - st.m) * inv; });
+    C m = -detail::Infinity<C>();
+    r.Load(p, pre, [&](C x) { m = detail::MathMax(m, x); });
+    m = detail::RowAllReduceAlternating<true>(m, detail::MaxOp{}, -detail::Infinity<C>(),
+                                              blockDim.x, scratch_max);
+    C s = C(0);
+    r.Update([&](C& x) {
+      x = detail::MathExp(x - m);
+      s += x;
+    });
+    s = detail::RowAllReduceAlternating<true>(s, detail::SumOp{}, C(0), blockDim.x,
+                                              scratch_sum);
+    const C inv = C(1) / s;
+    r.Store(d_out + row * cols, out_vec, [&](C x) { return x * inv; });
     detail::EndSmemRow();
   }
   detail::AllowDependentGrids();
