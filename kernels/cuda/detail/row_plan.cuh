@@ -21,11 +21,6 @@ inline constexpr int64_t kGroupMaxCols = 1024;
 inline constexpr int kGroupElemsPerLane = 4;
 // Block-path rows are split when there are fewer rows than this many blocks per SM...
 inline constexpr int kRowTargetBlocksPerSm = 4;
-// ...or, for the single-pass split reductions (RowReduce, RowArgmax), this many: a full SM of
-// 256-thread blocks, twice the loads in flight. On the H200, sum of one row of 2^28 took
-// 254 us with 4 (CUB DeviceReduce::Sum 241 us), where 16384 rows of 16384, 8 blocks per SM
-// with no split, took 241 us.
-inline constexpr int kReduceTargetBlocksPerSm = 8;
 // ...but never into segments shorter than this (a segment's fixed cost must stay small). 2048
 // (8 floats per thread) lets one row of 2^20 spread over 512 blocks; the previous 8192 gave 128
 // blocks, a third of the 528-block target, and 40.5 us for softmax on one row of 2^20 on the
@@ -58,12 +53,9 @@ struct RowPlan {
   int64_t batch_rows = 0;  // rows whose per-segment entries fit the workspace at once
 };
 
-// `min_segment_cols` lets an op with its own segment kernels ask for longer segments;
-// `target_blocks_per_sm` one whose split kernel is a single pass over its segment (RowReduce,
-// RowArgmax) for more blocks.
+// `min_segment_cols` lets an op with its own segment kernels ask for longer segments.
 inline RowPlan PlanRows(int64_t rows, int64_t cols, int multiprocessors, int64_t stat_bytes,
-                        int64_t min_segment_cols = kMinSegmentCols,
-                        int target_blocks_per_sm = kRowTargetBlocksPerSm) {
+                        int64_t min_segment_cols = kMinSegmentCols) {
   const int64_t capacity = StatCapacity(stat_bytes);
   RowPlan plan;
   if (cols <= kGroupMaxCols) {
@@ -73,7 +65,7 @@ inline RowPlan PlanRows(int64_t rows, int64_t cols, int multiprocessors, int64_t
     while (plan.lanes < 32 && plan.lanes < want) plan.lanes *= 2;
     plan.seg_len = cols;
   } else {
-    const int64_t target = static_cast<int64_t>(multiprocessors) * target_blocks_per_sm;
+    const int64_t target = static_cast<int64_t>(multiprocessors) * kRowTargetBlocksPerSm;
     int64_t splits = 1;
     if (rows < target) {
       splits = std::min({CeilDiv(target, rows), CeilDiv(cols, min_segment_cols),
