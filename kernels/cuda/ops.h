@@ -122,9 +122,11 @@ cudaError_t RowArgmax(const void* d_in, ElementType in_type, int64_t* d_out, int
                       int* kernels = nullptr);
 
 // Softmax of ApplyEw(pre, x) along each row. Types: float32, float64, float16; the output has
-// the input's type. One kernel when a row fits in registers (cols up to 8192); otherwise two
-// kernels per batch of rows (statistics, then normalization), as many batches as the
-// workspace needs.
+// the input's type. One kernel when a row fits in registers (cols up to 8192), or, with rows
+// enough for a block each, in one block's shared memory (up to 192 KiB of compute-type
+// values: 49149 float32 or 49145 float16 or 24575 float64 columns, a few less for rows that
+// start unaligned); otherwise two kernels per batch of rows (statistics, then normalization),
+// as many batches as the workspace needs.
 cudaError_t RowSoftmax(const void* d_in, ElementType in_type, void* d_out, int64_t rows,
                        int64_t cols, const EwProgram& pre, void* d_workspace,
                        size_t workspace_bytes, const LaunchConfig& config,
@@ -132,9 +134,9 @@ cudaError_t RowSoftmax(const void* d_in, ElementType in_type, void* d_out, int64
 
 // Each row of ApplyEw(pre, x) normalized (RowNormalizeKind): x / norm2(x), or
 // (x - mean) / std with the population std; a zero (resp. constant) row gives NaN, as 0 / 0.
-// Statistics are exact two-pass moments over registers (rows up to 8192 columns, one kernel)
-// or float Welford/Chan moments (longer rows, two kernels per batch of rows, as RowSoftmax);
-// neither has the E[x^2] - E[x]^2 cancellation. Types: float32, float64, float16 (moments in
+// Statistics are exact two-pass moments over registers or shared memory (one kernel, for the
+// rows RowSoftmax runs in one kernel) or float Welford/Chan moments (other long rows, two
+// kernels per batch of rows, as RowSoftmax); neither has the E[x^2] - E[x]^2 cancellation. Types: float32, float64, float16 (moments in
 // the compute type); the output has the input's type.
 cudaError_t RowNormalize(const void* d_in, ElementType in_type, void* d_out, int64_t rows,
                          int64_t cols, RowNormalizeKind kind, const EwProgram& pre,
@@ -151,7 +153,8 @@ cudaError_t RowNormalize(const void* d_in, ElementType in_type, void* d_out, int
 //     bulk (config.staging, kAuto resolved by the tuning table for the element type);
 //   <kind>.rows (one kernel), or <kind>.partials + <kind>.combine (split rows), with <kind>
 //     sum | min | max | mean | norm2 | argmax;
-//   <op>.rows (one kernel, rows held in registers), or <op>.stats + <op>.normalize per batch,
+//   <op>.rows (one kernel, rows held in registers or shared memory), or <op>.stats +
+//     <op>.normalize per batch,
 //     with <op> softmax | l2normalize | standardize.
 struct KernelLaunchInfo {
   const char* name;  // static storage

@@ -19,6 +19,7 @@
 #include "kernels/cuda/detail/row_access.cuh"
 #include "kernels/cuda/detail/row_plan.cuh"
 #include "kernels/cuda/detail/row_resident.cuh"
+#include "kernels/cuda/detail/row_smem.cuh"
 #include "kernels/cuda/detail/warp_reduce.cuh"
 #include "kernels/cuda/ops.h"
 
@@ -134,6 +135,53 @@ __global__ void __launch_bounds__(kRowThreads)
         if (i < cols) detail::StoreElem(out + i, Normalize(a, x[k]));
       }
     }
+  }
+  detail::AllowDependentGrids();
+}
+
+// ---- shared-memory path (rows too long for registers, short enough for shared memory) -------
+// As the single pass above, with the row in shared memory (detail::SmemRow) and the first
+// statistic (sum of squares, or the sum of deviations from x0) folded into the load.
+template <typename S>
+__global__ void __launch_bounds__(detail::kSmemRowThreads, detail::kSmemRowMinBlocksPerSm)
+    NormSmemRowsKernel(const S* d_in, S* d_out, int64_t rows, int cols, RowNormalizeKind kind,
+                       EwProgram pre, bool out_vec) {
+  using C = ComputeOf<S>;
+  extern __shared__ int4 smem_row[];
+  // One scratch array per reduction, alternating (see RowAllReduceAlternating); the row's
+  // closing barrier (EndSmemRow) orders the next row's first reduction after this row's last.
+  __shared__ C scratch_a[kWarpSize];
+  __shared__ C scratch_b[kWarpSize];
+  detail::WaitForPrimaryGrids();
+
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const S* p = d_in + row * cols;
+    detail::SmemRow<S> r(reinterpret_cast<C*>(smem_row), p, cols);
+    Affine<C> a;
+    if (kind == RowNormalizeKind::kL2Normalize) {
+      C ss = C(0);
+      r.Load(p, pre, [&](C x) { ss = detail::MathFma(x, x, ss); });
+      ss = detail::RowAllReduceAlternating<true>(ss, detail::SumOp{}, C(0), blockDim.x,
+                                                 scratch_a);
+      a = {C(0), detail::MathSqrt(ss)};
+    } else {
+      const C x0 = ApplyEw(pre, detail::LoadElem(p));
+      C d = C(0);
+      r.Load(p, pre, [&](C x) { d += x - x0; });
+      d = detail::RowAllReduceAlternating<true>(d, detail::SumOp{}, C(0), blockDim.x,
+                                                scratch_a);
+      const C mean = x0 + d / static_cast<C>(cols);
+      C m2 = C(0);
+      r.Visit([&](C x) {
+        const C dev = x - mean;
+        m2 = detail::MathFma(dev, dev, m2);
+      });
+      m2 = detail::RowAllReduceAlternating<true>(m2, detail::SumOp{}, C(0), blockDim.x,
+                                                 scratch_b);
+      a = {mean, detail::MathSqrt(m2 / static_cast<C>(cols))};
+    }
+    r.Store(d_out + row * cols, out_vec, [&](C x) { return Normalize(a, x); });
+    detail::EndSmemRow();
   }
   detail::AllowDependentGrids();
 }
@@ -321,6 +369,18 @@ cudaError_t DispatchRowNormalize(const S* d_in, S* d_out, int64_t rows, int64_t 
 
   const bool out_vec =
       ((reinterpret_cast<uintptr_t>(d_out) - reinterpret_cast<uintptr_t>(d_in)) & 15) == 0;
+
+  // Enough rows for a block each (PlanRows would not split them) that fit in shared memory:
+  // one kernel, one read of the input.
+  if (!plan.group && plan.splits == 1 && detail::FitsSmemRow<S>(cols)) {
+    constexpr auto kKernel = NormSmemRowsKernel<S>;
+    if (!launch.describing()) {
+      if (const cudaError_t err = detail::OptInSmemRow<kKernel>(); err != cudaSuccess) return err;
+    }
+    return launch.WithSmem(names.rows, kKernel, detail::CapGrid(rows, mp),
+                           detail::kSmemRowThreads, detail::SmemRowBytes<S>(cols), d_in, d_out,
+                           rows, static_cast<int>(cols), kind, pre, out_vec);
+  }
 
   for (int64_t row0 = 0; row0 < rows; row0 += plan.batch_rows) {
     const int64_t n_rows = std::min(plan.batch_rows, rows - row0);

@@ -107,7 +107,8 @@ cudaError_t DispatchType(ElementType type, F&& f) {
 // not reported a second time by whoever calls cudaGetLastError() next.
 template <typename... KernelParams, typename... Args>
 cudaError_t LaunchKernel(void (*kernel)(KernelParams...), dim3 grid, dim3 block,
-                         cudaStream_t stream, bool pdl, Args&&... args) {
+                         size_t dynamic_smem_bytes, cudaStream_t stream, bool pdl,
+                         Args&&... args) {
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;
@@ -115,7 +116,7 @@ cudaError_t LaunchKernel(void (*kernel)(KernelParams...), dim3 grid, dim3 block,
   cudaLaunchConfig_t launch = {};
   launch.gridDim = grid;
   launch.blockDim = block;
-  launch.dynamicSmemBytes = 0;
+  launch.dynamicSmemBytes = dynamic_smem_bytes;
   launch.stream = stream;
   launch.attrs = pdl ? attr : nullptr;
   launch.numAttrs = pdl ? 1 : 0;
@@ -138,17 +139,27 @@ class Launcher {
       : config_(config), describe_(describe) {}
 
   const LaunchConfig& config() const { return config_; }
+  bool describing() const { return describe_ != nullptr; }
 
   template <typename... KernelParams, typename... Args>
   cudaError_t operator()(const char* name, void (*kernel)(KernelParams...), int64_t grid,
                          int threads, Args&&... args) {
+    return WithSmem(name, kernel, grid, threads, 0, std::forward<Args>(args)...);
+  }
+
+  // As operator(), with `dynamic_smem_bytes` of dynamic shared memory per block (the kernel
+  // must have been opted in to sizes above 48 KiB, see row_smem.cuh; describing needs not).
+  template <typename... KernelParams, typename... Args>
+  cudaError_t WithSmem(const char* name, void (*kernel)(KernelParams...), int64_t grid,
+                       int threads, size_t dynamic_smem_bytes, Args&&... args) {
     if (describe_ != nullptr) {
       describe_->push_back({name, grid, threads});
       return cudaSuccess;
     }
     cudaError_t err =
-        LaunchKernel(kernel, dim3(static_cast<unsigned>(grid)), dim3(threads), config_.stream,
-                     config_.pdl, std::forward<Args>(args)...);
+        LaunchKernel(kernel, dim3(static_cast<unsigned>(grid)), dim3(threads),
+                     dynamic_smem_bytes, config_.stream, config_.pdl,
+                     std::forward<Args>(args)...);
     if (err == cudaSuccess && kernels_ != nullptr) ++*kernels_;
     KernelProfile* profile = config_.profile;
     if (err == cudaSuccess && profile != nullptr && profile->used < profile->capacity) {

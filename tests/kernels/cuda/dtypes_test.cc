@@ -571,6 +571,42 @@ TEST_F(DtypesTest, RowNormalize) {
   }
 }
 
+// Rows too long for registers but short enough for one block's shared memory, with enough
+// rows for a block each, run as one kernel (kernels/cuda/detail/row_smem.cuh). With
+// multiprocessors = 1, four rows already count as many, so small tensors take that path:
+// the shortest such row, 16384 (aligned rows), odd widths (every row start misaligned
+// differently, and several rows per block, so a block's shared-memory slots shift between
+// its rows), an unaligned output (element stores), and the longest row of each type, whose
+// next width takes the two-kernel path.
+TEST_F(DtypesTest, SharedMemoryRows) {
+  LaunchConfig one_sm = AllConfigs()[0];
+  one_sm.multiprocessors = 1;
+  // The longest shared-memory row: 192 KiB of compute-type values, less the alignment slots.
+  auto longest = [](ElementType type) -> int64_t {
+    switch (type) {
+      case ElementType::kFloat64: return 24575;
+      case ElementType::kFloat16: return 49145;
+      default: return 49149;
+    }
+  };
+  for (ElementType type : kFloatTypes) {
+    const int64_t limit = longest(type);
+    EXPECT_EQ(DescribeRowSoftmax(4, limit, type, one_sm).size(), 1u) << ElementTypeName(type);
+    EXPECT_EQ(DescribeRowSoftmax(4, limit + 1, type, one_sm).size(), 2u)
+        << ElementTypeName(type);
+    EXPECT_EQ(DescribeRowNormalize(4, limit, type, RowNormalizeKind::kStandardize, one_sm).size(),
+              1u);
+    for (Op op : {Op::kSoftmax, Op::kL2, Op::kStd}) {
+      for (const Shape& shape : {Shape{4, 8193}, Shape{5, 16384}, Shape{20, 16387},
+                                 Shape{6, 16385}, Shape{4, limit}}) {
+        ASSERT_EQ(DescribeRowSoftmax(shape.rows, shape.cols, type, one_sm).size(), 1u);
+        Check(op, type, shape, FloatPre(), {one_sm});
+      }
+      Check(op, type, Shape{9, 20001}, FloatPre(), {one_sm}, 0, /*out_offset_elems=*/1);
+    }
+  }
+}
+
 // One row of 2^26 + 7: one op of each family per type (float16 sums would overflow float16,
 // so its reduction is the mean; its normalization l2normalize, whose outputs stay normal).
 TEST_F(DtypesTest, LongRow) {

@@ -1284,8 +1284,10 @@ std::vector<std::string> Names(const std::vector<KernelLaunchInfo>& launches) {
   std::vector<std::string> names;
   for (const KernelLaunchInfo& k : launches) {
     EXPECT_GE(k.blocks, 1) << k.name;
-    // 256-thread blocks, or 128 for register-resident rows of at most 1024 columns.
-    EXPECT_TRUE(k.threads == 256 || k.threads == 128) << k.name << ": " << k.threads;
+    // 256-thread blocks, 128 for register-resident rows of at most 1024 columns, or 512 for
+    // shared-memory-resident rows.
+    EXPECT_TRUE(k.threads == 256 || k.threads == 128 || k.threads == 512)
+        << k.name << ": " << k.threads;
     names.push_back(k.name);
   }
   return names;
@@ -1388,16 +1390,24 @@ TEST(DescribeLaunches, MultipassOpsListEveryBatch) {
             Strings{"l2normalize.rows"});
   EXPECT_EQ(Names(DescribeRowNormalize(300000, 3, RowNormalizeKind::kStandardize, c)),
             Strings{"standardize.rows"});
+  // Enough rows too long for registers but short enough for shared memory: one kernel.
+  EXPECT_EQ(Names(DescribeRowSoftmax(16384, 16384, c)), Strings{"softmax.rows"});
+  EXPECT_EQ(Names(DescribeRowNormalize(16384, 16384, RowNormalizeKind::kStandardize, c)),
+            Strings{"standardize.rows"});
+  EXPECT_EQ(Names(DescribeRowNormalize(600, 8193, RowNormalizeKind::kL2Normalize, c)),
+            Strings{"l2normalize.rows"});
+  // Few such rows: split over blocks, statistics + normalization.
   EXPECT_EQ(Names(DescribeRowSoftmax(2, 8193, c)),
             (Strings{"softmax.stats", "softmax.normalize"}));
   EXPECT_EQ(Names(DescribeRowNormalize(64, 8193, RowNormalizeKind::kL2Normalize, c)),
             (Strings{"l2normalize.stats", "l2normalize.normalize"}));
-  // 300000 one-segment rows too long for registers: more statistics than the workspace holds
-  // at once, so several batches, each a stats + normalize pair; 16-byte normalize statistics
-  // need more batches than 8-byte softmax ones. (Described only: nothing is allocated.)
-  const Strings softmax = Names(DescribeRowSoftmax(300000, 8193, c));
+  // 300000 one-segment rows too long for registers and shared memory: more statistics than
+  // the workspace holds at once, so several batches, each a stats + normalize pair; 16-byte
+  // normalize statistics need more batches than 8-byte softmax ones. (Described only:
+  // nothing is allocated.)
+  const Strings softmax = Names(DescribeRowSoftmax(300000, 60000, c));
   const Strings standardize =
-      Names(DescribeRowNormalize(300000, 8193, RowNormalizeKind::kStandardize, c));
+      Names(DescribeRowNormalize(300000, 60000, RowNormalizeKind::kStandardize, c));
   ASSERT_GE(softmax.size(), 4u);
   ASSERT_GT(standardize.size(), softmax.size());
   for (size_t i = 0; i < standardize.size(); ++i) {
