@@ -207,7 +207,11 @@ absl::StatusOr<ChunkLayout> MakeChunkLayout(const JobSpec& spec, const Plan& pla
         " bytes on the device (input and intermediate results of ", layout.unit_elements,
         " elements), over the ", capacity_bytes,
         " bytes a stream's chunk buffers hold (gpupiped --chunk-mib and --device-memory); only "
-        "reductions and argmax split a row across chunks"));
+        "reductions, argmax, cumsum, histogram, convolve and topk (after at most one "
+        "elementwise step) split a row across chunks"));
+  }
+  if (CanSplitRowResize(plan)) {
+    return SplitRowResizeLayout(plan, chunk_bytes, capacity_bytes, layout);
   }
   // A piece's largest tensor is its input (its partial is one value of at most 8 bytes).
   layout.mode = ChunkLayout::Mode::kSplitRow;
