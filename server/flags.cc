@@ -78,6 +78,10 @@ Runs the gpupipe job service: a gRPC daemon that owns one GPU.
                              (default 25%)
   --chunk-mib N              input MiB per chunk of a job's copy/compute/copy pipeline, also
                              the most a job's options.chunk_bytes may ask for (default 16)
+  --pinned-input-mib N       pinned host memory allocated at start for inputs streamed with
+                             Run, copied to the GPU without a staging copy; an upload that
+                             finds no room uses pageable memory (cuda only; 0: none;
+                             default 256)
   --max-queued-jobs N        accepted jobs waiting for a lane before new ones are refused
                              with RESOURCE_EXHAUSTED (default 1024)
   --max-queued-mib N         input bytes waiting for a lane, likewise (default 2048)
@@ -144,6 +148,8 @@ absl::StatusOr<DaemonOptions> ParseFlags(const std::vector<std::string>& args) {
            [&](int64_t v) { o.streams_per_priority = static_cast<int>(v); }},
           {"--max-input-mib", 1, 1024, [&](int64_t v) { o.max_input_bytes = v << 20; }},
           {"--chunk-mib", 1, 1024, [&](int64_t v) { o.chunk_bytes = v << 20; }},
+          {"--pinned-input-mib", 0, 1 << 20,
+           [&](int64_t v) { o.pinned_input_bytes = v << 20; }},
           {"--max-stream-input-gib", 1, 1024,
            [&](int64_t v) { o.max_stream_input_bytes = v << 30; }},
           {"--max-queued-jobs", 1, 1 << 20,

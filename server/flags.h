@@ -21,6 +21,7 @@ struct DaemonOptions {
   double device_memory_fraction = 0.25;
   int64_t device_memory_bytes = 0;
   int64_t chunk_bytes = int64_t{16} << 20;  // --chunk-mib
+  int64_t pinned_input_bytes = int64_t{256} << 20;  // --pinned-input-mib
   int64_t max_stream_input_bytes = int64_t{4} << 30;
   int max_queued_jobs = 1024;
   int64_t max_queued_bytes = int64_t{2} << 30;

@@ -91,6 +91,7 @@ int Run(const DaemonOptions& options) {
   cuda_options.device_memory_fraction = options.device_memory_fraction;
   cuda_options.device_memory_bytes = options.device_memory_bytes;
   cuda_options.chunk_bytes = options.chunk_bytes;
+  cuda_options.pinned_input_bytes = options.pinned_input_bytes;
   engine::CpuBackendOptions cpu_options;
   cpu_options.lanes_per_level = options.streams_per_priority;
   cpu_options.chunk_bytes = options.chunk_bytes;

@@ -7,7 +7,10 @@
 //            last copy out, from its timeline) against the longest of the three stage totals,
 //            beside the same job on a backend whose lanes run copies on the compute stream.
 //  staging   a 1 GiB elementwise job: the device time of its chunked copies in and out against
-//            one raw cudaMemcpyAsync of 1 GiB from/to pinned memory in the same process.
+//            one raw cudaMemcpyAsync of 1 GiB from/to pinned memory in the same process, and
+//            against both raw copies at once (the pipeline's copies in and out overlap); the
+//            job's input pageable (through pinned staging), then in the pinned input pool.
+//  (report.py's LIMITS says what limits each target.)
 //  priority  a small high-priority job's device span (p50/p99) on an idle GPU, while low-
 //            priority jobs keep the GPU busy, and while the same load runs at its own priority.
 //
@@ -120,8 +123,10 @@ double Percentile(std::vector<double> v, double p) {
 }
 
 std::unique_ptr<Engine> MakeEngine(int lanes, int64_t chunk_bytes, bool copy_streams,
-                                   int64_t max_input_bytes, std::string* summary) {
+                                   int64_t max_input_bytes, std::string* summary,
+                                   int64_t pinned_input_bytes = 0) {
   CudaBackendOptions options;
+  options.pinned_input_bytes = pinned_input_bytes;
   options.lanes_per_level = lanes;
   options.chunk_bytes = chunk_bytes;
   options.copy_streams = copy_streams;
@@ -208,28 +213,44 @@ void BenchOverlap(int64_t job_bytes, int64_t chunk_bytes) {
 
 // (b) pinned staging
 void BenchStaging(int64_t job_bytes, int64_t chunk_bytes) {
-  auto engine = MakeEngine(1, chunk_bytes, true, job_bytes, nullptr);
-  if (!engine) return;
   const std::string bytes = Filled(job_bytes / 4);
-  const auto input = InputSource::Complete(bytes);
   JobSpec spec;
   spec.shape = {job_bytes / 4};
   spec.ops = {{OpKind::kRelu}};
   spec.timeline = true;
-  std::vector<double> h2d, d2h, wall, span;
-  for (int rep = 0; rep < 4; ++rep) {
-    Run r = Submit(*engine, spec, input);
-    if (!r.status.ok()) {
-      std::fprintf(stderr, "staging: %s\n", r.status.ToString().c_str());
-      return;
+  // The input in pageable memory (through pinned staging), then in the engine's pinned input
+  // pool (copied to the device from where it is), as the Run RPC's upload lands it.
+  struct Timed {
+    std::vector<double> h2d, d2h, wall, span;
+  };
+  Timed timed[2];
+  for (int pinned = 0; pinned < 2; ++pinned) {
+    auto engine = MakeEngine(1, chunk_bytes, true, job_bytes, nullptr, pinned ? job_bytes : 0);
+    if (!engine) return;
+    std::shared_ptr<InputSource> input;
+    if (pinned) {
+      input = engine->NewInput(job_bytes);
+      if (!input->pinned() || !input->Append(bytes.data(), job_bytes).ok()) {
+        std::fprintf(stderr, "staging: no pinned input\n");
+        return;
+      }
+    } else {
+      input = InputSource::Complete(bytes);
     }
-    if (rep == 0) continue;
-    h2d.push_back(r.timing.h2d_us);
-    d2h.push_back(r.timing.d2h_us);
-    wall.push_back(r.wall_us);
-    span.push_back(DeviceSpan(r.timing));
+    Timed& t = timed[pinned];
+    for (int rep = 0; rep < 4; ++rep) {
+      Run r = Submit(*engine, spec, input);
+      if (!r.status.ok()) {
+        std::fprintf(stderr, "staging: %s\n", r.status.ToString().c_str());
+        return;
+      }
+      if (rep == 0) continue;
+      t.h2d.push_back(r.timing.h2d_us);
+      t.d2h.push_back(r.timing.d2h_us);
+      t.wall.push_back(r.wall_us);
+      t.span.push_back(DeviceSpan(r.timing));
+    }
   }
-  engine.reset();
   // Raw: one copy each way between pinned host memory and the device, timed with events.
   void* h = nullptr;
   void* d = nullptr;
@@ -244,7 +265,7 @@ void BenchStaging(int64_t job_bytes, int64_t chunk_bytes) {
   std::memcpy(h, bytes.data(), static_cast<size_t>(job_bytes));
   cudaEventCreate(&e0);
   cudaEventCreate(&e1);
-  std::vector<double> raw_h2d, raw_d2h;
+  std::vector<double> raw_h2d, raw_d2h, both_h2d, both_d2h;
   for (int rep = 0; rep < 4; ++rep) {
     for (bool to_device : {true, false}) {
       cudaEventRecord(e0, stream);
@@ -257,21 +278,64 @@ void BenchStaging(int64_t job_bytes, int64_t chunk_bytes) {
       if (rep > 0) (to_device ? raw_h2d : raw_d2h).push_back(ms * 1000.0);
     }
   }
+  // Raw both ways at once, as the pipeline copies (the copy in of chunk k+1 runs beside the
+  // copy out of chunk k-1): the link's and the host's bidirectional limit, which a chunked
+  // job's per-direction rate cannot exceed.
+  void* h2 = nullptr;
+  void* d2 = nullptr;
+  cudaStream_t stream2 = nullptr;
+  cudaEvent_t f0 = nullptr, f1 = nullptr;
+  if (cudaHostAlloc(&h2, job_bytes, cudaHostAllocDefault) == cudaSuccess &&
+      cudaMalloc(&d2, job_bytes) == cudaSuccess &&
+      cudaStreamCreateWithFlags(&stream2, cudaStreamNonBlocking) == cudaSuccess) {
+    cudaEventCreate(&f0);
+    cudaEventCreate(&f1);
+    for (int rep = 0; rep < 4; ++rep) {
+      cudaEventRecord(e0, stream);
+      cudaEventRecord(f0, stream2);
+      cudaMemcpyAsync(d, h, job_bytes, cudaMemcpyHostToDevice, stream);
+      cudaMemcpyAsync(h2, d2, job_bytes, cudaMemcpyDeviceToHost, stream2);
+      cudaEventRecord(e1, stream);
+      cudaEventRecord(f1, stream2);
+      cudaEventSynchronize(e1);
+      cudaEventSynchronize(f1);
+      float ms_in = 0, ms_out = 0;
+      cudaEventElapsedTime(&ms_in, e0, e1);
+      cudaEventElapsedTime(&ms_out, f0, f1);
+      if (rep > 0) {
+        both_h2d.push_back(ms_in * 1000.0);
+        both_d2h.push_back(ms_out * 1000.0);
+      }
+    }
+    cudaEventDestroy(f0);
+    cudaEventDestroy(f1);
+  } else {
+    std::fprintf(stderr, "staging: bidirectional buffers: %s\n",
+                 cudaGetErrorString(cudaGetLastError()));
+  }
+  if (stream2) cudaStreamDestroy(stream2);
+  if (d2) cudaFree(d2);
+  if (h2) cudaFreeHost(h2);
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
   cudaStreamDestroy(stream);
   cudaFree(d);
   cudaFreeHost(h);
   const auto gbs = [&](double us) { return us > 0 ? job_bytes / (us * 1e3) : 0.0; };
-  std::printf(
-      "{\"bench\":\"staging\",\"job_bytes\":%lld,\"chunk_bytes\":%lld,\"h2d_us\":%.1f,"
-      "\"d2h_us\":%.1f,\"raw_h2d_us\":%.1f,\"raw_d2h_us\":%.1f,\"h2d_gbs\":%.2f,\"d2h_gbs\":%.2f,"
-      "\"raw_h2d_gbs\":%.2f,\"raw_d2h_gbs\":%.2f,\"span_us\":%.1f,\"wall_us\":%.1f}\n",
-      static_cast<long long>(job_bytes), static_cast<long long>(chunk_bytes),
-      Percentile(h2d, 0.5), Percentile(d2h, 0.5), Percentile(raw_h2d, 0.5),
-      Percentile(raw_d2h, 0.5), gbs(Percentile(h2d, 0.5)), gbs(Percentile(d2h, 0.5)),
-      gbs(Percentile(raw_h2d, 0.5)), gbs(Percentile(raw_d2h, 0.5)), Percentile(span, 0.5),
-      Percentile(wall, 0.5));
+  for (int pinned = 0; pinned < 2; ++pinned) {
+    const Timed& t = timed[pinned];
+    const double h2d = Percentile(t.h2d, 0.5), d2h = Percentile(t.d2h, 0.5);
+    std::printf(
+        "{\"bench\":\"staging\",\"input\":\"%s\",\"job_bytes\":%lld,\"chunk_bytes\":%lld,"
+        "\"h2d_us\":%.1f,\"d2h_us\":%.1f,\"raw_h2d_us\":%.1f,\"raw_d2h_us\":%.1f,"
+        "\"h2d_gbs\":%.2f,\"d2h_gbs\":%.2f,\"raw_h2d_gbs\":%.2f,\"raw_d2h_gbs\":%.2f,"
+        "\"both_h2d_gbs\":%.2f,\"both_d2h_gbs\":%.2f,\"span_us\":%.1f,\"wall_us\":%.1f}\n",
+        pinned ? "pinned" : "pageable", static_cast<long long>(job_bytes),
+        static_cast<long long>(chunk_bytes), h2d, d2h, Percentile(raw_h2d, 0.5),
+        Percentile(raw_d2h, 0.5), gbs(h2d), gbs(d2h), gbs(Percentile(raw_h2d, 0.5)),
+        gbs(Percentile(raw_d2h, 0.5)), gbs(Percentile(both_h2d, 0.5)),
+        gbs(Percentile(both_d2h, 0.5)), Percentile(t.span, 0.5), Percentile(t.wall, 0.5));
+  }
   std::fflush(stdout);
 }
 

@@ -22,6 +22,10 @@ std::string Names(const std::vector<T>& values, NameFn name) {
 
 }  // namespace
 
+std::shared_ptr<InputSource> Backend::NewInput(int64_t size) {
+  return InputSource::Streaming(size);
+}
+
 absl::Status Backend::CheckOptions(const JobSpec& spec) const {
   if (!Contains(stagings(), spec.staging)) {
     return absl::InvalidArgumentError(absl::StrCat(

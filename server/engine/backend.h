@@ -81,6 +81,11 @@ class Backend {
   // the host. Only one call per lane at a time; calls on different lanes may run concurrently.
   // Returns CANCELLED if `emit` returned false, RESOURCE_EXHAUSTED if a row does not fit in
   // the lane's chunk buffers and cannot be split.
+  // A streaming input of `size` bytes for a job this backend will run: in memory the device
+  // can copy from directly where the backend keeps such memory and has room (the CUDA
+  // backend's pinned input pool), else pageable (InputSource::Streaming(size)).
+  virtual std::shared_ptr<InputSource> NewInput(int64_t size);
+
   virtual absl::Status Run(const JobSpec& spec, const Plan& plan, InputSource& input,
                            Priority priority, int lane, const ChunkEmitter& emit,
                            JobTiming* timing) = 0;

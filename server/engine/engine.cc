@@ -132,6 +132,8 @@ class Engine::Impl {
     return idle_.wait_for(lock, timeout, [&] { return in_flight_.load() == 0; });
   }
 
+  std::shared_ptr<InputSource> NewInput(int64_t size) { return backend_->NewInput(size); }
+
  private:
   // A dry run is accepted, planned and done at once; it never queues.
   absl::Status RunDry(JobSpec spec, const Plan& plan, JobSink& sink) {
@@ -246,6 +248,8 @@ absl::Status Engine::Submit(JobSpec spec, std::shared_ptr<InputSource> input,
 }
 
 EngineDescription Engine::Describe() const { return impl_->Describe(); }
+
+std::shared_ptr<InputSource> Engine::NewInput(int64_t size) { return impl_->NewInput(size); }
 void Engine::Shutdown() { impl_->Shutdown(); }
 bool Engine::Drain(std::chrono::milliseconds timeout) { return impl_->Drain(timeout); }
 int64_t Engine::jobs_in_flight() const { return impl_->jobs_in_flight(); }

@@ -72,6 +72,10 @@ class Engine {
   absl::Status Submit(JobSpec spec, std::shared_ptr<InputSource> input,
                       std::shared_ptr<JobSink> sink);
 
+  // A streaming input of `size` bytes for Submit, in the memory the backend copies from
+  // fastest (Backend::NewInput): callers that fill an input themselves (the Run RPC) use it.
+  std::shared_ptr<InputSource> NewInput(int64_t size);
+
   EngineDescription Describe() const;
 
   // Stops accepting jobs (Submit answers UNAVAILABLE) and waits up to `timeout` for the jobs

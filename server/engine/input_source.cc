@@ -18,9 +18,21 @@ std::shared_ptr<InputSource> InputSource::Streaming(int64_t size) {
   return std::shared_ptr<InputSource>(new InputSource(std::string(size, '\0'), 0));
 }
 
+std::shared_ptr<InputSource> InputSource::Streaming(int64_t size, char* data, bool pinned,
+                                                    std::function<void()> release) {
+  return std::shared_ptr<InputSource>(new InputSource(size, data, pinned, std::move(release)));
+}
+
 InputSource::InputSource(std::string buffer, int64_t available)
     : size_(static_cast<int64_t>(buffer.size())), buffer_(std::move(buffer)),
-      available_(available) {}
+      data_(buffer_.data()), pinned_(false), available_(available) {}
+
+InputSource::InputSource(int64_t size, char* data, bool pinned, std::function<void()> release)
+    : size_(size), data_(data), pinned_(pinned), release_(std::move(release)) {}
+
+InputSource::~InputSource() {
+  if (release_) release_();
+}
 
 absl::StatusOr<const char*> InputSource::WaitForBytes(int64_t bytes) {
   if (bytes < 0 || bytes > size_) {
@@ -29,7 +41,7 @@ absl::StatusOr<const char*> InputSource::WaitForBytes(int64_t bytes) {
   }
   std::unique_lock<std::mutex> lock(mu_);
   arrived_.wait(lock, [&] { return available_ >= bytes || !failure_.ok(); });
-  if (available_ >= bytes) return buffer_.data();
+  if (available_ >= bytes) return static_cast<const char*>(data_);
   return failure_;
 }
 
@@ -47,7 +59,7 @@ absl::Status InputSource::Append(const char* data, int64_t n) {
   }
   // Only the producer writes past available_, and readers never look there, so the copy can
   // run unlocked.
-  char* dst = buffer_.data() + available_;
+  char* dst = data_ + available_;
   lock.unlock();
   if (n > 0) std::memcpy(dst, data, static_cast<size_t>(n));
   lock.lock();

@@ -9,6 +9,8 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 
@@ -23,8 +25,18 @@ class InputSource {
   static std::shared_ptr<InputSource> Complete(std::string bytes);
   // A source of `size` bytes that Append fills; allocates the buffer at once.
   static std::shared_ptr<InputSource> Streaming(int64_t size);
+  // A source of `size` bytes that Append fills, in a buffer the caller lends: `data` holds
+  // `size` bytes and stays valid until `release` runs (when the source is destroyed).
+  // `pinned`: the buffer is page-locked host memory, which a device may copy from directly
+  // (the CUDA backend then skips its staging copy).
+  static std::shared_ptr<InputSource> Streaming(int64_t size, char* data, bool pinned,
+                                                std::function<void()> release);
+  ~InputSource();
+  InputSource(const InputSource&) = delete;
+  InputSource& operator=(const InputSource&) = delete;
 
   int64_t size() const { return size_; }
+  bool pinned() const { return pinned_; }
 
   // Blocks until the first `bytes` bytes (0 <= bytes <= size()) are present, then returns the
   // start of the buffer: data()[0, bytes) never changes afterwards and stays valid for the
@@ -45,9 +57,13 @@ class InputSource {
 
  private:
   InputSource(std::string buffer, int64_t available);
+  InputSource(int64_t size, char* data, bool pinned, std::function<void()> release);
 
   const int64_t size_;
-  std::string buffer_;
+  std::string buffer_;  // owned bytes (Complete, the pageable Streaming)
+  char* const data_;    // buffer_.data(), or the lent buffer
+  const bool pinned_;
+  std::function<void()> release_;
   mutable std::mutex mu_;
   std::condition_variable arrived_;
   int64_t available_ = 0;

@@ -89,7 +89,8 @@ bool RunReactor::OnSpec(v1::SubmitRequest* spec_message) {
     Reject(s);
     return false;
   }
-  std::shared_ptr<engine::InputSource> source = engine::InputSource::Streaming(bytes);
+  // Pinned where the backend has room, so the upload's copy is the only host copy.
+  std::shared_ptr<engine::InputSource> source = engine_->NewInput(bytes);
   {
     std::lock_guard<std::mutex> lock(input_mu_);
     input_ = source;

@@ -35,5 +35,17 @@ TEST(Flags, BadDeviceMemoryNamesTheFlag) {
   EXPECT_FALSE(ParseFlags({"--chunk-mib", "0"}).ok());
 }
 
+TEST(Flags, PinnedInputPoolDefaultsTo256MiBAndZeroTurnsItOff) {
+  absl::StatusOr<DaemonOptions> o = ParseFlags({});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->pinned_input_bytes, int64_t{256} << 20);
+  o = ParseFlags({"--pinned-input-mib=0"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->pinned_input_bytes, 0);
+  o = ParseFlags({"--pinned-input-mib", "-1"});
+  ASSERT_FALSE(o.ok());
+  EXPECT_NE(o.status().message().find("--pinned-input-mib"), std::string::npos) << o.status();
+}
+
 }  // namespace
 }  // namespace gpupipe::daemon

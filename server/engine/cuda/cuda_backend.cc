@@ -17,6 +17,7 @@
 #include "server/engine/chunk_plan.h"
 #include "server/engine/chunking.h"
 #include "server/engine/copy_pool.h"
+#include "server/engine/host_block_pool.h"
 #include "server/engine/cuda/graph_cache.h"
 #include "server/engine/cuda/step_launcher.h"
 #include "server/engine/split_row_merge.h"
@@ -41,6 +42,13 @@ std::string VersionString(int v) { return absl::StrCat(v / 1000, ".", (v % 1000)
 // Chunk slots per lane: chunk k uses slot k % 3, so the copy in of chunk k+1, the kernels of
 // chunk k and the copy out of chunk k-1 each have their own buffers.
 constexpr int kSlots = 3;
+// Pinned input buffers per lane: one more than the slots, so that the host copy of chunk k+2's
+// input into pinned memory (a fourth pipeline stage, about as long as its DMA) runs while the
+// three slots hold chunks k-1..k+1 in flight. With one input buffer per slot the host copy
+// could only start once the slot's previous chunk had left, which left the copy engine idle
+// for a host copy's time on every chunk (the engine benchmark's overlap span was 1.38 x the
+// longest stage).
+constexpr int kInputBuffers = kSlots + 1;
 // Device and pinned sub-allocations are aligned for every kernel's vector loads.
 constexpr size_t kAlignment = 256;
 // Smallest chunk slot worth running (below it per-chunk overheads dominate).
@@ -57,7 +65,6 @@ constexpr size_t kSplitStateBytes =
 // One chunk's buffers and events.
 struct Slot {
   std::array<void*, 2> d_buffers{};  // ping-pong between the plan's steps
-  void* h_input = nullptr;           // pinned
   void* h_output = nullptr;          // pinned
   // Cross-stream order (cudaEventDisableTiming): copy in -> kernels -> copy out.
   cudaEvent_t h2d_done = nullptr;
@@ -67,6 +74,14 @@ struct Slot {
   std::array<cudaEvent_t, 6> times{};
 };
 
+// A pinned buffer that stages a chunk's input for its DMA; chunk k uses input buffer
+// k % kInputBuffers. `copied` is recorded after the DMA that read it, so the buffer may be
+// refilled once it has completed.
+struct StagedInput {
+  void* h_input = nullptr;
+  cudaEvent_t copied = nullptr;  // cudaEventDisableTiming
+};
+
 // Streams and everything a job needs on them, allocated once.
 struct Lane {
   cudaStream_t stream = nullptr;      // kernels
@@ -74,6 +89,7 @@ struct Lane {
   cudaStream_t d2h_stream = nullptr;  // copies out
   int device_priority = 0;
   std::array<Slot, kSlots> slots;
+  std::array<StagedInput, kInputBuffers> inputs;
   void* d_workspace = nullptr;
   size_t workspace_bytes = 0;
   void* d_split_state = nullptr;  // kSplitStateBytes
@@ -116,6 +132,9 @@ class CudaBackend final : public Backend {
             if (e) cudaEventDestroy(e);
           }
           for (cudaEvent_t e : slot.times) if (e) cudaEventDestroy(e);
+        }
+        for (StagedInput& in : lane.inputs) {
+          if (in.copied) cudaEventDestroy(in.copied);
         }
         if (lane.job_start) cudaEventDestroy(lane.job_start);
         for (cudaEvent_t e : lane.kernel_events) if (e) cudaEventDestroy(e);
@@ -190,12 +209,18 @@ class CudaBackend final : public Backend {
 
   std::string MemorySummary() const override { return memory_summary_; }
 
+  std::shared_ptr<InputSource> NewInput(int64_t size) override {
+    if (pinned_inputs_) {
+      if (std::shared_ptr<InputSource> pinned = pinned_inputs_->NewInput(size)) return pinned;
+    }
+    return InputSource::Streaming(size);
+  }
+
   absl::Status Run(const JobSpec& spec, const Plan& plan, InputSource& input,
                    Priority priority, int lane_index, const ChunkEmitter& emit,
                    JobTiming* timing) override {
     Lane& lane = lanes_[static_cast<int>(priority)][lane_index];
-    absl::StatusOr<ChunkLayout> layout = MakeChunkLayout(
-        spec, plan, spec.chunk_bytes > 0 ? spec.chunk_bytes : slot_bytes_, slot_bytes_);
+    absl::StatusOr<ChunkLayout> layout = LayoutFor(spec, plan, priority);
     if (!layout.ok()) return layout.status();
     GPUPIPE_CUDA_RETURN(cudaSetDevice(options_.device), "cudaSetDevice");
     timing->stream = LaneName(priority, lane_index);
@@ -222,6 +247,28 @@ class CudaBackend final : public Backend {
   explicit CudaBackend(const CudaBackendOptions& options)
       : options_(options), copier_(std::make_unique<CopyPool>(options.host_copy_threads)) {}
 
+  // The job's chunks. Low-priority jobs run in chunks of at most low_priority_chunk_bytes, so
+  // that a high-priority job arriving meanwhile waits behind short copies and small grids
+  // (copy engines ignore stream priorities, and a kernel's resident blocks keep their SMs
+  // until they finish) -- unless that cap would split rows the requested chunking keeps
+  // whole, which would change the job's rounding.
+  absl::StatusOr<ChunkLayout> LayoutFor(const JobSpec& spec, const Plan& plan,
+                                        Priority priority) const {
+    const int64_t requested = spec.chunk_bytes > 0 ? spec.chunk_bytes : slot_bytes_;
+    absl::StatusOr<ChunkLayout> layout = MakeChunkLayout(spec, plan, requested, slot_bytes_);
+    const int64_t cap = options_.low_priority_chunk_bytes;
+    if (!layout.ok() || priority != Priority::kLow || cap <= 0 || requested <= cap) {
+      return layout;
+    }
+    absl::StatusOr<ChunkLayout> capped = MakeChunkLayout(spec, plan, cap, slot_bytes_);
+    // Either split layout splits rows (kSplitRow, kSplitRowResize).
+    if (capped.ok() && (capped->mode == ChunkLayout::Mode::kRows ||
+                        layout->mode != ChunkLayout::Mode::kRows)) {
+      return capped;
+    }
+    return layout;
+  }
+
   // The state of one job's pass through a lane's chunk pipeline.
   struct ChunkRun {
     const JobSpec& spec;
@@ -243,10 +290,11 @@ class CudaBackend final : public Backend {
     LaunchMode first_launch = LaunchMode::kAuto;
   };
 
-  // The pipeline: per chunk k in slot k % kSlots, the worker (1) waits until the slot's
-  // previous chunk has been emitted, (2) waits for chunk k's input bytes only (emitting every
-  // enqueued chunk first when they are not there yet) and copies them into the slot's pinned
-  // buffer, (3) enqueues H2D on the copy-in stream, the plan's kernels
+  // The pipeline: per chunk k in slot k % kSlots, the worker (1) waits for chunk k's input
+  // bytes only (emitting every enqueued chunk first when they are not there yet) and copies
+  // them into pinned input buffer k % kInputBuffers (free once chunk k - kInputBuffers' DMA
+  // is done), (2) waits until the slot's previous chunk has been emitted, (3) enqueues H2D on
+  // the copy-in stream, the plan's kernels
   // on the lane's stream after the H2D event, and D2H on the copy-out stream after the compute
   // event, then (4) emits every earlier chunk whose D2H has already completed. Results are
   // handed to the sink from this worker thread, never from a CUDA callback; only this lane's
@@ -255,9 +303,6 @@ class CudaBackend final : public Backend {
     Lane& lane = run.lane;
     GPUPIPE_CUDA_RETURN(cudaEventRecord(lane.job_start, lane.h2d_stream), "cudaEventRecord");
     for (int64_t k = 0; k < run.layout.chunk_count; ++k) {
-      while (run.in_flight.size() >= static_cast<size_t>(kSlots)) {
-        if (absl::Status s = FinishOldest(run); !s.ok()) return s;
-      }
       Chunk chunk = ChunkAt(run.plan, run.layout, k);
       if (chunk.plan.max_bytes > slot_bytes_) {
         return absl::InternalError(absl::StrCat("chunk ", k, " needs ", chunk.plan.max_bytes,
@@ -277,16 +322,32 @@ class CudaBackend final : public Backend {
       absl::StatusOr<const char*> bytes = run.input.WaitForBytes(in_offset + in_bytes);
       if (!bytes.ok()) return bytes.status();
       run.input_bytes = *bytes;
-      // Pageable request bytes go through pinned staging: one host copy buys a DMA at full
-      // PCIe speed instead of the driver's slower staged pageable path.
-      copier_->Copy(slot.h_input, *bytes + in_offset, static_cast<size_t>(in_bytes));
+      // A pinned input is copied to the device straight from where it is. Pageable request
+      // bytes go through pinned staging: one host copy buys a DMA at full PCIe speed instead
+      // of the driver's slower staged pageable path. The copy runs while the slots' earlier
+      // chunks are still in flight.
+      const char* h2d_src = *bytes + in_offset;
+      StagedInput* staged = nullptr;
+      if (!run.input.pinned()) {
+        staged = &lane.inputs[k % kInputBuffers];
+        GPUPIPE_CUDA_RETURN(cudaEventSynchronize(staged->copied), "running the job");
+        copier_->Copy(staged->h_input, h2d_src, static_cast<size_t>(in_bytes));
+        h2d_src = static_cast<const char*>(staged->h_input);
+      }
+      while (run.in_flight.size() >= static_cast<size_t>(kSlots)) {
+        if (absl::Status st = FinishOldest(run); !st.ok()) return st;
+      }
 
       GPUPIPE_CUDA_RETURN(cudaEventRecord(slot.times[0], lane.h2d_stream), "cudaEventRecord");
-      GPUPIPE_CUDA_RETURN(cudaMemcpyAsync(slot.d_buffers[0], slot.h_input, in_bytes,
+      GPUPIPE_CUDA_RETURN(cudaMemcpyAsync(slot.d_buffers[0], h2d_src, in_bytes,
                                           cudaMemcpyHostToDevice, lane.h2d_stream),
                           "copying a chunk of the input to the device");
       GPUPIPE_CUDA_RETURN(cudaEventRecord(slot.times[1], lane.h2d_stream), "cudaEventRecord");
       GPUPIPE_CUDA_RETURN(cudaEventRecord(slot.h2d_done, lane.h2d_stream), "cudaEventRecord");
+      if (staged) {
+        GPUPIPE_CUDA_RETURN(cudaEventRecord(staged->copied, lane.h2d_stream),
+                            "cudaEventRecord");
+      }
 
       GPUPIPE_CUDA_RETURN(cudaStreamWaitEvent(lane.stream, slot.h2d_done, 0), "cudaStreamWaitEvent");
       GPUPIPE_CUDA_RETURN(cudaEventRecord(slot.times[2], lane.stream), "cudaEventRecord");
@@ -611,19 +672,28 @@ class CudaBackend final : public Backend {
     const size_t slot = static_cast<size_t>(slot_bytes_);
     const size_t lane_device = 2 * kSlots * slot + static_cast<size_t>(lane_fixed);
     const size_t device_bytes = lane_device * static_cast<size_t>(lanes);
-    const size_t pinned_bytes = 2 * kSlots * slot * static_cast<size_t>(lanes);
+    const size_t pinned_bytes = (kInputBuffers + kSlots) * slot * static_cast<size_t>(lanes);
     GPUPIPE_CUDA_RETURN(cudaMalloc(&d_arena_, device_bytes), "allocating the device arena");
     GPUPIPE_CUDA_RETURN(cudaHostAlloc(&h_staging_, pinned_bytes, cudaHostAllocDefault),
                         "allocating pinned staging");
+    if (options_.pinned_input_bytes > 0) {
+      void* block = nullptr;
+      GPUPIPE_CUDA_RETURN(cudaHostAlloc(&block, static_cast<size_t>(options_.pinned_input_bytes),
+                                        cudaHostAllocDefault),
+                          "allocating the pinned input pool (--pinned-input-mib)");
+      pinned_inputs_ = std::make_shared<HostBlockPool>(
+          static_cast<char*>(block), options_.pinned_input_bytes, /*pinned=*/true,
+          [](char* p) { cudaFreeHost(p); });
+    }
     char* d_next = static_cast<char*>(d_arena_);
     char* h_next = static_cast<char*>(h_staging_);
     for (auto& level : lanes_) {
       for (Lane& lane : level) {
         for (Slot& s : lane.slots) {
           for (void*& b : s.d_buffers) { b = d_next; d_next += slot; }
-          s.h_input = h_next; h_next += slot;
           s.h_output = h_next; h_next += slot;
         }
+        for (StagedInput& in : lane.inputs) { in.h_input = h_next; h_next += slot; }
         lane.d_workspace = d_next;
         lane.workspace_bytes = workspace_bytes;
         d_next += AlignUp(workspace_bytes);
@@ -634,15 +704,20 @@ class CudaBackend final : public Backend {
     const auto mib = [](double b) { return b / double(1 << 20); };
     memory_summary_ = absl::StrFormat(
         "memory: device arena %.1f MiB (%d lanes x %d chunk slots x 2 buffers x %.1f MiB + "
-        "%.1f MiB workspace and split-row state; budget %.1f MiB%s), pinned host staging %.1f MiB (%d lanes x %d "
-        "slots x in+out x %.1f MiB)",
+        "%.1f MiB workspace and split-row state; budget %.1f MiB%s), pinned host staging %.1f "
+        "MiB (%d lanes x (%d in + %d out) x %.1f MiB)",
         mib(device_bytes), lanes, kSlots, mib(slot), mib(lane_fixed), mib(budget),
         options_.device_memory_bytes > 0
             ? ""
             : absl::StrFormat(" = %.0f%% of %.1f GiB", options_.device_memory_fraction * 100,
                               device_.memory_bytes / double(1 << 30))
                   .c_str(),
-        mib(pinned_bytes), lanes, kSlots, mib(slot));
+        mib(pinned_bytes), lanes, kInputBuffers, kSlots, mib(slot));
+    if (pinned_inputs_) {
+      absl::StrAppend(&memory_summary_,
+                      absl::StrFormat(", pinned input pool %.1f MiB",
+                                      mib(static_cast<double>(options_.pinned_input_bytes))));
+    }
     return absl::OkStatus();
   }
 
@@ -700,6 +775,9 @@ class CudaBackend final : public Backend {
           for (cudaEvent_t& e : slot.times) {
             GPUPIPE_CUDA_RETURN(cudaEventCreateWithFlags(&e, cudaEventDefault), "cudaEventCreate");
           }
+        }
+        for (StagedInput& in : lane.inputs) {
+          GPUPIPE_CUDA_RETURN(order_event(&in.copied), "cudaEventCreate");
         }
         GPUPIPE_CUDA_RETURN(cudaEventCreateWithFlags(&lane.job_start, cudaEventDefault),
                             "cudaEventCreate");
@@ -786,6 +864,8 @@ class CudaBackend final : public Backend {
   int64_t slot_bytes_ = 0;     // bytes of each chunk buffer
   std::string memory_summary_;
   std::unique_ptr<CopyPool> copier_;  // stages inputs into pinned memory
+  // Pinned memory for job inputs (NewInput); held by the sources it lends, so it outlives them.
+  std::shared_ptr<HostBlockPool> pinned_inputs_;
 };
 
 }  // namespace

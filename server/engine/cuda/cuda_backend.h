@@ -5,7 +5,9 @@
 //
 // API priorities map onto device levels: low -> least, normal -> the middle level,
 // high -> greatest. A lane is a compute stream plus two copy streams (host-to-device and
-// device-to-host, at the lane's priority) with three chunk slots; it runs one job at a time.
+// device-to-host, at the lane's priority) with three chunk slots and four pinned input
+// buffers (the host copy of a chunk's input is a pipeline stage of its own); it runs one job
+// at a time.
 // A job runs in chunks (chunk_plan.h) through the slots: the copy in of chunk k+1 overlaps the
 // kernels of chunk k and the copy out of chunk k-1, ordered across streams by events created
 // with cudaEventDisableTiming and cudaStreamWaitEvent.
@@ -40,6 +42,16 @@ struct CudaBackendOptions {
   // Threads that help copy a chunk's input into pinned staging (one thread's memcpy is slower
   // than the PCIe DMA it feeds); shared by every lane.
   int host_copy_threads = 4;
+  // Pinned host memory allocated at start for job inputs (Backend::NewInput, used by the Run
+  // RPC): chunks of such an input are copied to the device straight from it, with no staging
+  // copy. An input that finds no room falls back to pageable memory and pinned staging.
+  // 0: none.
+  int64_t pinned_input_bytes = 0;
+  // Largest chunk of a low-priority job (0: no cap), so that a high-priority job waits behind
+  // at most one short copy and one small grid per busy lane; not applied where it would split
+  // rows that the job's own chunking keeps whole. 512 KiB: a DMA of about 10 us on PCIe 5 and
+  // 128 blocks of an elementwise kernel (bench/engine, target c).
+  int64_t low_priority_chunk_bytes = int64_t{512} << 10;
   int64_t max_chunk_bytes = (int64_t{1} << 20) - 4096;
   int default_stages = 2;
   // Instantiated CUDA graphs kept per lane (least recently used evicted first).

@@ -225,6 +225,14 @@ std::string PlanTopologyKey(const Plan& plan, const kc::LaunchConfig& config) {
                                  config.pdl ? "pdl" : "stream");
   for (const PlanStep& step : plan.steps) {
     absl::StrAppend(&key, ";", static_cast<int>(step.kind), ":", step.rows, "x", step.cols);
+    // The reduction and normalization kinds are kernel arguments, not kernel names: without
+    // them a graph captured for `sum` was replayed for `min` of the same shape (and one for
+    // `l2normalize` for `standardize`), since the parameters key holds only the prologue.
+    if (step.kind == StepKind::kRowReduce) {
+      absl::StrAppend(&key, ":reduce", static_cast<int>(step.reduce));
+    } else if (step.kind == StepKind::kRowNormalize) {
+      absl::StrAppend(&key, ":normalize", static_cast<int>(step.normalize));
+    }
     if (step.resizes()) {
       absl::StrAppend(&key, ":", static_cast<int>(step.in_dtype), ":", step.op.bins, ":",
                       step.op.k, ":", step.op.taps.size(), ":", static_cast<int>(step.op.mode));

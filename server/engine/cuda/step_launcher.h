@@ -50,7 +50,11 @@ cudaError_t LaunchPlan(const Plan& plan, const StepBuffers& buffers,
 PlanDescription DescribePlan(const Plan& plan, const kernels::cuda::LaunchConfig& config);
 
 // Identifies the plan's graph topology (everything but kernel parameters) and, separately,
-// the parameters, for the graph cache.
+// the parameters, for the graph cache. Between them the two keys must cover every argument
+// a step's kernels take, or a cached graph is replayed for a different job: the topology key
+// holds the staging, launch mode, step kinds, shapes and per-kind choices (reduce and
+// normalize kinds, resize parameters' shapes); the parameters key the prologue programs and
+// the resize ops' values.
 std::string PlanTopologyKey(const Plan& plan, const kernels::cuda::LaunchConfig& config);
 std::string PlanParamsKey(const Plan& plan);
 

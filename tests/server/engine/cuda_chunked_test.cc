@@ -33,10 +33,28 @@ std::shared_ptr<RecordingSink> RunJob(Engine& engine, const JobSpec& spec,
   return sink;
 }
 
+// The CPU reference, taking inputs as large as the CUDA engine's (the 96 MiB jobs below are
+// over the default inline Submit limit).
+std::unique_ptr<Engine> MakeCpuEngine() {
+  EngineOptions engine_options;
+  engine_options.limits.max_input_bytes = int64_t{512} << 20;
+  return Engine::Create(CreateCpuBackend({}), engine_options);
+}
+
+// Input elements per output element (1 for elementwise jobs). Never divides by zero: a job
+// that failed or produced nothing counts as one output, so a failure stays an assertion.
+int64_t ReducedPerOutput(int64_t count, const RecordingSink& want) {
+  const int64_t itemsize = std::max<int64_t>(1, DTypeSize(want.info().output_dtype));
+  const int64_t out = static_cast<int64_t>(want.output().size()) / itemsize;
+  return count / std::max<int64_t>(1, out);
+}
+
 // A small arena: 2 lanes per level, each with 3 slots of 2 buffers of 1 MiB.
 std::unique_ptr<Engine> MakeCudaEngine(std::string* skip, int64_t chunk_bytes = 1 << 20,
-                                       int64_t device_memory = 64 << 20) {
+                                       int64_t device_memory = 64 << 20,
+                                       int64_t pinned_input_bytes = 0) {
   CudaBackendOptions options;
+  options.pinned_input_bytes = pinned_input_bytes;
   options.lanes_per_level = 2;
   options.chunk_bytes = chunk_bytes;
   options.device_memory_bytes = device_memory;
@@ -111,7 +129,7 @@ void CheckEveryChunking(bool resize) {
   std::string skip;
   auto cuda = MakeCudaEngine(&skip);
   if (!cuda) GTEST_SKIP() << "no usable CUDA device: " << skip;
-  auto cpu = Engine::Create(CreateCpuBackend({}), {});
+  auto cpu = MakeCpuEngine();
   const uint64_t seed = gpupipe::testing::FreshSeed();
   SCOPED_TRACE("seed " + std::to_string(seed) + " (replay with GPUPIPE_TEST_SEED)");
   int n = 0;
@@ -125,14 +143,12 @@ void CheckEveryChunking(bool resize) {
     spec.ops = c.ops;
     auto want = RunJob(*cpu, spec, x);
     ASSERT_TRUE(want->status().ok()) << c.name << ": " << want->status();
-    const int64_t out = static_cast<int64_t>(want->output().size()) /
-                        DTypeSize(want->info().output_dtype);
     // The elements one output sums: a cumsum's output sums up to a row, a convolution's its
     // taps; otherwise the input elements per output.
     const OpKind last = c.ops.back().kind;
-    const int64_t reduced = last == OpKind::kCumsum   ? c.shape.back()
+    const int64_t reduced = last == OpKind::kCumsum     ? c.shape.back()
                             : last == OpKind::kConvolve ? static_cast<int64_t>(c.ops.back().taps.size())
-                                                        : count / std::max<int64_t>(1, out);
+                                                        : ReducedPerOutput(count, *want);
     // cumsum .. topk: every chunking of the GPU job also matches the whole GPU job, bit for bit
     // (convolve windows compute each output as the whole row does), cumsum within rounding.
     std::shared_ptr<RecordingSink> whole_gpu;
@@ -173,9 +189,7 @@ TEST(CudaChunked, AJobLargerThanTheDeviceArenaRunsInChunks) {
   // 6 lanes x (6 x 256 KiB + workspace): the arena is a few MiB; the job is 96 MiB.
   auto cuda = MakeCudaEngine(&skip, 256 << 10, 24 << 20);
   if (!cuda) GTEST_SKIP() << "no usable CUDA device: " << skip;
-  EngineOptions cpu_options;  // the reference takes the same inputs as the CUDA engine
-  cpu_options.limits.max_input_bytes = int64_t{512} << 20;
-  auto cpu = Engine::Create(CreateCpuBackend({}), cpu_options);
+  auto cpu = MakeCpuEngine();
   const uint64_t seed = gpupipe::testing::FreshSeed();
   SCOPED_TRACE("seed " + std::to_string(seed) + " (replay with GPUPIPE_TEST_SEED)");
   struct Case { std::vector<int64_t> shape; std::vector<OpSpec> ops; bool exact; };
@@ -195,11 +209,11 @@ TEST(CudaChunked, AJobLargerThanTheDeviceArenaRunsInChunks) {
     const int64_t count = ElementCount(c.shape);
     std::vector<float> x = gpupipe::testing::RandomFloats(count, seed + count);
     auto want = RunJob(*cpu, spec, x);
+    ASSERT_TRUE(want->status().ok()) << ShapeString(c.shape) << ": " << want->status();
     auto got = RunJob(*cuda, spec, x);
     ASSERT_TRUE(got->status().ok()) << got->status();
-    const int64_t out = static_cast<int64_t>(want->output().size()) /
-                        DTypeSize(want->info().output_dtype);
-    EXPECT_EQ(Compare(*got, *want, c.exact, count / out, true), "") << ShapeString(c.shape);
+    EXPECT_EQ(Compare(*got, *want, c.exact, ReducedPerOutput(count, *want), true), "")
+        << ShapeString(c.shape);
     const JobTiming t = got->timing();
     EXPECT_GT(t.chunks, 100) << ShapeString(c.shape);
     EXPECT_EQ(t.timeline.size(), 3u * static_cast<size_t>(t.chunks));
@@ -246,7 +260,7 @@ TEST(CudaChunked, ResultsStreamWhileTheInputIsStillArriving) {
   std::string skip;
   auto cuda = MakeCudaEngine(&skip);
   if (!cuda) GTEST_SKIP() << "no usable CUDA device: " << skip;
-  auto cpu = Engine::Create(CreateCpuBackend({}), {});
+  auto cpu = MakeCpuEngine();
   const int64_t rows = 64, cols = 4096;
   std::vector<float> x = gpupipe::testing::RandomFloats(rows * cols, gpupipe::testing::FreshSeed());
   const std::string bytes = AsBytes(x);
@@ -273,11 +287,64 @@ TEST(CudaChunked, ResultsStreamWhileTheInputIsStillArriving) {
   EXPECT_EQ(Compare(*sink, *want, false, 1, false), "");
 }
 
+// Inputs from the pinned pool are copied to the device straight from it, chunk by chunk as
+// their bytes arrive; once the pool is full, inputs fall back to pageable memory; both give the
+// reference's results, and so does every priority (low-priority jobs run in smaller chunks).
+TEST(CudaChunked, PinnedInputsAndLowPriorityJobsMatchTheCpuReference) {
+  std::string skip;
+  auto cuda = MakeCudaEngine(&skip, 1 << 20, 64 << 20, /*pinned_input_bytes=*/8 << 20);
+  if (!cuda) GTEST_SKIP() << "no usable CUDA device: " << skip;
+  auto cpu = MakeCpuEngine();
+  const uint64_t seed = gpupipe::testing::FreshSeed();
+  SCOPED_TRACE("seed " + std::to_string(seed) + " (replay with GPUPIPE_TEST_SEED)");
+  const int64_t rows = 300, cols = 4099;  // 4.7 MiB: 5 chunks of the 1 MiB slots
+  std::vector<float> x = gpupipe::testing::RandomFloats(rows * cols, seed);
+  const std::string bytes = AsBytes(x);
+  for (const std::vector<OpSpec>& ops :
+       {std::vector<OpSpec>{{OpKind::kAffine, 2, 1}, {OpKind::kRelu}},
+        std::vector<OpSpec>{{OpKind::kSoftmax}}, std::vector<OpSpec>{{OpKind::kMax}}}) {
+    JobSpec spec;
+    spec.shape = {rows, cols};
+    spec.ops = ops;
+    auto want = RunJob(*cpu, spec, x);
+    ASSERT_TRUE(want->status().ok()) << want->status();
+    std::shared_ptr<InputSource> first = cuda->NewInput(static_cast<int64_t>(bytes.size()));
+    std::shared_ptr<InputSource> second = cuda->NewInput(static_cast<int64_t>(bytes.size()));
+    if (ops.size() == 2) {  // the first case, on a fresh pool
+      EXPECT_TRUE(first->pinned());
+      EXPECT_FALSE(second->pinned()) << "8 MiB hold one 4.7 MiB input";
+    }
+    for (const auto& input : {first, second}) {
+      auto sink = std::make_shared<RecordingSink>();
+      ASSERT_TRUE(cuda->Submit(spec, input, sink).ok());
+      const size_t half = bytes.size() / 2;
+      ASSERT_TRUE(input->Append(bytes.data(), static_cast<int64_t>(half)).ok());
+      ASSERT_TRUE(
+          input->Append(bytes.data() + half, static_cast<int64_t>(bytes.size() - half)).ok());
+      ASSERT_TRUE(sink->WaitDone(std::chrono::seconds(60)));
+      ASSERT_TRUE(sink->status().ok()) << sink->status();
+      EXPECT_EQ(Compare(*sink, *want, Exact(ops), ReducedPerOutput(rows * cols, *want), false),
+                "")
+          << (input->pinned() ? "pinned" : "pageable");
+    }
+    for (Priority priority : {Priority::kLow, Priority::kHigh}) {
+      spec.priority = priority;
+      auto got = RunJob(*cuda, spec, x);
+      ASSERT_TRUE(got->status().ok()) << got->status();
+      EXPECT_EQ(Compare(*got, *want, Exact(ops), ReducedPerOutput(rows * cols, *want), false), "")
+          << PriorityName(priority);
+      if (priority == Priority::kLow) {
+        EXPECT_GE(got->timing().chunks, 9) << "low-priority chunks are at most 512 KiB";
+      }
+    }
+  }
+}
+
 TEST(CudaChunked, ProfilingSumsEveryChunksKernels) {
   std::string skip;
   auto cuda = MakeCudaEngine(&skip);
   if (!cuda) GTEST_SKIP() << "no usable CUDA device: " << skip;
-  auto cpu = Engine::Create(CreateCpuBackend({}), {});
+  auto cpu = MakeCpuEngine();
   JobSpec spec;
   spec.shape = {30, 1000};
   spec.ops = {{OpKind::kAffine, 2, 1}, {OpKind::kStandardize}, {OpKind::kSum}};
