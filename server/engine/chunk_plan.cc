@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/common/half.h"
+#include "server/engine/kernel_types.h"
 
 namespace gpupipe::engine {
 namespace {
@@ -20,15 +21,159 @@ const char* RowOpName(const Plan& plan) {
   return plan.steps.empty() ? "" : plan.steps.front().ops.c_str();
 }
 
+// Bytes a piece's steps need per input element (its largest tensor per element: inputs, and
+// the outputs of cumsum and convolve, which grow with the piece).
+int64_t PieceBytesPerElement(const Plan& plan) {
+  int64_t bytes = 1;
+  for (const PlanStep& step : plan.steps) {
+    bytes = std::max(bytes, step.input_itemsize());
+    if (step.kind == StepKind::kElementwise || step.kind == StepKind::kRowCumsum ||
+        step.kind == StepKind::kRowConvolve) {
+      bytes = std::max(bytes, step.output_itemsize());
+    }
+  }
+  return bytes;
+}
+
+// The largest tensor a (piece's) plan reads or writes, in bytes.
+int64_t PlanMaxBytes(const Plan& plan) {
+  int64_t bytes = 8;
+  for (const PlanStep& step : plan.steps) {
+    bytes = std::max({bytes, step.input_elements() * step.input_itemsize(),
+                      step.output_elements() * step.output_itemsize()});
+  }
+  return bytes;
+}
+
+// The full-convolution output range of one row of a convolve step.
+void ConvolveRange(const PlanStep& step, int64_t* begin, int64_t* count) {
+  kernels::ConvolveOutputRange(step.cols, static_cast<int64_t>(step.op.taps.size()),
+                               ToKernelConvolveMode(step.op.mode), begin, count);
+}
+
 }  // namespace
 
 bool CanSplitRow(const Plan& plan) {
   return plan.steps.size() == 1 && plan.steps[0].reduces();
 }
 
+bool CanSplitRowResize(const Plan& plan) {
+  const size_t n = plan.steps.size();
+  return (n == 1 || (n == 2 && plan.steps[0].kind == StepKind::kElementwise)) &&
+         plan.steps.back().resizes();
+}
+
 kernels::RowReduceKind PartialReduceKind(kernels::RowReduceKind kind) {
   return kind == kernels::RowReduceKind::kMean ? kernels::RowReduceKind::kSum : kind;
 }
+
+namespace {
+
+// kSplitRowResize: pieces of about `chunk_bytes` (see chunk_plan.h), each within the capacity.
+absl::StatusOr<ChunkLayout> SplitRowResizeLayout(const Plan& plan, int64_t chunk_bytes,
+                                                 int64_t capacity_bytes, ChunkLayout layout) {
+  const PlanStep& op = plan.steps.back();
+  const int64_t n = layout.unit_elements;
+  layout.mode = ChunkLayout::Mode::kSplitRowResize;
+  layout.unit_out_elements = op.out_cols;
+  const int64_t per_element = PieceBytesPerElement(plan);
+  int64_t piece = std::max<int64_t>(1, std::min(chunk_bytes / per_element, n));
+  int64_t pieces = 0;
+  int64_t largest_in = 0;  // input elements of the largest piece
+  switch (op.kind) {
+    case StepKind::kRowConvolve: {
+      // Pieces of the output; each reads its outputs' inputs, up to taps - 1 more.
+      const int64_t halo = static_cast<int64_t>(op.op.taps.size()) - 1;
+      int64_t begin = 0, count = 0;
+      ConvolveRange(op, &begin, &count);
+      piece = std::max<int64_t>(1, piece - halo);
+      pieces = CeilDiv(count, piece);
+      largest_in = std::min(n, piece + halo);
+      break;
+    }
+    case StepKind::kRowTopk:
+      // A piece holds at least k values, so that its top k is defined (the last piece may be
+      // shorter: its candidates are all its values).
+      piece = std::min(n, std::max(piece, op.op.k));
+      pieces = CeilDiv(n, piece);
+      largest_in = piece;
+      break;
+    default:
+      pieces = CeilDiv(n, piece);
+      largest_in = piece;
+      break;
+  }
+  int64_t fixed = 8;  // cumsum's carry-sized partials at least
+  if (op.kind == StepKind::kRowHistogram) fixed = op.op.bins * op.output_itemsize();
+  const int64_t need = std::max(largest_in * per_element, fixed);
+  if (need > capacity_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "input.shape: one piece of a row of ", op.ops, " needs ", need,
+        " bytes on the device, over the ", capacity_bytes,
+        " bytes a stream's chunk buffers hold (gpupiped --chunk-mib and --device-memory)"));
+  }
+  layout.piece_elements = piece;
+  layout.pieces_per_unit = pieces;
+  layout.chunk_count = layout.units * pieces;
+  return layout;
+}
+
+// Chunk `c.index` of a kSplitRowResize layout (c.plan is the job's plan).
+void SplitRowResizeChunk(const ChunkLayout& layout, Chunk& c) {
+  c.row = c.index / layout.pieces_per_unit;
+  c.piece = c.index % layout.pieces_per_unit;
+  c.last_piece = c.piece == layout.pieces_per_unit - 1;
+  PlanStep& op = c.plan.steps.back();
+  const int64_t n = layout.unit_elements;
+  const int64_t row_in = c.row * n;
+  const int64_t row_out = c.row * layout.unit_out_elements;
+  if (op.kind == StepKind::kRowConvolve) {
+    int64_t begin = 0, count = 0;
+    ConvolveRange(op, &begin, &count);
+    kernels::ConvolveWindow& w = c.window;
+    w.row_length = n;
+    w.out_begin = begin + c.piece * layout.piece_elements;
+    w.out_count = std::min(layout.piece_elements, begin + count - w.out_begin);
+    kernels::ConvolveWindowInput(n, static_cast<int64_t>(op.op.taps.size()), w.out_begin,
+                                 w.out_count, &w.in_begin, &w.in_count);
+    c.in_offset = row_in + w.in_begin;
+    c.in_elements = w.in_count;
+    c.out_offset = row_out + (w.out_begin - begin);
+    c.out_elements = w.out_count;
+  } else {
+    const int64_t start = c.piece * layout.piece_elements;
+    c.in_offset = row_in + start;
+    c.in_elements = std::min(layout.piece_elements, n - start);
+    switch (op.kind) {
+      case StepKind::kRowCumsum:
+        c.out_offset = row_in + start;  // cumsum keeps the row's length
+        c.out_elements = c.in_elements;
+        break;
+      case StepKind::kRowHistogram:
+        c.out_offset = row_out;
+        c.out_elements = c.last_piece ? op.op.bins : 0;
+        break;
+      default:  // topk
+        op.op.k = std::min(op.op.k, c.in_elements);
+        c.out_offset = row_out;
+        c.out_elements = op.op.k;
+        break;
+    }
+  }
+  for (PlanStep& step : c.plan.steps) {
+    step.rows = 1;
+    step.cols = c.in_elements;
+  }
+  op.out_cols = op.kind == StepKind::kRowHistogram ? op.op.bins
+                : op.kind == StepKind::kRowTopk    ? op.op.k
+                                                   : c.out_elements;
+  c.plan.input_elements = c.in_elements;
+  c.plan.output_elements = c.out_elements;
+  c.plan.output_shape = {c.out_elements};
+  c.plan.max_bytes = PlanMaxBytes(c.plan);
+}
+
+}  // namespace
 
 absl::StatusOr<ChunkLayout> MakeChunkLayout(const JobSpec& spec, const Plan& plan,
                                             int64_t chunk_bytes, int64_t capacity_bytes) {
@@ -49,20 +194,25 @@ absl::StatusOr<ChunkLayout> MakeChunkLayout(const JobSpec& spec, const Plan& pla
   const int64_t unit_bytes = CeilDiv(plan.max_bytes, layout.units);
   layout.unit_bytes = unit_bytes;
 
-  if (unit_bytes <= chunk_bytes || (unit_bytes <= capacity_bytes && !CanSplitRow(plan))) {
+  const bool splits = CanSplitRow(plan) || CanSplitRowResize(plan);
+  if (unit_bytes <= chunk_bytes || (unit_bytes <= capacity_bytes && !splits)) {
     layout.mode = ChunkLayout::Mode::kRows;
     layout.units_per_chunk = std::max<int64_t>(1, chunk_bytes / unit_bytes);
     layout.units_per_chunk = std::min(layout.units_per_chunk, layout.units);
     layout.chunk_count = CeilDiv(layout.units, layout.units_per_chunk);
     return layout;
   }
-  if (!CanSplitRow(plan)) {
+  if (!splits) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "input.shape: one row of ", RowOpName(plan), " needs ", unit_bytes,
         " bytes on the device (input and intermediate results of ", layout.unit_elements,
         " elements), over the ", capacity_bytes,
         " bytes a stream's chunk buffers hold (gpupiped --chunk-mib and --device-memory); only "
-        "reductions and argmax split a row across chunks"));
+        "reductions, argmax, cumsum, histogram, convolve and topk (after at most one "
+        "elementwise step) split a row across chunks"));
+  }
+  if (CanSplitRowResize(plan)) {
+    return SplitRowResizeLayout(plan, chunk_bytes, capacity_bytes, layout);
   }
   // A piece's largest tensor is its input (its partial is one value of at most 8 bytes).
   layout.mode = ChunkLayout::Mode::kSplitRow;
@@ -82,6 +232,10 @@ Chunk ChunkAt(const Plan& plan, const ChunkLayout& layout, int64_t index) {
   Chunk c;
   c.index = index;
   c.plan = plan;
+  if (layout.mode == ChunkLayout::Mode::kSplitRowResize) {
+    SplitRowResizeChunk(layout, c);
+    return c;
+  }
   if (layout.mode == ChunkLayout::Mode::kSplitRow) {
     const int64_t unit = index / layout.pieces_per_unit;
     c.piece = index % layout.pieces_per_unit;
@@ -89,6 +243,7 @@ Chunk ChunkAt(const Plan& plan, const ChunkLayout& layout, int64_t index) {
     c.in_offset = unit * layout.unit_elements + start;
     c.in_elements = std::min(layout.piece_elements, layout.unit_elements - start);
     c.out_offset = unit;
+    c.row = unit;
     c.out_elements = 1;
     c.last_piece = c.piece == layout.pieces_per_unit - 1;
     PlanStep& step = c.plan.steps[0];

@@ -2,7 +2,7 @@
 // chunk in, run the plan on it, copy its result out), shared by the CUDA and CPU backends so
 // chunk invariance can be tested without a GPU.
 //
-// Two layouts:
+// Three layouts:
 //  - kRows: each chunk is a whole number of *units*, where a unit is the input elements one row
 //    of the plan's outermost row op covers (the row op with the fewest rows: row ops work along
 //    trailing dimensions, so every step's row count is a multiple of its; 1 element for purely
@@ -13,22 +13,21 @@
 //    do not fit in a chunk. Each chunk is one piece of one row; the piece's reduction is a
 //    partial result that SplitRowCombiner merges on the host; a row's result is emitted once
 //    its last piece is in.
+//  - kSplitRowResize: a cumsum, histogram, convolve or topk step (after at most one
+//    elementwise step, which each piece runs first) whose rows do not fit in a chunk. Each
+//    chunk is one piece of one row, run in order on one lane:
+//     - cumsum: pieces of the input in order with the kernel's carry (one accumulator, kept in
+//       the lane's state, zeroed for piece 0); each piece's output is final, at out_offset;
+//     - histogram: pieces with accumulate=true into counts kept in the lane's state (not in a
+//       slot), which the row's last piece copies into its result; only that piece has one;
+//     - convolve: pieces of the row's output (full-convolution indices, `window`), each
+//       reading the input window its outputs need (its halo: up to taps - 1 elements before
+//       them); each piece's output is final, at out_offset;
+//     - topk: each piece's top min(k, piece) values (pieces hold at least k values but the
+//       last), merged on the host into the row's top k (SplitRowResizeMerger).
 // Softmax, l2normalize and standardize need a whole row on the device (their second pass
-// reads the row again); a row of theirs larger than a lane's buffers is RESOURCE_EXHAUSTED,
-// naming the limit.
-//
-// Row ops that replace the last axis (cumsum, histogram, convolve, topk) run in kRows chunks
-// as they are, once their steps exist: a chunk scales each step's `rows`, and their output
-// columns are per row. Splitting one of their rows across chunks is the hook beside kSplitRow
-// (extend CanSplitRow and ChunkAt's piece geometry per kind):
-//  - cumsum: pieces in order with the kernel's d_carry (one accumulator per row, kept in the
-//    lane, zeroed for piece 0); each piece's output is final, emitted at in_offset;
-//  - histogram: pieces with accumulate=true into counts kept in the lane (not in a slot), copied
-//    out after the row's last piece;
-//  - convolve: each piece reads a window with its halo (taps - 1 elements before it) and writes
-//    its range of outputs, given as full-convolution indices plus the window's global start
-//    and the row's length;
-//  - topk: each piece's top k (k <= piece), merged like SplitRowCombiner merges argmax.
+// reads the row again), as do plans with steps after a cumsum .. topk; a row of theirs larger
+// than a lane's buffers is RESOURCE_EXHAUSTED, naming the limit.
 #pragma once
 
 #include <cstdint>
@@ -36,20 +35,24 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "kernels/common/convolve_geometry.h"
 #include "server/engine/plan.h"
 #include "server/engine/types.h"
 
 namespace gpupipe::engine {
 
 struct ChunkLayout {
-  enum class Mode { kRows, kSplitRow };
+  enum class Mode { kRows, kSplitRow, kSplitRowResize };
   Mode mode = Mode::kRows;
   int64_t unit_elements = 1;     // input elements per unit (row of the outermost row op)
   int64_t unit_bytes = 0;        // device bytes a unit needs (its largest tensor, any step)
   int64_t units = 0;             // units in the job
   int64_t units_per_chunk = 1;   // kRows
-  int64_t piece_elements = 0;    // kSplitRow: input elements per piece (the last one shorter)
-  int64_t pieces_per_unit = 0;   // kSplitRow
+  // kSplitRow, kSplitRowResize: input elements per piece (the last one shorter); convolve:
+  // output elements per piece.
+  int64_t piece_elements = 0;
+  int64_t pieces_per_unit = 0;   // kSplitRow, kSplitRowResize
+  int64_t unit_out_elements = 0; // kSplitRowResize: output elements of one row
   int64_t chunk_count = 0;
   int64_t in_itemsize = 4;       // bytes of one input element
   int64_t out_itemsize = 4;      // bytes of one output element
@@ -62,10 +65,16 @@ struct Chunk {
   int64_t in_elements = 0;
   // kRows: output elements [out_offset, out_offset + out_elements) of the job's output.
   // kSplitRow: the row (unit) this piece belongs to, in out_offset; out_elements = 1 partial.
+  // kSplitRowResize: out_elements of the output dtype are the piece's result (copied to the
+  // host); cumsum and convolve: they belong at out_offset; histogram: the row's counts, at the
+  // last piece only (0 before), at out_offset; topk: the piece's top values, candidates for
+  // the row's top k at out_offset.
   int64_t out_offset = 0;
   int64_t out_elements = 0;
   int64_t piece = 0;        // kSplitRow: piece index within the row
-  bool last_piece = false;  // kSplitRow: the row's result is complete after this chunk
+  bool last_piece = false;  // kSplitRow*: the row's result is complete after this chunk
+  int64_t row = 0;          // kSplitRow*: the row (unit)
+  kernels::ConvolveWindow window;  // kSplitRowResize of convolve: the piece's outputs and input
   Plan plan;                // the plan over this chunk's elements
 };
 
@@ -83,6 +92,10 @@ Chunk ChunkAt(const Plan& plan, const ChunkLayout& layout, int64_t index);
 
 // Whether a plan may run kSplitRow: one reduction or argmax step.
 bool CanSplitRow(const Plan& plan);
+
+// Whether a plan may run kSplitRowResize: a cumsum, histogram, convolve or topk step, alone or
+// after one elementwise step.
+bool CanSplitRowResize(const Plan& plan);
 
 // Merges the per-piece partial results of kSplitRow chunks into each row's result, as the
 // reference defines the op. Partials come in the step's output dtype (what the piece's kernel

@@ -9,6 +9,7 @@
 #include "server/engine/chunk_plan.h"
 #include "server/engine/chunking.h"
 #include "server/engine/cpu_row_ops.h"
+#include "server/engine/split_row_merge.h"
 
 namespace gpupipe::engine {
 namespace {
@@ -91,6 +92,34 @@ absl::Status RunPlanOnHost(const Plan& plan, const char* input, Buffer* current,
   return absl::OkStatus();
 }
 
+// Runs kSplitRowResize piece `chunk` on the input bytes at `input` (chunk.in_elements): its
+// elementwise step if it has one, then the resize step with the row's state; the piece's
+// result (chunk.out_elements) is in `*current`.
+absl::Status RunPieceOnHost(const Chunk& chunk, const char* input, CpuSplitRowState* state,
+                            Buffer* current, std::vector<double>* step_us) {
+  const Plan& plan = chunk.plan;
+  const size_t bytes = static_cast<size_t>(plan.max_bytes);
+  current->Resize(bytes);
+  std::memcpy(current->data(), input,
+              static_cast<size_t>(chunk.in_elements * plan.steps.front().input_itemsize()));
+  auto start = Clock::now();
+  if (plan.steps.size() == 2) {
+    kernels::cpu::Elementwise(current->f32(), current->f32(), chunk.in_elements,
+                              plan.steps.front().program);
+    const auto now = Clock::now();
+    (*step_us)[0] += MicrosBetween(start, now);
+    start = now;
+  }
+  Buffer next(bytes);
+  if (absl::Status s = RunRowResizePieceOnCpu(chunk, current->data(), next.data(), state);
+      !s.ok()) {
+    return s;
+  }
+  current->swap(next);
+  step_us->back() += MicrosBetween(start, Clock::now());
+  return absl::OkStatus();
+}
+
 class CpuBackend final : public Backend {
  public:
   explicit CpuBackend(const CpuBackendOptions& options) : options_(options) {}
@@ -145,6 +174,8 @@ class CpuBackend final : public Backend {
     timing->chunks = static_cast<int>(layout->chunk_count);
     std::vector<double> step_us(plan.steps.size(), 0.0);
     SplitRowCombiner combiner(plan, *layout);
+    SplitRowResizeMerger merger(plan, *layout);
+    CpuSplitRowState split_state;
     Buffer values;
     for (int64_t k = 0; k < layout->chunk_count; ++k) {
       const Chunk chunk = ChunkAt(plan, *layout, k);
@@ -153,8 +184,11 @@ class CpuBackend final : public Backend {
       if (!bytes.ok()) return bytes.status();
       const char* all = *bytes;
       const auto chunk_start = Clock::now();
-      if (absl::Status s = RunPlanOnHost(chunk.plan, all + chunk.in_offset * layout->in_itemsize,
-                                         &values, &step_us);
+      const char* chunk_input = all + chunk.in_offset * layout->in_itemsize;
+      if (absl::Status s =
+              layout->mode == ChunkLayout::Mode::kSplitRowResize
+                  ? RunPieceOnHost(chunk, chunk_input, &split_state, &values, &step_us)
+                  : RunPlanOnHost(chunk.plan, chunk_input, &values, &step_us);
           !s.ok()) {
         return s;
       }
@@ -175,6 +209,11 @@ class CpuBackend final : public Backend {
           delivered = emit(chunk.out_offset * layout->out_itemsize, row.data(),
                            static_cast<int64_t>(row.size()));
         }
+      } else if (layout->mode == ChunkLayout::Mode::kSplitRowResize) {
+        absl::StatusOr<SplitRowEmission> out = merger.Add(chunk, result);
+        if (!out.ok()) return out.status();
+        delivered = EmitInChunks(out->data, out->size, options_.max_chunk_bytes, emit,
+                                 out->offset);
       } else {
         delivered = EmitInChunks(result, chunk.out_elements * layout->out_itemsize,
                                  options_.max_chunk_bytes, emit,

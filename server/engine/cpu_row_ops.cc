@@ -1,5 +1,7 @@
 #include "server/engine/cpu_row_ops.h"
 
+#include <cstring>
+
 #include "absl/strings/str_cat.h"
 #include "kernels/common/convolve_geometry.h"
 #include "kernels/cpu/convolve_reference.h"
@@ -9,6 +11,16 @@
 #include "server/engine/kernel_types.h"
 
 namespace gpupipe::engine {
+namespace {
+
+absl::Status Rejected(const PlanStep& step) {
+  return absl::InternalError(absl::StrCat("step ", step.ops, " (", StepKindName(step.kind),
+                                          ") was rejected by the CPU reference for ",
+                                          DTypeName(step.in_dtype), " ", step.rows, "x",
+                                          step.cols));
+}
+
+}  // namespace
 
 absl::Status RunRowResizeOnCpu(const PlanStep& step, const void* in, void* out) {
   const kernels::ElementType type = ToElementType(step.in_dtype);
@@ -34,12 +46,41 @@ absl::Status RunRowResizeOnCpu(const PlanStep& step, const void* in, void* out) 
     default:
       break;
   }
-  if (!ok) {
-    return absl::InternalError(absl::StrCat("step ", step.ops, " (", StepKindName(step.kind),
-                                            ") was rejected by the CPU reference for ",
-                                            DTypeName(step.in_dtype), " ", step.rows, "x",
-                                            step.cols));
+  if (!ok) return Rejected(step);
+  return absl::OkStatus();
+}
+
+absl::Status RunRowResizePieceOnCpu(const Chunk& chunk, const void* in, void* out,
+                                    CpuSplitRowState* state) {
+  const PlanStep& step = chunk.plan.steps.back();
+  const kernels::ElementType type = ToElementType(step.in_dtype);
+  const OpSpec& op = step.op;
+  bool ok = false;
+  switch (step.kind) {
+    case StepKind::kRowCumsum:
+      if (chunk.piece == 0) std::memset(state->carry, 0, sizeof(state->carry));
+      ok = kernels::cpu::RowCumsum(in, type, out, 1, step.cols, state->carry);
+      break;
+    case StepKind::kRowHistogram:
+      if (chunk.piece == 0) state->counts.assign(static_cast<size_t>(op.bins), 0);
+      ok = kernels::cpu::RowHistogram(in, type, state->counts.data(), 1, step.cols,
+                                       static_cast<int32_t>(op.bins), op.lo, op.hi,
+                                       /*accumulate=*/true);
+      if (ok && chunk.last_piece) {
+        std::memcpy(out, state->counts.data(), state->counts.size() * sizeof(int64_t));
+      }
+      break;
+    case StepKind::kRowConvolve:
+      ok = kernels::cpu::RowConvolveWindow(in, type, out, chunk.window, op.taps.data(),
+                                           static_cast<int32_t>(op.taps.size()));
+      break;
+    case StepKind::kRowTopk:
+      ok = kernels::cpu::RowTopk(in, type, out, 1, step.cols, static_cast<int32_t>(op.k));
+      break;
+    default:
+      break;
   }
+  if (!ok) return Rejected(step);
   return absl::OkStatus();
 }
 

@@ -2,7 +2,11 @@
 // (cumsum, histogram, convolve, topk): maps a plan step onto the kernels/cpu references.
 #pragma once
 
+#include <cstdint>
+#include <vector>
+
 #include "absl/status/status.h"
+#include "server/engine/chunk_plan.h"
 #include "server/engine/plan.h"
 
 namespace gpupipe::engine {
@@ -11,5 +15,18 @@ namespace gpupipe::engine {
 // step.in_dtype) into `out` (rows x step.out_cols of step.out_dtype). INTERNAL if the
 // reference rejects arguments that validation accepted.
 absl::Status RunRowResizeOnCpu(const PlanStep& step, const void* in, void* out);
+
+// What a row split into kSplitRowResize pieces keeps between its pieces (chunk_plan.h): the
+// cumsum carry (one accumulator of the kernel's type) and the histogram counts.
+struct CpuSplitRowState {
+  alignas(8) unsigned char carry[8] = {};
+  std::vector<int64_t> counts;
+};
+
+// Runs the resize step of kSplitRowResize piece `chunk` (chunk.plan.steps.back()) from `in`
+// (the piece's input after its elementwise step) into `out` (chunk.out_elements of the output
+// dtype), keeping the row's carry or counts in `state` (reset by piece 0).
+absl::Status RunRowResizePieceOnCpu(const Chunk& chunk, const void* in, void* out,
+                                    CpuSplitRowState* state);
 
 }  // namespace gpupipe::engine

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "server/engine/types.h"
+#include "tests/testing/random_tensor.h"
 
 namespace gpupipe::testing {
 
@@ -20,9 +21,41 @@ struct ChunkCase {
   // rows are split across chunks combines partial sums (float each), so it agrees within
   // SplitRowTolerance; every other chunking runs the same per-row arithmetic.
   bool split_sum_like = false;
+  // The input's dtype; int32 inputs are small integers (ChunkCaseInput).
+  engine::DType dtype = engine::DType::kFloat32;
 };
 
+// `n` convolution taps in [-0.75, 0.75].
+inline std::vector<double> ChunkTaps(int n) {
+  std::vector<double> taps(static_cast<size_t>(n));
+  for (int j = 0; j < n; ++j) taps[static_cast<size_t>(j)] = 0.75 * std::sin(1.3 * j + 0.4);
+  return taps;
+}
+
+inline engine::OpSpec Convolve(engine::ConvolveMode mode, int taps) {
+  engine::OpSpec op{engine::OpKind::kConvolve};
+  op.mode = mode;
+  op.taps = ChunkTaps(taps);
+  return op;
+}
+
+inline engine::OpSpec Topk(int64_t k) {
+  engine::OpSpec op{engine::OpKind::kTopk};
+  op.k = k;
+  return op;
+}
+
+inline engine::OpSpec Histogram(int64_t bins, double lo, double hi) {
+  engine::OpSpec op{engine::OpKind::kHistogram};
+  op.bins = bins;
+  op.lo = lo;
+  op.hi = hi;
+  return op;
+}
+
 inline std::vector<ChunkCase> ChunkCases() {
+  using engine::ConvolveMode;
+  using engine::DType;
   using engine::OpKind;
   using engine::OpSpec;
   OpSpec affine{OpKind::kAffine};
@@ -54,7 +87,47 @@ inline std::vector<ChunkCase> ChunkCases() {
       {"abs|standardize|max", {9, 257}, {{OpKind::kAbs}, {OpKind::kStandardize}, {OpKind::kMax}}},
       {"sum|softmax (3-d)", {4, 5, 6}, {{OpKind::kSum}, {OpKind::kSoftmax}}},
       {"sum|relu", {6, 50}, {{OpKind::kSum}, {OpKind::kRelu}}},
+      // cumsum, histogram, convolve and topk: chunks smaller than a row split it into pieces
+      // (cumsum with a carry, histogram accumulating, convolve windows with halos, topk
+      // merging the pieces' top ks). A float cumsum carries a float between pieces.
+      {"cumsum of one long row", {1, 5003}, {{OpKind::kCumsum}}, true},
+      {"affine|cumsum of long rows", {3, 4099}, {affine, {OpKind::kCumsum}}, true},
+      {"cumsum of int32 long rows", {2, 4099}, {{OpKind::kCumsum}}, false, DType::kInt32},
+      {"histogram of one long row", {1, 5003}, {Histogram(37, -4, 4)}},
+      {"abs|histogram of long rows", {3, 4099}, {{OpKind::kAbs}, Histogram(10, 0, 3)}},
+      {"histogram of int32 long rows", {2, 4099}, {Histogram(7, -3, 3)}, false, DType::kInt32},
+      {"convolve full, 1 tap", {1, 5003}, {Convolve(ConvolveMode::kFull, 1)}},
+      {"convolve full, 5 taps", {1, 5003}, {Convolve(ConvolveMode::kFull, 5)}},
+      {"convolve full, 63 taps", {1, 5003}, {Convolve(ConvolveMode::kFull, 63)}},
+      {"convolve same, 1 tap", {1, 5003}, {Convolve(ConvolveMode::kSame, 1)}},
+      {"convolve same, 5 taps", {1, 5003}, {Convolve(ConvolveMode::kSame, 5)}},
+      {"convolve same, 63 taps", {1, 5003}, {Convolve(ConvolveMode::kSame, 63)}},
+      {"convolve valid, 1 tap", {1, 5003}, {Convolve(ConvolveMode::kValid, 1)}},
+      {"convolve valid, 5 taps", {1, 5003}, {Convolve(ConvolveMode::kValid, 5)}},
+      {"convolve valid, 63 taps", {1, 5003}, {Convolve(ConvolveMode::kValid, 63)}},
+      {"relu|convolve same, 63 taps, long rows", {3, 4099},
+       {{OpKind::kRelu}, Convolve(ConvolveMode::kSame, 63)}},
+      {"convolve full, 5 taps, long rows", {3, 4099}, {Convolve(ConvolveMode::kFull, 5)}},
+      {"convolve valid, 63 taps, long rows", {2, 4099}, {Convolve(ConvolveMode::kValid, 63)}},
+      {"topk 1 of one long row", {1, 5003}, {Topk(1)}},
+      {"topk 16 of one long row", {1, 5003}, {Topk(16)}},
+      {"topk 40 of one long row", {1, 5003}, {Topk(40)}},
+      {"topk 16 of long rows", {3, 4099}, {Topk(16)}},
+      {"affine|topk 40 of long rows", {3, 4099}, {affine, Topk(40)}},
+      {"topk 16 of int32 long rows", {2, 4099}, {Topk(16)}, false, DType::kInt32},
   };
+}
+
+// The input of a case, as floats (int32 inputs as bit patterns of integers in [-3, 3]).
+inline std::vector<float> ChunkCaseInput(const ChunkCase& c, int64_t count, uint64_t seed) {
+  std::vector<float> x = RandomFloats(count, seed);
+  if (c.dtype == engine::DType::kInt32) {
+    for (float& v : x) {
+      const int32_t k = static_cast<int32_t>(std::lround(v * 0.75f));
+      std::memcpy(&v, &k, sizeof(k));
+    }
+  }
+  return x;
 }
 
 // Chunk sizes in bytes for a job of `shape` (float32): the whole job (0 = backend default, which

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "kernels/cuda/histogram.h"
 #include "kernels/cuda/ops.h"
 #include "server/engine/chunk_plan.h"
 #include "server/engine/chunking.h"
@@ -19,6 +20,7 @@
 #include "server/engine/host_block_pool.h"
 #include "server/engine/cuda/graph_cache.h"
 #include "server/engine/cuda/step_launcher.h"
+#include "server/engine/split_row_merge.h"
 
 namespace gpupipe::engine {
 namespace {
@@ -54,6 +56,12 @@ constexpr int64_t kMinSlotBytes = int64_t{64} << 10;
 
 size_t AlignUp(size_t v) { return (v + kAlignment - 1) / kAlignment * kAlignment; }
 
+// A lane's split-row state (chunk_plan.h, kSplitRowResize): what a row split into pieces keeps
+// on the device between its pieces, outside the slots: cumsum's carry (8 bytes) or the
+// histogram's counts (at most kHistogramMaxBins int64s: 512 KiB).
+constexpr size_t kSplitStateBytes =
+    static_cast<size_t>(kernels::cuda::kHistogramMaxBins) * sizeof(int64_t);
+
 // One chunk's buffers and events.
 struct Slot {
   std::array<void*, 2> d_buffers{};  // ping-pong between the plan's steps
@@ -84,6 +92,7 @@ struct Lane {
   std::array<StagedInput, kInputBuffers> inputs;
   void* d_workspace = nullptr;
   size_t workspace_bytes = 0;
+  void* d_split_state = nullptr;  // kSplitStateBytes
   cudaEvent_t job_start = nullptr;  // timing: the start of the job's first copy
   // With JobSpec::profile: one event after each kernel of a chunk (the one before its first
   // kernel is the slot's compute start).
@@ -216,7 +225,8 @@ class CudaBackend final : public Backend {
     GPUPIPE_CUDA_RETURN(cudaSetDevice(options_.device), "cudaSetDevice");
     timing->stream = LaneName(priority, lane_index);
     timing->chunks = static_cast<int>(layout->chunk_count);
-    ChunkRun run{spec, plan, *layout, input, lane, emit, timing, SplitRowCombiner(plan, *layout)};
+    ChunkRun run{spec, plan, *layout, input, lane, emit, timing, SplitRowCombiner(plan, *layout),
+                 SplitRowResizeMerger(plan, *layout)};
     run.config = ConfigFor(spec, lane.stream);
     timing->staging = StagingLabel(run.config);
     if (spec.profile && layout->chunk_count > 0) {
@@ -251,8 +261,9 @@ class CudaBackend final : public Backend {
       return layout;
     }
     absl::StatusOr<ChunkLayout> capped = MakeChunkLayout(spec, plan, cap, slot_bytes_);
-    if (capped.ok() && (capped->mode != ChunkLayout::Mode::kSplitRow ||
-                        layout->mode == ChunkLayout::Mode::kSplitRow)) {
+    // Either split layout splits rows (kSplitRow, kSplitRowResize).
+    if (capped.ok() && (capped->mode == ChunkLayout::Mode::kRows ||
+                        layout->mode != ChunkLayout::Mode::kRows)) {
       return capped;
     }
     return layout;
@@ -268,6 +279,7 @@ class CudaBackend final : public Backend {
     const ChunkEmitter& emit;
     JobTiming* timing;
     SplitRowCombiner combiner;
+    SplitRowResizeMerger merger;
     kernels::cuda::LaunchConfig config{};
     kernels::cuda::KernelProfile profile{};
     const char* input_bytes = nullptr;  // the job's whole input, valid up to the waited bytes
@@ -342,7 +354,7 @@ class CudaBackend final : public Backend {
       if (absl::Status st = LaunchChunk(run, chunk, s); !st.ok()) return st;
       GPUPIPE_CUDA_RETURN(cudaEventRecord(slot.times[3], lane.stream), "cudaEventRecord");
       GPUPIPE_CUDA_RETURN(cudaEventRecord(slot.compute_done, lane.stream), "cudaEventRecord");
-      if (run.spec.profile) {
+      if (run.spec.profile && run.layout.mode != ChunkLayout::Mode::kSplitRowResize) {
         if (absl::Status st = ReadProfile(run, chunk, s); !st.ok()) return st;
       }
 
@@ -381,6 +393,9 @@ class CudaBackend final : public Backend {
   // Enqueues chunk `chunk`'s kernels on the lane's stream, one by one or as a cached graph
   // (keyed by the slot, since a graph holds the slot's buffer addresses, and the chunk's shape).
   absl::Status LaunchChunk(ChunkRun& run, const Chunk& chunk, int s) {
+    if (run.layout.mode == ChunkLayout::Mode::kSplitRowResize) {
+      return LaunchSplitRowPiece(run, chunk, s);
+    }
     Lane& lane = run.lane;
     const Plan& plan = chunk.plan;
     kernels::cuda::LaunchConfig config = run.config;
@@ -416,6 +431,54 @@ class CudaBackend final : public Backend {
         return CudaError(err, absl::StrCat("launching ", StepKindName(plan.steps[i].kind), " (",
                                            plan.steps[i].ops, ")"));
       }
+    }
+    return absl::OkStatus();
+  }
+
+  // Enqueues kSplitRowResize piece `chunk` (chunk_plan.h) on the lane's stream: its
+  // elementwise step if any, then its resize step with the lane's split-row state, zeroed
+  // for the row's first piece. Stream order keeps one row's state from the next row's: the
+  // histogram's counts are copied into the slot (the piece's result) on this stream before
+  // the next row's first piece zeroes them. Launched one by one (stream or PDL), never from a
+  // graph: the pieces' carry, counts and windows are per-piece arguments the graph cache does
+  // not key on.
+  absl::Status LaunchSplitRowPiece(ChunkRun& run, const Chunk& chunk, int s) {
+    Lane& lane = run.lane;
+    const Plan& plan = chunk.plan;
+    const PlanStep& step = plan.steps.back();
+    if (chunk.index == 0) run.first_launch = run.config.pdl ? LaunchMode::kPdl : LaunchMode::kStream;
+    const StepBuffers buffers = lane.buffers(s);
+    const size_t last = plan.steps.size() - 1;
+    if (last == 1) {
+      if (cudaError_t err = LaunchStep(plan, 0, buffers, run.config, &run.kernels);
+          err != cudaSuccess) {
+        return CudaError(err, absl::StrCat("launching elementwise (", plan.steps[0].ops, ")"));
+      }
+    }
+    const size_t state_bytes = step.kind == StepKind::kRowCumsum ? sizeof(int64_t)
+                               : step.kind == StepKind::kRowHistogram
+                                   ? static_cast<size_t>(step.op.bins) * sizeof(int64_t)
+                                   : 0;
+    if (state_bytes > kSplitStateBytes) {
+      return absl::InternalError(absl::StrCat("split-row state of ", state_bytes,
+                                              " bytes, over the lane's ", kSplitStateBytes));
+    }
+    if (chunk.piece == 0 && state_bytes > 0) {
+      GPUPIPE_CUDA_RETURN(cudaMemsetAsync(lane.d_split_state, 0, state_bytes, lane.stream),
+                          "zeroing the split-row state");
+    }
+    void* d_out = buffers.d_buffers[1 - last % 2];
+    if (cudaError_t err = LaunchRowResizePiece(chunk, buffers.d_buffers[last % 2], d_out,
+                                               lane.d_split_state, buffers, run.config,
+                                               &run.kernels);
+        err != cudaSuccess) {
+      return CudaError(err, absl::StrCat("launching ", StepKindName(step.kind), " (", step.ops,
+                                         ") on piece ", chunk.piece, " of row ", chunk.row));
+    }
+    if (step.kind == StepKind::kRowHistogram && chunk.last_piece) {
+      GPUPIPE_CUDA_RETURN(cudaMemcpyAsync(d_out, lane.d_split_state, state_bytes,
+                                          cudaMemcpyDeviceToDevice, lane.stream),
+                          "copying a row's counts into its result");
     }
     return absl::OkStatus();
   }
@@ -456,6 +519,11 @@ class CudaBackend final : public Backend {
         delivered = run.emit(chunk.out_offset * run.layout.out_itemsize, row.data(),
                              static_cast<int64_t>(row.size()));
       }
+    } else if (run.layout.mode == ChunkLayout::Mode::kSplitRowResize) {
+      absl::StatusOr<SplitRowEmission> out = run.merger.Add(chunk, result);
+      if (!out.ok()) return out.status();
+      delivered = EmitInChunks(out->data, out->size, options_.max_chunk_bytes, run.emit,
+                               out->offset);
     } else {
       delivered = EmitInChunks(result, chunk.out_elements * run.layout.out_itemsize,
                                options_.max_chunk_bytes, run.emit,
@@ -588,7 +656,8 @@ class CudaBackend final : public Backend {
             : static_cast<int64_t>(options_.device_memory_fraction *
                                    static_cast<double>(device_.memory_bytes));
     const int64_t per_lane = budget / lanes;
-    const int64_t fit = (per_lane - static_cast<int64_t>(AlignUp(workspace_bytes))) /
+    const int64_t lane_fixed = static_cast<int64_t>(AlignUp(workspace_bytes) + kSplitStateBytes);
+    const int64_t fit = (per_lane - lane_fixed) /
                         (2 * kSlots) / static_cast<int64_t>(kAlignment) *
                         static_cast<int64_t>(kAlignment);
     slot_bytes_ = std::min<int64_t>(static_cast<int64_t>(AlignUp(options_.chunk_bytes)), fit);
@@ -596,12 +665,12 @@ class CudaBackend final : public Backend {
       return absl::ResourceExhaustedError(absl::StrCat(
           "--device-memory: ", budget, " bytes leave ", std::max<int64_t>(per_lane, 0),
           " bytes to each of ", lanes, " lanes; a lane needs at least ",
-          2 * kSlots * kMinSlotBytes + static_cast<int64_t>(AlignUp(workspace_bytes)),
+          2 * kSlots * kMinSlotBytes + lane_fixed,
           " (", kSlots, " chunk slots of 2 buffers of ", kMinSlotBytes,
-          " bytes and its workspace)"));
+          " bytes, its workspace and its split-row state)"));
     }
     const size_t slot = static_cast<size_t>(slot_bytes_);
-    const size_t lane_device = 2 * kSlots * slot + AlignUp(workspace_bytes);
+    const size_t lane_device = 2 * kSlots * slot + static_cast<size_t>(lane_fixed);
     const size_t device_bytes = lane_device * static_cast<size_t>(lanes);
     const size_t pinned_bytes = (kInputBuffers + kSlots) * slot * static_cast<size_t>(lanes);
     GPUPIPE_CUDA_RETURN(cudaMalloc(&d_arena_, device_bytes), "allocating the device arena");
@@ -628,14 +697,16 @@ class CudaBackend final : public Backend {
         lane.d_workspace = d_next;
         lane.workspace_bytes = workspace_bytes;
         d_next += AlignUp(workspace_bytes);
+        lane.d_split_state = d_next;
+        d_next += kSplitStateBytes;
       }
     }
     const auto mib = [](double b) { return b / double(1 << 20); };
     memory_summary_ = absl::StrFormat(
         "memory: device arena %.1f MiB (%d lanes x %d chunk slots x 2 buffers x %.1f MiB + "
-        "%.1f MiB workspace; budget %.1f MiB%s), pinned host staging %.1f MiB (%d lanes x (%d "
-        "in + %d out) x %.1f MiB)",
-        mib(device_bytes), lanes, kSlots, mib(slot), mib(AlignUp(workspace_bytes)), mib(budget),
+        "%.1f MiB workspace and split-row state; budget %.1f MiB%s), pinned host staging %.1f "
+        "MiB (%d lanes x (%d in + %d out) x %.1f MiB)",
+        mib(device_bytes), lanes, kSlots, mib(slot), mib(lane_fixed), mib(budget),
         options_.device_memory_bytes > 0
             ? ""
             : absl::StrFormat(" = %.0f%% of %.1f GiB", options_.device_memory_fraction * 100,

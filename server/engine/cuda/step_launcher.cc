@@ -129,6 +129,39 @@ cudaError_t LaunchStep(const Plan& plan, size_t index, const StepBuffers& buffer
   return err;
 }
 
+cudaError_t LaunchRowResizePiece(const Chunk& chunk, const void* d_in, void* d_out,
+                                 void* d_state, const StepBuffers& buffers,
+                                 const kc::LaunchConfig& config, int* kernels) {
+  const PlanStep& step = chunk.plan.steps.back();
+  const kernels::ElementType type = ToElementType(step.in_dtype);
+  const OpSpec& op = step.op;
+  int launched = 0;
+  cudaError_t err = cudaErrorInvalidValue;
+  switch (step.kind) {
+    case StepKind::kRowCumsum:
+      err = kc::RowCumsum(d_in, type, d_out, 1, step.cols, d_state, buffers.d_workspace,
+                          buffers.workspace_bytes, config, &launched);
+      break;
+    case StepKind::kRowHistogram:
+      err = kc::RowHistogram(d_in, type, static_cast<int64_t*>(d_state), 1, step.cols,
+                             static_cast<int32_t>(op.bins), op.lo, op.hi, /*accumulate=*/true,
+                             buffers.d_workspace, buffers.workspace_bytes, config, &launched);
+      break;
+    case StepKind::kRowConvolve:
+      err = kc::RowConvolveWindow(d_in, type, d_out, chunk.window, op.taps.data(),
+                                  static_cast<int32_t>(op.taps.size()), buffers.d_workspace,
+                                  buffers.workspace_bytes, config, &launched);
+      break;
+    case StepKind::kRowTopk:
+      err = kc::RowTopk(d_in, type, d_out, 1, step.cols, static_cast<int32_t>(op.k),
+                        buffers.d_workspace, buffers.workspace_bytes, config, &launched);
+      break;
+    default:
+      break;
+  }
+  *kernels += launched;
+  return err;
+}
 
 size_t PlanWorkspaceBytes(const Plan& plan) {
   size_t bytes = kc::RowOpsWorkspaceBytes();

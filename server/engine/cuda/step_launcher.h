@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/cuda/ops.h"
+#include "server/engine/chunk_plan.h"
 #include "server/engine/plan.h"
 
 namespace gpupipe::engine {
@@ -23,6 +24,16 @@ struct StepBuffers {
 // config.stream. Adds the kernels enqueued to `*kernels`.
 cudaError_t LaunchStep(const Plan& plan, size_t index, const StepBuffers& buffers,
                        const kernels::cuda::LaunchConfig& config, int* kernels);
+
+// Enqueues the resize step (chunk.plan.steps.back(): cumsum, histogram, convolve or topk) of
+// kSplitRowResize piece `chunk` (chunk_plan.h) on config.stream, reading `d_in` (the piece's
+// input after its elementwise step) and writing the piece's outputs to `d_out`. `d_state` is
+// the lane's split-row state, zeroed by the caller for the row's first piece: cumsum's carry
+// (one accumulator) or the histogram's counts (which the kernel adds into; the caller copies
+// them out after the row's last piece). Adds the kernels enqueued to `*kernels`.
+cudaError_t LaunchRowResizePiece(const Chunk& chunk, const void* d_in, void* d_out,
+                                 void* d_state, const StepBuffers& buffers,
+                                 const kernels::cuda::LaunchConfig& config, int* kernels);
 
 // The workspace the plan's steps may need: the largest of RowOpsWorkspaceBytes() and the new
 // row ops' *WorkspaceBytes for their shapes (cumsum's look-back records, topk's segment

@@ -22,8 +22,10 @@ using gpupipe::testing::AsBytes;
 using gpupipe::testing::AsFloats;
 using gpupipe::testing::RecordingSink;
 
-JobSpec Spec(std::vector<int64_t> shape, std::vector<OpSpec> ops, int64_t chunk_bytes = 0) {
+JobSpec Spec(std::vector<int64_t> shape, std::vector<OpSpec> ops, int64_t chunk_bytes = 0,
+             DType dtype = DType::kFloat32) {
   JobSpec spec;
+  spec.dtype = dtype;
   spec.shape = std::move(shape);
   spec.ops = std::move(ops);
   spec.chunk_bytes = chunk_bytes;
@@ -81,6 +83,45 @@ TEST(ChunkLayout, ReductionsSplitRowsLongerThanAChunk) {
   EXPECT_EQ(c.plan.steps[0].reduce, kernels::RowReduceKind::kSum);  // the row's mean divides
 }
 
+TEST(ChunkLayout, ConvolvePiecesCoverTheRowsOutputsWithTheirHalos) {
+  for (ConvolveMode mode : {ConvolveMode::kFull, ConvolveMode::kSame, ConvolveMode::kValid}) {
+    JobSpec spec = Spec({2, 1000}, {gpupipe::testing::Convolve(mode, 63)});
+    absl::StatusOr<Plan> plan = PlanJob(spec);
+    ASSERT_TRUE(plan.ok());
+    absl::StatusOr<ChunkLayout> layout = MakeChunkLayout(spec, *plan, 4 * 300, 1 << 20);
+    ASSERT_TRUE(layout.ok()) << layout.status();
+    ASSERT_EQ(layout->mode, ChunkLayout::Mode::kSplitRowResize);
+    const int64_t out_cols = plan->steps[0].out_cols;
+    int64_t next_out = 0;
+    for (int64_t k = 0; k < layout->chunk_count; ++k) {
+      const Chunk c = ChunkAt(*plan, *layout, k);
+      SCOPED_TRACE(std::string(ConvolveModeName(mode)) + " chunk " + std::to_string(k));
+      EXPECT_TRUE(kernels::IsValidConvolveWindow(c.window, 63));
+      EXPECT_EQ(c.out_offset, next_out);  // outputs in order, each once
+      EXPECT_LE(c.in_elements, 300);      // the piece and its halo fit the request
+      EXPECT_EQ(c.in_offset, c.row * 1000 + c.window.in_begin);
+      EXPECT_EQ(c.last_piece, c.out_offset + c.out_elements == (c.row + 1) * out_cols);
+      next_out += c.out_elements;
+    }
+    EXPECT_EQ(next_out, 2 * out_cols);
+  }
+}
+
+TEST(ChunkLayout, TopkPiecesHoldAtLeastKValuesButTheLast) {
+  JobSpec spec = Spec({1, 1000}, {gpupipe::testing::Topk(40)});
+  absl::StatusOr<Plan> plan = PlanJob(spec);
+  ASSERT_TRUE(plan.ok());
+  absl::StatusOr<ChunkLayout> layout = MakeChunkLayout(spec, *plan, 4 * 10, 1 << 20);
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  ASSERT_EQ(layout->mode, ChunkLayout::Mode::kSplitRowResize);
+  EXPECT_EQ(layout->piece_elements, 40);
+  EXPECT_EQ(layout->chunk_count, 25);
+  const Chunk last = ChunkAt(*plan, *layout, 24);
+  EXPECT_EQ(last.plan.steps[0].op.k, 40);
+  EXPECT_EQ(last.out_offset, 0);
+  EXPECT_TRUE(last.last_piece);
+}
+
 TEST(ChunkLayout, ARowThatCannotBeSplitMustFitTheCapacity) {
   JobSpec spec = Spec({2, 1000}, {{OpKind::kSoftmax}});
   absl::StatusOr<Plan> plan = PlanJob(spec);
@@ -101,18 +142,19 @@ TEST(ChunkedEngine, EveryChunkingGivesTheWholeJobsResult) {
   SCOPED_TRACE("seed " + std::to_string(seed) + " (replay with GPUPIPE_TEST_SEED)");
   int n = 0;
   for (const gpupipe::testing::ChunkCase& c : gpupipe::testing::ChunkCases()) {
-    std::vector<float> x = gpupipe::testing::RandomFloats(ElementCount(c.shape), seed + n++);
-    auto whole = RunJob(*engine, Spec(c.shape, c.ops), x);
+    std::vector<float> x =
+        gpupipe::testing::ChunkCaseInput(c, ElementCount(c.shape), seed + n++);
+    auto whole = RunJob(*engine, Spec(c.shape, c.ops, 0, c.dtype), x);
     ASSERT_TRUE(whole->status().ok()) << c.name << ": " << whole->status();
     EXPECT_EQ(whole->timing().chunks, 1) << c.name;
     for (int64_t chunk_bytes : gpupipe::testing::ChunkSizes(c.shape)) {
       const std::string what = std::string(c.name) + " in chunks of " +
                                std::to_string(chunk_bytes) + " bytes";
-      auto got = RunJob(*engine, Spec(c.shape, c.ops, chunk_bytes), x);
+      auto got = RunJob(*engine, Spec(c.shape, c.ops, chunk_bytes, c.dtype), x);
       ASSERT_TRUE(got->status().ok()) << what << ": " << got->status();
       EXPECT_EQ(got->info().output_shape, whole->info().output_shape) << what;
-      if (whole->info().output_dtype == DType::kInt64) {
-        EXPECT_TRUE(got->output() == whole->output()) << what << ": indices differ";
+      if (whole->info().output_dtype == DType::kInt64 || c.dtype == DType::kInt32) {
+        EXPECT_TRUE(got->output() == whole->output()) << what << ": results differ";
         continue;
       }
       const float tol =

@@ -73,9 +73,9 @@ std::unique_ptr<Engine> MakeCudaEngine(std::string* skip, int64_t chunk_bytes = 
 // cuda_backend_test): relative 2e-4, plus float summation over `reduced` elements, plus the
 // split-row combine where rows are split.
 std::string Compare(const RecordingSink& got, const RecordingSink& want, bool exact,
-                    int64_t reduced, bool split) {
-  if (want.info().output_dtype == DType::kInt64) {
-    return got.output() == want.output() ? "" : "indices differ";
+                    int64_t reduced, bool split, DType dtype = DType::kFloat32) {
+  if (want.info().output_dtype == DType::kInt64 || dtype == DType::kInt32) {
+    return got.output() == want.output() ? "" : "results differ";
   }
   const std::vector<float> g = AsFloats(got.output()), w = AsFloats(want.output());
   if (g.size() != w.size()) return "sizes differ";
@@ -101,12 +101,13 @@ std::string Compare(const RecordingSink& got, const RecordingSink& want, bool ex
 
 // Bit-identical to the reference: IEEE-exact elementwise ops (transcendental opcodes may differ
 // from the host's libm by an ulp), optionally ending in min or max (exact in any order).
+// Histogram and topk are exact in any order too.
 bool Exact(const std::vector<OpSpec>& ops) {
   for (size_t i = 0; i < ops.size(); ++i) {
     switch (ops[i].kind) {
       case OpKind::kAffine: case OpKind::kRelu: case OpKind::kAbs: case OpKind::kSqrt:
         continue;
-      case OpKind::kMin: case OpKind::kMax:
+      case OpKind::kMin: case OpKind::kMax: case OpKind::kTopk: case OpKind::kHistogram:
         if (i + 1 == ops.size()) continue;
         return false;
       default:
@@ -116,7 +117,15 @@ bool Exact(const std::vector<OpSpec>& ops) {
   return true;
 }
 
-TEST(CudaChunked, EveryChunkingMatchesTheCpuReference) {
+bool EndsInResizeOp(const gpupipe::testing::ChunkCase& c) {
+  const OpKind last = c.ops.back().kind;
+  return last == OpKind::kCumsum || last == OpKind::kHistogram || last == OpKind::kConvolve ||
+         last == OpKind::kTopk;
+}
+
+// Runs the chunk cases that end in cumsum .. topk (`resize`) or the others in every chunking
+// and launch mode, against the CPU reference.
+void CheckEveryChunking(bool resize) {
   std::string skip;
   auto cuda = MakeCudaEngine(&skip);
   if (!cuda) GTEST_SKIP() << "no usable CUDA device: " << skip;
@@ -125,13 +134,28 @@ TEST(CudaChunked, EveryChunkingMatchesTheCpuReference) {
   SCOPED_TRACE("seed " + std::to_string(seed) + " (replay with GPUPIPE_TEST_SEED)");
   int n = 0;
   for (const gpupipe::testing::ChunkCase& c : gpupipe::testing::ChunkCases()) {
+    if (EndsInResizeOp(c) != resize) continue;
     const int64_t count = ElementCount(c.shape);
-    std::vector<float> x = gpupipe::testing::RandomFloats(count, seed + n++);
+    std::vector<float> x = gpupipe::testing::ChunkCaseInput(c, count, seed + n++);
     JobSpec spec;
+    spec.dtype = c.dtype;
     spec.shape = c.shape;
     spec.ops = c.ops;
     auto want = RunJob(*cpu, spec, x);
     ASSERT_TRUE(want->status().ok()) << c.name << ": " << want->status();
+    // The elements one output sums: a cumsum's output sums up to a row, a convolution's its
+    // taps; otherwise the input elements per output.
+    const OpKind last = c.ops.back().kind;
+    const int64_t reduced = last == OpKind::kCumsum     ? c.shape.back()
+                            : last == OpKind::kConvolve ? static_cast<int64_t>(c.ops.back().taps.size())
+                                                        : ReducedPerOutput(count, *want);
+    // cumsum .. topk: every chunking of the GPU job also matches the whole GPU job, bit for bit
+    // (convolve windows compute each output as the whole row does), cumsum within rounding.
+    std::shared_ptr<RecordingSink> whole_gpu;
+    if (resize) {
+      whole_gpu = RunJob(*cuda, spec, x);
+      ASSERT_TRUE(whole_gpu->status().ok()) << c.name << ": " << whole_gpu->status();
+    }
     for (int64_t chunk_bytes : gpupipe::testing::ChunkSizes(c.shape)) {
       for (LaunchMode launch : {LaunchMode::kAuto, LaunchMode::kStream, LaunchMode::kGraphPdl}) {
         spec.chunk_bytes = chunk_bytes;
@@ -142,13 +166,22 @@ TEST(CudaChunked, EveryChunkingMatchesTheCpuReference) {
         auto got = RunJob(*cuda, spec, x);
         ASSERT_TRUE(got->status().ok()) << what << ": " << got->status();
         EXPECT_EQ(got->info().output_shape, want->info().output_shape) << what;
-        EXPECT_EQ(Compare(*got, *want, Exact(c.ops), ReducedPerOutput(count, *want),
-                          c.split_sum_like),
-                  "")
+        EXPECT_EQ(Compare(*got, *want, Exact(c.ops), reduced, c.split_sum_like, c.dtype), "")
             << what;
+        if (whole_gpu) {
+          EXPECT_EQ(Compare(*got, *whole_gpu, last != OpKind::kCumsum, reduced, true, c.dtype), "")
+              << what << ", against the whole job on the GPU";
+        }
       }
     }
   }
+}
+
+TEST(CudaChunked, EveryChunkingMatchesTheCpuReference) { CheckEveryChunking(false); }
+
+// cumsum, histogram, convolve and topk, their rows split into pieces by the smaller chunks.
+TEST(CudaChunked, EveryChunkingOfCumsumHistogramConvolveTopkMatchesTheCpuReference) {
+  CheckEveryChunking(true);
 }
 
 TEST(CudaChunked, AJobLargerThanTheDeviceArenaRunsInChunks) {
@@ -165,6 +198,8 @@ TEST(CudaChunked, AJobLargerThanTheDeviceArenaRunsInChunks) {
       {{3000, 8192}, {{OpKind::kSoftmax}}, false},
       {{4, 6 << 20}, {{OpKind::kSum}}, false},
       {{2, 12 << 20}, {{OpKind::kArgmax}}, true},
+      {{2, 12 << 20}, {gpupipe::testing::Histogram(1000, -4, 4)}, true},
+      {{2, 12 << 20}, {{OpKind::kAbs}, gpupipe::testing::Topk(40)}, true},
   };
   for (const Case& c : cases) {
     JobSpec spec;
