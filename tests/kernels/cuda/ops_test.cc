@@ -493,6 +493,57 @@ TEST_F(CudaOpsTest, ElementwiseStagedLargeRaggedTail) {
   StagedMatchesDirect({(int64_t{1} << 26) + 7});
 }
 
+// Every staged strategy at every depth 1..kMaxStages with per-block tile counts around the
+// barrier wrap-around: tiles per block t in {1, S, S + 1, 2S + 1} for S stages, with half the
+// blocks of the persistent grid taking t tiles and the other half t - 1 (so fewer, exactly as
+// many and more tiles than stages, and two full turns of the ring). Bitwise against the CPU
+// reference (which direct matches bitwise, ElementwiseMatchesReferenceBitwise). The sizes are
+// prefixes of one random input, whose reference is the prefix of one reference.
+TEST_F(CudaOpsTest, ElementwiseStagedEveryDepthAroundWrapAround) {
+  const EwProgram program =
+      Program({Affine(2.0f, 1.0f), Relu(), Affine(0.5f, -1.0f), Op(EwOpcode::kSqrt)});
+  struct Case {
+    LaunchConfig config;
+    int64_t tiles_per_block;
+    int64_t n;
+  };
+  std::vector<Case> cases;
+  int64_t n_max = 0;
+  for (Staging staging : kStagedStagings) {
+    const int ranks = staging == Staging::kPipeline ? 224 : 256;
+    for (int stages = kMinStages; stages <= kMaxStages; ++stages) {
+      LaunchConfig config = DefaultConfig();
+      config.staging = staging;
+      config.stages = stages;
+      config.pdl = stages % 2 == 0;
+      const int64_t per_rank = std::max(1, 32768 / (16 * ranks * stages));
+      const int64_t tile = int64_t{4} * ranks * per_rank;
+      // The persistent grid's size: what a launch over plenty of tiles gets.
+      const int64_t grid = DescribeElementwise(tile * (int64_t{1} << 20), config).at(0).blocks;
+      for (int64_t t : {int64_t{1}, int64_t{stages}, int64_t{stages} + 1, 2 * int64_t{stages} + 1}) {
+        const int64_t full_tiles = std::max<int64_t>(1, grid * t - grid / 2);
+        cases.push_back({config, t, full_tiles * tile + 3});
+        n_max = std::max(n_max, cases.back().n);
+      }
+    }
+  }
+  const std::vector<float> in = Random(n_max, -8.0f, 8.0f);
+  std::vector<float> want(n_max);
+  cpu::Elementwise(in.data(), want.data(), n_max, program);
+  DeviceBuffer<float> d_in(n_max), d_out(n_max + kGuard);
+  ASSERT_NE(d_in.get(), nullptr);
+  ASSERT_NE(d_out.get(), nullptr);
+  Upload(in, d_in.get());
+  for (const Case& c : cases) {
+    SCOPED_TRACE(Describe(c.config) + " tiles_per_block=" + std::to_string(c.tiles_per_block) +
+                 " n=" + std::to_string(c.n));
+    Poison(d_out.get(), c.n);
+    ASSERT_CUDA(Elementwise(d_in.get(), d_out.get(), c.n, program, c.config));
+    EXPECT_TRUE(BitwiseEqual(Download(d_out.get(), c.n),
+                             std::vector<float>(want.begin(), want.begin() + c.n)));
+  }
+}
+
 void CudaOpsTest::StagedMatchesDirect(const std::vector<int64_t>& sizes) {
   const EwProgram program =
       Program({Affine(2.0f, 1.0f), Relu(), Affine(0.5f, -1.0f), Op(EwOpcode::kSqrt)});
@@ -609,7 +660,8 @@ class CudaRowOpsTest : public CudaOpsTest {
   }
   // Defined below RowReduceMatchesReference.
   void StagedReduceMatchesReference(const std::vector<Shape>& shapes,
-                                    const std::vector<RowReduceKind>& kinds);
+                                    const std::vector<RowReduceKind>& kinds,
+                                    const std::vector<int>& stage_counts = {1, 2, 4, 8});
 
   std::optional<DeviceBuffer<unsigned char>> workspace_;
 };
@@ -705,7 +757,8 @@ TEST_F(CudaRowOpsTest, RowReduceMatchesReference) {
 // and on long rows split over blocks. Sum, mean and norm2 within tolerance of the reference
 // (the staged order of accumulation differs from direct's), min and max exact.
 void CudaRowOpsTest::StagedReduceMatchesReference(const std::vector<Shape>& shapes,
-                                                  const std::vector<RowReduceKind>& kinds) {
+                                                  const std::vector<RowReduceKind>& kinds,
+                                                  const std::vector<int>& stage_counts) {
   for (const Shape& shape : shapes) {
     SCOPED_TRACE(Describe(shape));
     const int64_t n = shape.rows * shape.cols;
@@ -720,7 +773,7 @@ void CudaRowOpsTest::StagedReduceMatchesReference(const std::vector<Shape>& shap
       cpu::RowReduce(in.data(), want.data(), shape.rows, shape.cols, kind);
       const std::vector<double> tol = ReduceTolerance(kind, in, want, shape);
       for (Staging staging : kStagedStagings) {
-        for (int stages : {1, 2, 4, 8}) {
+        for (int stages : stage_counts) {
           LaunchConfig config = DefaultConfig();
           config.staging = staging;
           config.stages = stages;
@@ -744,6 +797,17 @@ TEST_F(CudaRowOpsTest, RowReduceStagedShapes) {
   StagedReduceMatchesReference({{3, 100003}, {7, 65537}, {1, 4 * 32768 + 3}, {2, (1 << 20) + 1},
                                 {600, 9001}},
                                {std::begin(kReduceKinds), std::end(kReduceKinds)});
+}
+
+// The segment loader calls its stager once per row segment, so the stage ring and its barrier
+// phases carry over from one row to the next at arbitrary offsets: every depth 1..kMaxStages,
+// more rows than the grid has blocks (each block visits several rows), rows of zero to a few
+// tiles (4099 floats are less than one tile at depth 1), odd cols (a scalar head, whole tiles
+// and a ragged rest per row).
+TEST_F(CudaRowOpsTest, RowReduceStagedEveryDepthAcrossRows) {
+  StagedReduceMatchesReference({{2200, 9001}, {2500, 4099}},
+                               {RowReduceKind::kSum, RowReduceKind::kMax},
+                               {1, 2, 3, 4, 5, 6, 7, 8});
 }
 
 TEST_F(CudaRowOpsTest, RowReduceStagedLargeRaggedTail) {

@@ -65,7 +65,7 @@ struct StagingSmem {
   // run-time stage count).
   alignas(16) unsigned char pipeline_state[sizeof(BlockPipelineState8)];
   // mbarriers of the bulk strategy: `full` completes when a tile has landed, `empty` when every
-  // consumer warp is done with it.
+  // thread of the block is done reading it (bulk.cuh states the protocol).
   alignas(8) uint64_t full[kMaxStages];
   alignas(8) uint64_t empty[kMaxStages];
 };

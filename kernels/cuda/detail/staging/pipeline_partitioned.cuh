@@ -4,26 +4,36 @@
 // storage, and the pipeline object keeps its stage count as data, so one kernel serves every
 // depth (MakeBlockPipeline instantiates only the tiny make_pipeline for each S).
 //
-// Why partitioned, and the synccheck report it answers. `compute-sanitizer --tool synccheck`
-// reported "Barrier error detected. Missing wait" at pipeline::producer_commit in the former
-// UNIFIED block pipeline, where every thread produced and consumed every stage. In libcu++,
-// producer_commit makes two arrivals on the stage's `produced` mbarrier for each thread:
-// cp.async.mbarrier.arrive (raises the pending count, then arrives once that thread's own
-// cp.async have landed) and barrier::arrive, which libcu++ aggregates per warp (__activemask,
-// __match_any_sync, one mbarrier.arrive with the lane count by the lowest active lane). So in the
-// unified loop each thread arrived on `produced` phase p + 1 of a stage while the arrivals that
-// completed phase p were partly made for it by another lane and partly asynchronously, and its
-// only observation of phase p was a parity wait issued by the same thread in its consumer role;
-// likewise for `consumed`, whose last phases nobody waited on before quit() invalidated the
-// barriers. That is the pattern the report flags: a thread arriving on a barrier whose
-// previous phase it cannot be shown to have waited for. With roles partitioned no thread both
-// arrives on and waits on the same barrier: the producer warp arrives on `produced` and waits on
-// `consumed`, the consumer warps wait on `produced` and arrive on `consumed`, as in the CUDA
-// guide's producer/consumer example and in CUTLASS's pipelines. Each warp commits converged and
-// leaves with quit(); the reference count makes the last one to leave, necessarily after every
-// arrival, the one that invalidates the barriers. This reading comes from the library source;
-// it is unconfirmed until synccheck runs over kernels_cuda_test on the H200
-// (scripts/gpu-check.sh).
+// Why partitioned: with roles partitioned no thread both produces and consumes a stage, as in
+// the CUDA guide's producer/consumer example and in CUTLASS's pipelines; an earlier UNIFIED
+// block pipeline drew synccheck reports from both roles at once.
+//
+// Barrier protocol (libcu++ pipeline_shared_state: per stage s a `produced` and a `consumed`
+// mbarrier). Tile j (counted from the prologue, across ForEach calls) uses stage s = j % S in
+// round r = j / S, which is phase r of both barriers of s.
+//  - produced[s] (arrival count: the 32 producer threads): the producer warp's producer_commit
+//    arrives for round r, once per thread through barrier::arrive (libcu++ aggregates the warp's
+//    arrivals into one) and once asynchronously through cp.async.mbarrier.arrive, which holds
+//    the phase open until the thread's cp.async have landed. Consumers wait for phase r
+//    (consumer_wait) before reading the tile.
+//  - consumed[s] (arrival count: the consumer threads): each consumer arrives for round r
+//    (consumer_release) after its last read of the tile; the producer waits for phase r - 1
+//    (producer_acquire) before copying round r into the stage.
+//  - Observed arrivals. compute-sanitizer synccheck reported "Missing wait" at producer_commit:
+//    it requires a thread that arrived on a barrier phase to observe that phase's completion
+//    before it arrives on the same barrier again, and the producer never waits on `produced`
+//    (nor a consumer on `consumed`). That is no protocol error: the producer's arrival for
+//    round r follows producer_acquire's wait on consumed[s] phase r - 1, which completes only
+//    after every consumer waited on produced[s] phase r - 1, so the arrival cannot land in the
+//    earlier phase (the only real hazard of an unobserved arrival). The tool cannot see that
+//    chain, so each role now also waits on its own barrier's previous phase before arriving
+//    (WaitStagePhase; the phase is already complete by the chain above, so the wait is one
+//    try_wait), and Quit() waits for the last phase each thread arrived on before the barriers
+//    are invalidated. No ABA: a role is never two phases behind on a barrier it waits on,
+//    since every phase of each barrier needs its own arrival. Holds for any S in
+//    1..kMaxStages and any number of tiles: only j decides stage and phase.
+// Each warp commits converged and leaves with quit(); the reference count makes the last one
+// to leave, necessarily after every arrival, the one that invalidates the barriers.
 #pragma once
 
 #include <cooperative_groups.h>
@@ -56,6 +66,21 @@ __device__ inline BlockPipeline MakeBlockPipeline(const cooperative_groups::thre
   }
 }
 
+// The stage records of a pipeline_shared_state<block, S> laid over StagingSmem::pipeline_state:
+// the same type the pipeline indexes (its stages come first), so the layouts agree by
+// construction.
+using BlockPipelineStage = ::cuda::__pipeline_stage<::cuda::thread_scope_block>;
+static_assert(sizeof(::cuda::pipeline_shared_state<::cuda::thread_scope_block, 2>) -
+                      sizeof(::cuda::pipeline_shared_state<::cuda::thread_scope_block, 1>) ==
+                  sizeof(BlockPipelineStage),
+              "pipeline_shared_state starts with its array of stage records");
+
+// Waits until phase `phase` of a stage barrier has completed (parity phase & 1).
+__device__ __forceinline__ void WaitStagePhase(::cuda::barrier<::cuda::thread_scope_block>& bar,
+                                               int64_t phase) {
+  bar.wait_parity((phase & 1) != 0);
+}
+
 class PartitionedPipelineStager {
  public:
   // Block-collective prologue (shared memory only, so it may precede the PDL wait).
@@ -81,8 +106,14 @@ class PartitionedPipelineStager {
       const auto warp = cooperative_groups::tiled_partition<kStagingWarp>(
           cooperative_groups::this_thread_block());
       for (int64_t k = 0; k < count; ++k) {
+        const int64_t j = used_ + k;
+        const int s = static_cast<int>(j % g_.stages);
+        const int64_t round = j / g_.stages;
         pipe_.producer_acquire();  // the consumers released this stage's previous tile
-        ::cuda::memcpy_async(warp, smem_.buffer + ((used_ + k) % g_.stages) * tile_vecs,
+        // This thread's arrival on produced[s] for round - 1 completed before the consumers
+        // released that round; observe it before arriving again (see the protocol above).
+        if (round > 0) WaitStagePhase(Stage(s).__produced, round - 1);
+        ::cuda::memcpy_async(warp, smem_.buffer + s * tile_vecs,
                              d_src + (first_tile + k * tile_stride) * tile_vecs,
                              ::cuda::aligned_size_t<kStagingVecBytes>(g_.tile_bytes()), pipe_);
         // Commit from a converged warp: one batch per warp, not one per diverged lane group.
@@ -92,10 +123,15 @@ class PartitionedPipelineStager {
     } else {
       const int rank = static_cast<int>(threadIdx.x) - kStagingWarp;
       for (int64_t k = 0; k < count; ++k) {
+        const int64_t j = used_ + k;
+        const int s = static_cast<int>(j % g_.stages);
+        const int64_t round = j / g_.stages;
         pipe_.consumer_wait();
         consume(first_tile + k * tile_stride,
-                static_cast<const uint4*>(smem_.buffer + ((used_ + k) % g_.stages) * tile_vecs),
-                rank);
+                static_cast<const uint4*>(smem_.buffer + s * tile_vecs), rank);
+        // This thread's arrival on consumed[s] for round - 1 completed before the producer
+        // committed this round; observe it before arriving again.
+        if (round > 0) WaitStagePhase(Stage(s).__consumed, round - 1);
         pipe_.consumer_release();
       }
     }
@@ -105,12 +141,23 @@ class PartitionedPipelineStager {
   // Leaves the pipeline once the kernel has no more tiles for it (the CUDA guide's early exit:
   // the thread goes on with plain loads, or ends). From a converged warp; the last thread to
   // leave invalidates the barriers, necessarily after every arrival on them.
+  // Before leaving, each thread observes the last phase it arrived on of each stage barrier of
+  // its role, so no arrival is left unobserved when the barriers are invalidated.
   __device__ __forceinline__ void Quit() {
+    const int64_t first = used_ > g_.stages ? used_ - g_.stages : 0;
+    for (int64_t j = first; j < used_; ++j) {
+      BlockPipelineStage& stage = Stage(static_cast<int>(j % g_.stages));
+      WaitStagePhase(producer_ ? stage.__produced : stage.__consumed, j / g_.stages);
+    }
     __syncwarp();
     pipe_.quit();
   }
 
  private:
+  __device__ __forceinline__ BlockPipelineStage& Stage(int s) {
+    return reinterpret_cast<BlockPipelineStage*>(smem_.pipeline_state)[s];
+  }
+
   StagingSmem& smem_;
   TileGeometry g_;
   int64_t used_ = 0;  // tiles staged by earlier ForEach calls

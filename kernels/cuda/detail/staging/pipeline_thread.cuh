@@ -7,6 +7,14 @@
 // Both are cp.async groups underneath. Up to `stages` tiles are in flight per thread; the
 // wait lets the `in_flight - 1` newest batches stay pending. A thread overwrites a buffer slot
 // only with its own vectors, after it has consumed them, so reuse needs no synchronization.
+//
+// Barrier protocol: none. No mbarrier is involved (pipeline<thread_scope_thread> is
+// cp.async.commit_group / cp.async.wait_group of the calling thread, like the primitives), so
+// there is no arrival for synccheck to pair with a wait and no other thread's copy to wait for.
+// Per thread: tile k's batch is committed in order; WaitPrior(fetched - k - 1) completes every
+// batch up to tile k's (fetched <= k + S, so at most S - 1 <= 7 stay pending); the slot of tile
+// k is refilled (tile k + S) only after this thread's reads of tile k, in program order, and
+// only with this thread's own vectors, so no other thread reads what it overwrites.
 #pragma once
 
 #include <cuda/pipeline>

@@ -7,6 +7,11 @@
 // Any element type T of element_access.cuh: the staged tiles are 16-byte vectors whatever T is
 // (pipeline_staging.cuh), each widened to kVecElems<T> compute values for on_vec as
 // VisitSegment does; the head and rest are VisitSegment's.
+// Barriers: one stager serves every Visit of the block, so its ring position and barrier phases
+// carry over from one segment to the next (the stagers count tiles across ForEach calls; a
+// segment with no whole tile stages nothing). Every thread must call Quit() after its last
+// Visit: the mbarrier strategies observe their last phases there (bulk.cuh,
+// pipeline_partitioned.cuh).
 #pragma once
 
 #include <cstdint>
