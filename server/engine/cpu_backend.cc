@@ -104,8 +104,12 @@ absl::Status RunPieceOnHost(const Chunk& chunk, const char* input, CpuSplitRowSt
               static_cast<size_t>(chunk.in_elements * plan.steps.front().input_itemsize()));
   auto start = Clock::now();
   if (plan.steps.size() == 2) {
-    kernels::cpu::Elementwise(current->f32(), current->f32(), chunk.in_elements,
-                              plan.steps.front().program);
+    const PlanStep& ew = plan.steps.front();
+    if (!kernels::cpu::Elementwise(current->data(), ToElementType(ew.in_dtype), current->data(),
+                                   chunk.in_elements, ew.program)) {
+      return absl::InternalError(absl::StrCat("no CPU reference for ", ew.ops, " on ",
+                                              DTypeName(ew.in_dtype)));
+    }
     const auto now = Clock::now();
     (*step_us)[0] += MicrosBetween(start, now);
     start = now;
