@@ -250,8 +250,14 @@ std::string PlanParamsKey(const Plan& plan) {
   std::string key;
   for (const PlanStep& step : plan.steps) {
     key.append(reinterpret_cast<const char*>(&step.program.count), sizeof(step.program.count));
-    key.append(reinterpret_cast<const char*>(step.program.instrs),
-               sizeof(kernels::EwInstr) * static_cast<size_t>(step.program.count));
+    // Field by field: EwInstr has padding after its opcode, whose bytes are indeterminate, so
+    // hashing the raw struct turned identical programs into "update"s instead of hits.
+    for (int i = 0; i < step.program.count; ++i) {
+      const kernels::EwInstr& instr = step.program.instrs[i];
+      key.append(reinterpret_cast<const char*>(&instr.op), sizeof(instr.op));
+      key.append(reinterpret_cast<const char*>(&instr.a), sizeof(instr.a));
+      key.append(reinterpret_cast<const char*>(&instr.b), sizeof(instr.b));
+    }
     if (step.resizes()) {
       // Kernel parameters of the new row ops: the histogram range and the convolution taps.
       key.append(reinterpret_cast<const char*>(&step.op.lo), sizeof(step.op.lo));
