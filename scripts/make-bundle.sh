@@ -28,6 +28,11 @@ for b in "$out"/bin/*; do
   done
 done
 strip --strip-unneeded "$out"/bin/* "$out"/lib/* 2>/dev/null || true
+# The commit the bundle was built from, for benchmark reports made on the GPU host (where a
+# copied checkout's .git may be stale).
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+[ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ] && commit="$commit (with uncommitted changes)"
+echo "$commit" > "$out/COMMIT"
 # A file used by the CLI tests travels with the tests.
 mkdir -p "$out/testdata" && cp tests/client/data/u2.npy "$out/testdata/"
 echo "make-bundle: $(ls "$out/bin" | wc -l) binaries, $(ls "$out/lib" | wc -l) libraries, $(du -sh "$out" | cut -f1) in $out"

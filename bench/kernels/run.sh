@@ -24,23 +24,15 @@ OUT=${OUT:-./bench-out}
 mkdir -p "$OUT/samples"
 OUT=$(cd "$OUT" && pwd)
 
-bin=""
-for d in "${1:-}" "$repo/.bundle" "$repo/build/bin" "$repo/build-bench/bin"; do
-  [ -n "$d" ] || continue
-  if [ -x "$d/kernels_bench" ]; then bin="$d/kernels_bench"; break; fi
-  if [ -x "$d/bin/kernels_bench" ]; then bin="$d/bin/kernels_bench"; break; fi
-done
-[ -n "$bin" ] || { echo "run.sh: kernels_bench not found (give the bundle or bin directory)" >&2; exit 1; }
+# shellcheck source=bench/lib.sh
+source "$here/../lib.sh"
+bin=$(bench_find_binary kernels_bench "${1:-}") || exit 1
 echo "run.sh: $bin, output in $OUT" >&2
 
-commit=${GPUPIPE_COMMIT:-}
-if [ -z "$commit" ] && git -C "$repo" rev-parse --short HEAD >/dev/null 2>&1; then
-  commit=$(git -C "$repo" rev-parse --short HEAD)
-  [ -n "$(git -C "$repo" status --porcelain 2>/dev/null)" ] && commit="$commit (with uncommitted changes)"
-fi
+commit=$(bench_commit "$bin")
 smi=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)
 nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1 || true
-python3 - "$OUT/meta.json" "${commit:-unknown}" "$smi" <<'PY'
+python3 - "$OUT/meta.json" "$commit" "$smi" <<'PY'
 import json, sys, datetime
 json.dump({"commit": sys.argv[2],
            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
