@@ -14,6 +14,35 @@
 namespace gpupipe {
 namespace client {
 
+namespace {
+
+// Feeds every event of `stream` (a Submit reader or a Run reader-writer) to `assembler`, then
+// to `on_event`, and returns the first event the assembler rejected (OK if none). On such a
+// broken stream it stops the job rather than wait for the rest of it (after a Done the server
+// is finishing anyway), and drains the stream, as Finish requires.
+template <typename Stream>
+absl::Status ReadJobEvents(Stream& stream, grpc::ClientContext& context,
+                           ResultAssembler& assembler, const EventCallback& on_event) {
+  absl::Status stream_error;
+  v1::JobEvent event;
+  while (stream.Read(&event)) {
+    absl::Status s = assembler.Add(event);
+    if (!s.ok()) {
+      stream_error = std::move(s);
+      break;
+    }
+    if (on_event) on_event(event);
+  }
+  if (!stream_error.ok()) {
+    if (!assembler.done()) context.TryCancel();
+    while (stream.Read(&event)) {
+    }
+  }
+  return stream_error;
+}
+
+}  // namespace
+
 absl::Status FromGrpcStatus(const grpc::Status& status) {
   if (status.ok()) return absl::OkStatus();
   const int code = static_cast<int>(status.error_code());
@@ -59,23 +88,7 @@ absl::StatusOr<JobResult> JobClient::Submit(const v1::SubmitRequest& request,
   SetDeadline(&context);
   std::unique_ptr<grpc::ClientReader<v1::JobEvent>> reader = stub_->Submit(&context, request);
   ResultAssembler assembler(request.dry_run());
-  absl::Status stream_error;
-  v1::JobEvent event;
-  while (reader->Read(&event)) {
-    absl::Status s = assembler.Add(event);
-    if (!s.ok()) {
-      stream_error = std::move(s);
-      break;
-    }
-    if (on_event) on_event(event);
-  }
-  if (!stream_error.ok()) {
-    // A broken stream: stop the job rather than wait for the rest of it (after a Done the
-    // server is finishing anyway). Finish needs the reader drained first.
-    if (!assembler.done()) context.TryCancel();
-    while (reader->Read(&event)) {
-    }
-  }
+  const absl::Status stream_error = ReadJobEvents(*reader, context, assembler, on_event);
   const grpc::Status rpc_status = reader->Finish();
   // A failed Done is the job's own verdict and carries the server's message; report it even
   // though the RPC then fails with the same status.
@@ -122,21 +135,7 @@ absl::StatusOr<JobResult> JobClient::Run(const v1::SubmitRequest& spec, int64_t 
   });
 
   ResultAssembler assembler(spec.dry_run());
-  absl::Status stream_error;
-  v1::JobEvent event;
-  while (stream->Read(&event)) {
-    absl::Status s = assembler.Add(event);
-    if (!s.ok()) {
-      stream_error = std::move(s);
-      break;
-    }
-    if (on_event) on_event(event);
-  }
-  if (!stream_error.ok()) {
-    if (!assembler.done()) context.TryCancel();
-    while (stream->Read(&event)) {
-    }
-  }
+  const absl::Status stream_error = ReadJobEvents(*stream, context, assembler, on_event);
   upload.join();
   const grpc::Status rpc_status = stream->Finish();
   if (!upload_error.ok()) return upload_error;
