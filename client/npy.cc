@@ -365,33 +365,59 @@ absl::StatusOr<std::string> SerializeNpy(const NpyArray& array) {
   return out;
 }
 
-absl::StatusOr<NpyFileInfo> ReadNpyHeader(const std::string& path) {
-  auto errno_error = [&](absl::string_view what) {
-    const int err = errno;
-    return absl::Status(absl::ErrnoToStatusCode(err),
-                        absl::StrCat(path, ": ", what, ": ", std::strerror(err)));
-  };
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return errno_error("cannot open");
-  struct FdCloser {
-    int fd;
-    ~FdCloser() { ::close(fd); }
-  } closer{fd};
-  struct stat st;
-  if (::fstat(fd, &st) != 0) return errno_error("cannot stat");
-  if (!S_ISREG(st.st_mode)) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": not a regular file"));
+namespace {
+
+// "path: what: strerror(errno)", with errno's status code.
+absl::Status ErrnoError(const std::string& path, const char* what) {
+  const int err = errno;
+  return absl::Status(absl::ErrnoToStatusCode(err),
+                      absl::StrCat(path, ": ", what, ": ", std::strerror(err)));
+}
+
+// A regular file open for reading, closed when this goes away.
+class RegularFile {
+ public:
+  RegularFile() = default;
+  RegularFile(const RegularFile&) = delete;
+  RegularFile& operator=(const RegularFile&) = delete;
+  ~RegularFile() {
+    if (fd_ >= 0) ::close(fd_);
   }
+
+  absl::Status Open(const std::string& path) {
+    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd_ < 0) return ErrnoError(path, "cannot open");
+    struct stat st;
+    if (::fstat(fd_, &st) != 0) return ErrnoError(path, "cannot stat");
+    if (!S_ISREG(st.st_mode)) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": not a regular file"));
+    }
+    size_ = static_cast<uint64_t>(st.st_size);
+    return absl::OkStatus();
+  }
+  int fd() const { return fd_; }
+  uint64_t size() const { return size_; }
+
+ private:
+  int fd_ = -1;
+  uint64_t size_ = 0;
+};
+
+}  // namespace
+
+absl::StatusOr<NpyFileInfo> ReadNpyHeader(const std::string& path) {
+  RegularFile file;
+  if (absl::Status s = file.Open(path); !s.ok()) return s;
   // The prefix up to the header length first, then the whole header.
   std::string prefix;
   auto read_prefix = [&](size_t want) -> absl::Status {
-    want = std::min<size_t>(want, static_cast<size_t>(st.st_size));
+    want = std::min<size_t>(want, static_cast<size_t>(file.size()));
     while (prefix.size() < want) {
       char buffer[4096];
-      const ssize_t n = ::pread(fd, buffer, std::min(sizeof(buffer), want - prefix.size()),
+      const ssize_t n = ::pread(file.fd(), buffer, std::min(sizeof(buffer), want - prefix.size()),
                                 static_cast<off_t>(prefix.size()));
       if (n < 0 && errno == EINTR) continue;
-      if (n < 0) return errno_error("read failed");
+      if (n < 0) return ErrnoError(path, "read failed");
       if (n == 0) break;
       prefix.append(buffer, static_cast<size_t>(n));
     }
@@ -406,33 +432,19 @@ absl::StatusOr<NpyFileInfo> ReadNpyHeader(const std::string& path) {
       if (absl::Status s = read_prefix(kMagicLen + 2 + len_width + header_len); !s.ok()) return s;
     }
   }
-  return ParseHeader(prefix, static_cast<uint64_t>(st.st_size), path);
+  return ParseHeader(prefix, file.size(), path);
 }
 
 absl::StatusOr<NpyArray> ReadNpy(const std::string& path) {
-  auto errno_error = [&](absl::string_view what) {
-    const int err = errno;
-    return absl::Status(absl::ErrnoToStatusCode(err),
-                        absl::StrCat(path, ": ", what, ": ", std::strerror(err)));
-  };
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return errno_error("cannot open");
-  struct FdCloser {
-    int fd;
-    ~FdCloser() { ::close(fd); }
-  } closer{fd};
-  struct stat st;
-  if (::fstat(fd, &st) != 0) return errno_error("cannot stat");
-  if (!S_ISREG(st.st_mode)) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": not a regular file"));
-  }
+  RegularFile file;
+  if (absl::Status s = file.Open(path); !s.ok()) return s;
   std::string bytes;
-  bytes.resize(static_cast<size_t>(st.st_size));
+  bytes.resize(static_cast<size_t>(file.size()));
   size_t done = 0;
   while (done < bytes.size()) {
-    const ssize_t n = ::read(fd, &bytes[done], bytes.size() - done);
+    const ssize_t n = ::read(file.fd(), &bytes[done], bytes.size() - done);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return errno_error("read failed");
+    if (n < 0) return ErrnoError(path, "read failed");
     if (n == 0) break;  // the file shrank while we read it
     done += static_cast<size_t>(n);
   }
