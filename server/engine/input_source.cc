@@ -13,9 +13,10 @@ std::shared_ptr<InputSource> InputSource::Complete(std::string bytes) {
 }
 
 std::shared_ptr<InputSource> InputSource::Streaming(int64_t size) {
-  // Not value-initialized memory would be nicer, but std::string gives a stable buffer that
-  // the Complete path shares; the zero fill costs far less than the upload.
-  return std::shared_ptr<InputSource>(new InputSource(std::string(size, '\0'), 0));
+  // Left uninitialized: Append writes every byte before a reader may see it, and zero-filling
+  // gigabytes would hold up the RPC reaction that accepts the spec.
+  char* data = new char[static_cast<size_t>(size > 0 ? size : 1)];
+  return Streaming(size, data, /*pinned=*/false, [data] { delete[] data; });
 }
 
 std::shared_ptr<InputSource> InputSource::Streaming(int64_t size, char* data, bool pinned,
