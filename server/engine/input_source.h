@@ -23,7 +23,7 @@ class InputSource {
  public:
   // A source whose bytes are all present: `bytes` is moved in.
   static std::shared_ptr<InputSource> Complete(std::string bytes);
-  // A source of `size` bytes that Append fills; allocates the buffer at once.
+  // A source of `size` bytes that Append fills; allocates the (uninitialized) buffer at once.
   static std::shared_ptr<InputSource> Streaming(int64_t size);
   // A source of `size` bytes that Append fills, in a buffer the caller lends: `data` holds
   // `size` bytes and stays valid until `release` runs (when the source is destroyed).
@@ -60,7 +60,7 @@ class InputSource {
   InputSource(int64_t size, char* data, bool pinned, std::function<void()> release);
 
   const int64_t size_;
-  std::string buffer_;  // owned bytes (Complete, the pageable Streaming)
+  std::string buffer_;  // owned bytes (Complete)
   char* const data_;    // buffer_.data(), or the lent buffer
   const bool pinned_;
   std::function<void()> release_;
