@@ -20,6 +20,7 @@
 #include "kernels/cuda/detail/row_plan.cuh"
 #include "kernels/cuda/detail/row_resident.cuh"
 #include "kernels/cuda/detail/row_smem.cuh"
+#include "kernels/cuda/detail/row_wide.cuh"
 #include "kernels/cuda/detail/warp_reduce.cuh"
 #include "kernels/cuda/ops.h"
 
@@ -83,6 +84,37 @@ __device__ __forceinline__ C Normalize(Affine<C> a, C x) {
 // the registers, the mean of the deviations from the row's first element x0 (so a constant row
 // has a mean of exactly x0 and m2 exactly 0, hence 0 / 0 = NaN as the reference), then
 // m2 = sum (x - mean)^2 (no E[x^2] - E[x]^2 cancellation).
+// The row's affine map from this thread's K values: in_row(k) tells which belong to the row,
+// reduce(v) sums v over the row's threads (all of them call it), first() is the row's first
+// value after the prologue.
+template <int K, typename C, typename InRow, typename Reduce, typename First>
+__device__ __forceinline__ Affine<C> ResidentRowAffine(RowNormalizeKind kind, const C (&x)[K],
+                                                       int cols, InRow&& in_row,
+                                                       Reduce&& reduce, First&& first) {
+  if (kind == RowNormalizeKind::kL2Normalize) {
+    C ss = C(0);
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      if (in_row(k)) ss = detail::MathFma(x[k], x[k], ss);
+    }
+    return {C(0), detail::MathSqrt(reduce(ss))};
+  }
+  const C x0 = first();
+  C d = C(0);
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    if (in_row(k)) d += x[k] - x0;
+  }
+  const C mean = x0 + reduce(d) / static_cast<C>(cols);
+  C m2 = C(0);
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    const C dev = x[k] - mean;
+    if (in_row(k)) m2 = detail::MathFma(dev, dev, m2);
+  }
+  return {mean, detail::MathSqrt(reduce(m2) / static_cast<C>(cols))};
+}
+
 template <typename S, int K, bool kBlock>
 __global__ void __launch_bounds__(kRowThreads)
     NormRowsKernel(const S* d_in, S* d_out, int64_t rows, int cols, int lanes,
@@ -98,35 +130,14 @@ __global__ void __launch_bounds__(kRowThreads)
     const S* p = d_in + (valid ? row : 0) * cols;
     C x[K];
     detail::LoadResident(p, cols, valid, map.l, map.width, pre, x);
-    Affine<C> a;
-    if (kind == RowNormalizeKind::kL2Normalize) {
-      C ss = C(0);
-#pragma unroll
-      for (int k = 0; k < K; ++k) {
-        if (valid && map.l + k * map.width < cols) ss = detail::MathFma(x[k], x[k], ss);
-      }
-      ss = detail::RowAllReduce<kBlock>(ss, detail::SumOp{}, C(0), map.width, scratch);
-      a = {C(0), detail::MathSqrt(ss)};
-    } else {
-      // Every thread of the row reads x0 itself (one cached load) rather than waiting on a
-      // broadcast; ApplyEw gives exactly the value ApplyEwN gave its owner.
-      const C x0 = valid ? ApplyEw(pre, detail::LoadElem(p)) : C(0);
-      C d = C(0);
-#pragma unroll
-      for (int k = 0; k < K; ++k) {
-        if (valid && map.l + k * map.width < cols) d += x[k] - x0;
-      }
-      d = detail::RowAllReduce<kBlock>(d, detail::SumOp{}, C(0), map.width, scratch);
-      const C mean = x0 + d / static_cast<C>(cols);
-      C m2 = C(0);
-#pragma unroll
-      for (int k = 0; k < K; ++k) {
-        const C dev = x[k] - mean;
-        if (valid && map.l + k * map.width < cols) m2 = detail::MathFma(dev, dev, m2);
-      }
-      m2 = detail::RowAllReduce<kBlock>(m2, detail::SumOp{}, C(0), map.width, scratch);
-      a = {mean, detail::MathSqrt(m2 / static_cast<C>(cols))};
-    }
+    // Every thread of the row reads x0 itself (one cached load) rather than waiting on a
+    // broadcast; ApplyEw gives exactly the value ApplyEwN gave its owner.
+    const Affine<C> a = ResidentRowAffine(
+        kind, x, cols, [&](int k) { return valid && map.l + k * map.width < cols; },
+        [&](C v) {
+          return detail::RowAllReduce<kBlock>(v, detail::SumOp{}, C(0), map.width, scratch);
+        },
+        [&] { return valid ? ApplyEw(pre, detail::LoadElem(p)) : C(0); });
     if (valid) {
       S* out = d_out + row * cols;
 #pragma unroll
@@ -136,6 +147,29 @@ __global__ void __launch_bounds__(kRowThreads)
       }
     }
   }
+  detail::AllowDependentGrids();
+}
+
+// ---- wide rows (detail/row_wide.cuh: one block per SM, the next row prefetched) -------------
+template <typename S>
+__global__ void __launch_bounds__(detail::kWideRowThreads, 1)
+    NormWideRowsKernel(const S* d_in, S* d_out, int64_t rows, int cols, RowNormalizeKind kind,
+                       EwProgram pre) {
+  using C = ComputeOf<S>;
+  __shared__ C scratch[kWarpSize];
+  extern __shared__ uint4 wide_row[];
+  detail::WaitForPrimaryGrids();
+  detail::ForEachWideRow(d_in, rows, cols, pre, wide_row, [&](int64_t row, C (&x)[detail::kWidePerThread]) {
+    const S* p = d_in + row * cols;
+    const Affine<C> a = ResidentRowAffine(
+        kind, x, cols, [&](int k) { return detail::WideInRow<S>(k, cols); },
+        [&](C v) {
+          return detail::RowAllReduce<true>(v, detail::SumOp{}, C(0), detail::kWideRowThreads,
+                                            scratch);
+        },
+        [&] { return ApplyEw(pre, detail::LoadElem(p)); });
+    detail::StoreWideRow(d_out + row * cols, cols, x, [a](C v) { return Normalize(a, v); });
+  });
   detail::AllowDependentGrids();
 }
 
@@ -365,6 +399,13 @@ cudaError_t DispatchRowNormalize(const S* d_in, S* d_out, int64_t rows, int64_t 
     }
     return launch(names.rows, NormRowsKernel<S, detail::kResidentPerThread, true>, grid,
                   kRowThreads, d_in, d_out, rows, c, kRowThreads, kind, pre);
+  }
+
+  if constexpr (sizeof(C) == 4) {
+    if (detail::WideRowsApply(d_in, d_out, rows, cols, mp)) {
+      return detail::LaunchWideRows<NormWideRowsKernel<S>, S>(
+          launch, names.rows, rows, cols, d_in, d_out, rows, static_cast<int>(cols), kind, pre);
+    }
   }
 
   const bool out_vec =

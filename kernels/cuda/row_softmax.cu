@@ -22,6 +22,7 @@
 #include "kernels/cuda/detail/row_plan.cuh"
 #include "kernels/cuda/detail/row_resident.cuh"
 #include "kernels/cuda/detail/row_smem.cuh"
+#include "kernels/cuda/detail/row_wide.cuh"
 #include "kernels/cuda/detail/warp_reduce.cuh"
 #include "kernels/cuda/ops.h"
 
@@ -110,6 +111,38 @@ __global__ void __launch_bounds__(kRowThreads)
       }
     }
   }
+  detail::AllowDependentGrids();
+}
+
+// ---- wide rows (detail/row_wide.cuh: one block per SM, the next row prefetched) -------------
+// The body of SoftmaxRowsKernel on the rows ForEachWideRow hands over.
+template <typename S>
+__global__ void __launch_bounds__(detail::kWideRowThreads, 1)
+    SoftmaxWideRowsKernel(const S* d_in, S* d_out, int64_t rows, int cols, EwProgram pre) {
+  using C = ComputeOf<S>;
+  __shared__ C scratch_max[kWarpSize];
+  __shared__ C scratch_sum[kWarpSize];
+  extern __shared__ uint4 wide_row[];
+  detail::WaitForPrimaryGrids();
+  detail::ForEachWideRow(d_in, rows, cols, pre, wide_row, [&](int64_t row, C (&x)[detail::kWidePerThread]) {
+    C m = -detail::Infinity<C>();
+#pragma unroll
+    for (int k = 0; k < detail::kWidePerThread; ++k) {
+      if (detail::WideInRow<S>(k, cols)) m = detail::MathMax(m, x[k]);
+    }
+    m = detail::RowAllReduceAlternating<true>(m, detail::MaxOp{}, -detail::Infinity<C>(),
+                                              detail::kWideRowThreads, scratch_max);
+    C s = C(0);
+#pragma unroll
+    for (int k = 0; k < detail::kWidePerThread; ++k) {
+      x[k] = detail::MathExp(x[k] - m);
+      if (detail::WideInRow<S>(k, cols)) s += x[k];
+    }
+    s = detail::RowAllReduceAlternating<true>(s, detail::SumOp{}, C(0), detail::kWideRowThreads,
+                                              scratch_sum);
+    const C inv = C(1) / s;
+    detail::StoreWideRow(d_out + row * cols, cols, x, [inv](C v) { return v * inv; });
+  });
   detail::AllowDependentGrids();
 }
 
@@ -427,6 +460,13 @@ cudaError_t DispatchRowSoftmax(const S* d_in, S* d_out, int64_t rows, int64_t co
     }
     return launch("softmax.rows", SoftmaxRowsKernel<S, detail::kResidentPerThread, true>, grid,
                   kRowThreads, d_in, d_out, rows, c, kRowThreads, pre);
+  }
+
+  if constexpr (sizeof(C) == 4) {
+    if (detail::WideRowsApply(d_in, d_out, rows, cols, mp)) {
+      return detail::LaunchWideRows<SoftmaxWideRowsKernel<S>, S>(
+          launch, "softmax.rows", rows, cols, d_in, d_out, rows, static_cast<int>(cols), pre);
+    }
   }
 
   const bool out_vec =

@@ -607,6 +607,35 @@ TEST_F(DtypesTest, SharedMemoryRows) {
   }
 }
 
+// Rows of 8192 < cols <= 16384 with at least one row per SM take the prefetching wide-row
+// kernel (kernels/cuda/detail/row_wide.cuh: one 512-thread block per SM, the next row copied
+// into shared memory while the current one is reduced) when the rows are whole 16-byte vectors
+// at aligned addresses; odd counts of rows per block exercise both ends of its loop, and an
+// unaligned output or a ragged row length must take the other paths, with the same results.
+TEST_F(DtypesTest, WideRows) {
+  LaunchConfig few_sms = AllConfigs()[0];
+  few_sms.multiprocessors = 3;
+  for (ElementType type : {ElementType::kFloat32, ElementType::kFloat16}) {
+    for (Op op : {Op::kSoftmax, Op::kL2, Op::kStd}) {
+      // 16384 and 8200 columns are whole vectors for both types; 12292 only for float32.
+      for (const Shape& shape : {Shape{7, 16384}, Shape{3, 8200}, Shape{8, 12292}}) {
+        const std::vector<KernelLaunchInfo> plan =
+            DescribeRowSoftmax(shape.rows, shape.cols, type, few_sms);
+        const bool wide = shape.cols % (type == ElementType::kFloat16 ? 8 : 4) == 0;
+        ASSERT_FALSE(plan.empty());
+        EXPECT_EQ(plan.size() == 1 && plan[0].threads == 512 && plan[0].blocks == 3, wide)
+            << ElementTypeName(type) << " " << shape.cols << ": " << plan.size() << " kernels, "
+            << plan[0].blocks << " x " << plan[0].threads;
+        Check(op, type, shape, FloatPre(), {few_sms});
+      }
+      Check(op, type, Shape{5, 16384}, FloatPre(), {few_sms}, 0, /*out_offset_elems=*/1);
+    }
+  }
+  // The full machine: one block per SM, some SMs with one row more than others.
+  Check(Op::kSoftmax, ElementType::kFloat32, Shape{2 * mp_ + 5, 16384}, FloatPre(), OneConfig());
+  Check(Op::kStd, ElementType::kFloat32, Shape{mp_ + 1, 9000}, FloatPre(), OneConfig());
+}
+
 // One row of 2^26 + 7: one op of each family per type (float16 sums would overflow float16,
 // so its reduction is the mean; its normalization l2normalize, whose outputs stay normal).
 TEST_F(DtypesTest, LongRow) {
