@@ -83,8 +83,21 @@ __global__ void __launch_bounds__(kRowThreads)
 // A block per segment (row r, split s) of seg_len columns; writes d_partials[r * splits + s]
 // (the raw partial), or, when splits == 1, the row's final result to d_out. Loads follow the
 // staging strategy St (detail::SegmentLoader; `stages` is for the staged ones).
+// Occupancy floor of the block reduction (__launch_bounds__). The direct strategy at 6 blocks
+// an SM (ptxas: 40 registers instead of 58, no spills in its loop) keeps half again as many
+// loads in flight: sum of 16384 x 16384 float32 on the H200 235.0 us against 239.2 at 4 (CUB
+// DeviceSegmentedReduce 233.0 in the same run); 8 blocks (32 registers) spilled and ran
+// 239.6, and argmax at 6 spilled and ran 369 us against 245, so it keeps the default. The
+// staged strategies keep the default too (their stage buffers bound them first).
+template <Staging St>
+constexpr int kReduceMinBlocksPerSm = St == Staging::kDirect ? 6 : kRowBlockMinBlocksPerSm;
+// Segments per SM when a reduction splits its rows: a multiple of both occupancies above, so
+// neither leaves part of the last wave idle (at the default 4, one row of 2^28 gave 528
+// segments, and the direct kernel's 6 slots an SM ran 4).
+constexpr int kReduceTargetBlocksPerSm = 12;
+
 template <typename S, Staging St>
-__global__ void __launch_bounds__(kRowThreads, kRowBlockMinBlocksPerSm)
+__global__ void __launch_bounds__(kRowThreads, kReduceMinBlocksPerSm<St>)
     ReduceBlockKernel(const S* d_in, void* d_out, ReduceAccOf<S>* d_partials, int64_t rows,
                       int64_t cols, int64_t splits, int64_t seg_len, RowReduceKind kind,
                       EwProgram pre, int stages) {
@@ -182,12 +195,23 @@ __global__ void __launch_bounds__(kRowThreads)
 // increasing column order: a later element wins only if strictly larger, or the first NaN
 // (cheaper than MergeArgmax, which must also order ties by index). An empty accumulator
 // (index INT64_MAX) takes any element, so an all -inf (or INT32_MIN) row still finds one.
+// The index is the element's offset in its segment (32 bits: cheaper than the 64-bit column,
+// whose add and select cost two instructions each per element); -1 marks an empty one.
 template <typename C>
-__device__ __forceinline__ void PushArgmaxInOrder(ArgmaxStat<C>& st, C x, int64_t i) {
-  const bool take = x > st.v || (x != x && st.v == st.v) || st.i == INT64_MAX;
+struct SegmentArgmax {
+  C v;
+  int32_t i;
+};
+
+template <typename C>
+__device__ __forceinline__ void PushArgmaxInOrder(SegmentArgmax<C>& st, C x, int32_t i) {
+  const bool take = x > st.v || (x != x && st.v == st.v) || st.i < 0;
   st.v = take ? x : st.v;
   st.i = take ? i : st.i;
 }
+
+// Segments of the block path are at most this long, so SegmentArgmax indexes them.
+constexpr int64_t kArgmaxMaxSegment = INT32_MAX;
 
 // Block per segment; with splits == 1 writes the index to d_out, otherwise the segment's
 // candidate to d_partials[seg]. Each thread keeps one accumulator per vector element, so the
@@ -207,22 +231,27 @@ __global__ void __launch_bounds__(kRowThreads, kRowBlockMinBlocksPerSm)
     const int64_t row = seg / splits;
     const int64_t begin = (seg - row * splits) * seg_len;
     const int64_t len = min(seg_len, cols - begin);
-    ArgmaxStat<C> acc[kVecElems<S>];
+    SegmentArgmax<C> acc[kVecElems<S>];
 #pragma unroll
-    for (int k = 0; k < kVecElems<S>; ++k) acc[k] = detail::EmptyArgmaxStat<C>();
+    for (int k = 0; k < kVecElems<S>; ++k) acc[k] = {detail::EmptyArgmaxStat<C>().v, -1};
     // The head comes before and the tail after every body vector, so accumulator 0 sees them
     // in order too.
     detail::VisitSegment<kRowUnroll>(
         d_in + row * cols + begin, len, threadIdx.x, blockDim.x,
-        [&](int64_t i, C x) { PushArgmaxInOrder(acc[0], ApplyEw(pre, x), begin + i); },
+        [&](int64_t i, C x) {
+          PushArgmaxInOrder(acc[0], ApplyEw(pre, x), static_cast<int32_t>(i));
+        },
         [&](int64_t i, C (&x)[kVecElems<S>]) {
           ApplyEwN(pre, x);
+          const auto at = static_cast<int32_t>(i);
 #pragma unroll
-          for (int k = 0; k < kVecElems<S>; ++k) PushArgmaxInOrder(acc[k], x[k], begin + i + k);
+          for (int k = 0; k < kVecElems<S>; ++k) PushArgmaxInOrder(acc[k], x[k], at + k);
         });
-    ArgmaxStat<C> st = acc[0];
+    ArgmaxStat<C> st = detail::EmptyArgmaxStat<C>();
 #pragma unroll
-    for (int k = 1; k < kVecElems<S>; ++k) st = detail::MergeArgmax(st, acc[k]);
+    for (int k = 0; k < kVecElems<S>; ++k) {
+      if (acc[k].i >= 0) st = detail::MergeArgmax(st, ArgmaxStat<C>{acc[k].v, begin + acc[k].i});
+    }
     st = detail::BlockReduce(st, detail::ArgmaxMergeOp{}, detail::EmptyArgmaxStat<C>(),
                              scratch);
     if (threadIdx.x == 0) {
@@ -299,16 +328,18 @@ int64_t CombineGrid(int64_t rows, int mp) {
   return detail::CapGrid(detail::CeilDiv(rows, kRowThreads / kWarpSize), mp);
 }
 
-// The one sizing/dispatch path of RowReduce, for launching and for describing. (Splitting few
-// long rows into 8 blocks per SM instead of PlanRows' 4 left the sum of one row of 2^28 at
-// 256 us on the H200, against 254 us, so the plan stays shared.)
+// The one sizing/dispatch path of RowReduce, for launching and for describing. Few long rows
+// split into kReduceTargetBlocksPerSm segments an SM. (At an occupancy of 4 blocks an SM,
+// 8 segments an SM instead of 4 left the sum of one row of 2^28 at 256 us on the H200,
+// against 254 us: more segments only pay with more of them resident.)
 template <typename S>
 cudaError_t DispatchRowReduce(const S* d_in, void* d_out, int64_t rows, int64_t cols,
                               RowReduceKind kind, const EwProgram& pre, void* d_workspace,
                               detail::Launcher& launch) {
   using A = ReduceAccOf<S>;
   const int mp = launch.config().multiprocessors;
-  const detail::RowPlan plan = detail::PlanRows(rows, cols, mp, sizeof(A));
+  const detail::RowPlan plan = detail::PlanRows(rows, cols, mp, sizeof(A),
+                                                detail::kMinSegmentCols, kReduceTargetBlocksPerSm);
   const ReduceNames names = NamesOf(kind);
 
   if (plan.group) {
@@ -321,7 +352,7 @@ cudaError_t DispatchRowReduce(const S* d_in, void* d_out, int64_t rows, int64_t 
   // workspace capacity: no batching.
   const bool split = plan.splits > 1;
   auto* d_partials = static_cast<A*>(d_workspace);
-  const int64_t grid = detail::CapGrid(rows * plan.splits, mp);
+  const int64_t grid = detail::SegmentGrid(rows * plan.splits, mp);
   const tuning::StagingChoice staging = tuning::ResolveStaging(
       launch.config(), tuning::StagingFamily::kRowReduce, detail::StorageTraits<S>::kType, rows,
       cols);
@@ -349,7 +380,8 @@ cudaError_t DispatchRowArgmax(const S* d_in, int64_t* d_out, int64_t rows, int64
   }
   const bool split = plan.splits > 1;
   auto* d_partials = static_cast<Stat*>(d_workspace);
-  const int64_t grid = detail::CapGrid(rows * plan.splits, mp);
+  if (plan.seg_len > kArgmaxMaxSegment) return cudaErrorInvalidValue;
+  const int64_t grid = detail::SegmentGrid(rows * plan.splits, mp);
   cudaError_t err = launch(split ? "argmax.partials" : "argmax.rows", ArgmaxBlockKernel<S>,
                            grid, kRowThreads, d_in, d_out, d_partials, rows, cols, plan.splits,
                            plan.seg_len, pre);
