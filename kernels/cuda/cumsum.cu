@@ -21,22 +21,26 @@ using detail::ItemTraits;
 // ---- tuning (sm_90; the block paths start from CUB's scan policies, 256-thread blocks and 16
 // items a thread, not yet measured. The look-back tile was measured on the H200 with
 // kernels_bench, cumsum of one float32 row of 2^28, CUB DeviceScan::InclusiveSum 678 us in the
-// same run: 32 items a thread (tiles of 8192, 64 registers, 4 blocks an SM) 710 us; 16 items
-// (tiles of 4096) 803 us; the earlier kernel (4096, separate flag and value words) 1699 us) --
+// same run: 512 threads of 32 items (tiles of 16384, 2 blocks an SM) 701 us; 256 threads of
+// 32 items (tiles of 8192, 64 registers, 4 blocks an SM) 710 us; 16 items (tiles of 4096)
+// 803 us; the earlier kernel (4096, separate flag and value words) 1699 us) --
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr int kItems = 16;                       // per thread, block-rows path
 constexpr int64_t kTile = kThreads * kItems;     // 4096 elements
-// Look-back path: 32 items a thread (tiles of 8192) for 4-byte accumulators, 16 (tiles of
-// 4096) for 8-byte ones, which would otherwise need over 128 registers and run one block an SM.
+// Look-back path: 512-thread blocks; 32 items a thread (tiles of 16384) for 4-byte
+// accumulators, 16 (tiles of 8192) for 8-byte ones, which would otherwise need over 128
+// registers.
+constexpr int kLookbackThreads = 512;
+constexpr int kLookbackWarps = kLookbackThreads / 32;
 constexpr int kLookbackItemsNarrow = 32;
 constexpr int kLookbackItemsWide = 16;
-constexpr int64_t kLookbackTileMin = kThreads * kLookbackItemsWide;
+constexpr int64_t kLookbackTileMin = kLookbackThreads * kLookbackItemsWide;
 template <typename In>
 constexpr int kLookbackItems =
     sizeof(typename detail::ItemTraits<In>::Acc) == 4 ? kLookbackItemsNarrow : kLookbackItemsWide;
 template <typename In>
-constexpr int64_t kLookbackTile = int64_t{kThreads} * kLookbackItems<In>;
+constexpr int64_t kLookbackTile = int64_t{kLookbackThreads} * kLookbackItems<In>;
 constexpr int kWarpItems = 8;                    // per lane, warp path
 constexpr int64_t kWarpTile = 32 * kWarpItems;   // 256 elements
 constexpr int64_t kWarpRowsMaxCols = 2048;       // rows up to this length: one warp a row
@@ -343,7 +347,7 @@ __device__ __forceinline__ Acc LookBack(const Status& status, int64_t tile, int6
 // and store instruction of a warp covers 512 contiguous bytes; the scan follows that layout:
 // within a vector in registers, across lanes per vector with shuffles, vectors in order.
 template <typename In>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kLookbackThreads)
     LookbackKernel(const In* d_in, typename OutOf<In>::type* d_out, int64_t row0, int64_t cols,
                    int64_t tiles_per_row, typename ItemTraits<In>::Acc* d_carry,
                    void* d_workspace) {
@@ -356,7 +360,7 @@ __global__ void __launch_bounds__(kThreads)
   constexpr int kVecs = kItemsHere / kVec;       // vectors a thread
   constexpr int kWarpSpan = 32 * kItemsHere;
   static_assert(kItemsHere % kVec == 0 && (kVec * sizeof(Out)) % 16 == 0);
-  __shared__ Acc s_warp_totals[kWarps];
+  __shared__ Acc s_warp_totals[kLookbackWarps];
   __shared__ long long s_tile;
   __shared__ Acc s_prefix;
   auto* base = static_cast<char*>(d_workspace);
@@ -419,7 +423,7 @@ __global__ void __launch_bounds__(kThreads)
   Acc warp_prefix = Acc(0);
   Acc tile_total = Acc(0);
 #pragma unroll
-  for (int w = 0; w < kWarps; ++w) {
+  for (int w = 0; w < kLookbackWarps; ++w) {
     const Acc t = s_warp_totals[w];
     if (w < warp) warp_prefix += t;
     tile_total += t;
@@ -527,8 +531,8 @@ cudaError_t Dispatch(const In* d_in, typename OutOf<In>::type* d_out, int64_t ro
     cudaError_t err = launch("cumsum.init", LookbackInitKernel, init_grid, kThreads,
                              static_cast<unsigned long long*>(d_workspace), words);
     if (err != cudaSuccess) return err;
-    err = launch("cumsum.lookback", LookbackKernel<In>, tiles, kThreads, d_in, d_out, row0, cols,
-                 tiles_per_row, d_carry, d_workspace);
+    err = launch("cumsum.lookback", LookbackKernel<In>, tiles, kLookbackThreads, d_in, d_out,
+                 row0, cols, tiles_per_row, d_carry, d_workspace);
     if (err != cudaSuccess) return err;
   }
   return cudaSuccess;
@@ -560,7 +564,7 @@ size_t RowCumsumWorkspaceBytes(int64_t rows, int64_t cols) {
   if (!ValidShape(rows, cols) || cols <= kWarpRowsMaxCols) return 0;
   // The most tiles a launch of any input type covers (the workspace does not depend on it).
   int64_t tiles = 0;
-  for (const int64_t tile : {kThreads * int64_t{kLookbackItemsNarrow}, kLookbackTileMin}) {
+  for (const int64_t tile : {kLookbackThreads * int64_t{kLookbackItemsNarrow}, kLookbackTileMin}) {
     tiles = std::max(tiles, LookbackRowsPerBatch(rows, cols, tile) * detail::CeilDiv(cols, tile));
   }
   return LookbackBytes(tiles);

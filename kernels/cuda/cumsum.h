@@ -32,8 +32,9 @@
 namespace gpupipe::kernels::cuda {
 
 // Workspace RowCumsum needs for rows x cols (a function of the shape only; 0 for shapes that
-// need none). The single-pass scan of long rows keeps one status record per tile of 4096
-// or 8192 elements there, for at most kCumsumMaxTilesPerLaunch tiles (or one row's tiles, if more).
+// need none). The single-pass scan of long rows keeps one status record per tile of 8192
+// or 16384 elements there, for at most kCumsumMaxTilesPerLaunch tiles (or one row's tiles, if
+// more).
 size_t RowCumsumWorkspaceBytes(int64_t rows, int64_t cols);
 
 // Inclusive scan of each of `rows` rows of `cols` elements (rows, cols >= 1) into d_out (which
@@ -41,7 +42,7 @@ size_t RowCumsumWorkspaceBytes(int64_t rows, int64_t cols);
 //   cols <= 2048:        cumsum.warp-rows: one warp scans a row (many short rows);
 //   many longer rows:    cumsum.block-rows: one block scans a row, tile after tile;
 //   few long rows:       cumsum.init + cumsum.lookback per batch of rows: a single-pass scan
-//                        with decoupled look-back (tiles of 8192, 4096 for float64 and int32,
+//                        with decoupled look-back (tiles of 16384, 8192 for float64 and int32,
 //                        claimed in order through an atomic counter, per-tile aggregate /
 //                        inclusive-prefix records in d_workspace, reset by cumsum.init, never
 //                        by a memset; float32 and float16 pack flag and value into one 64-bit

@@ -541,7 +541,7 @@ TEST(CumsumHistogramDescribe, PathsByShape) {
   EXPECT_EQ(names(DescribeRowCumsum(ElementType::kFloat32, 1, int64_t{1} << 28, config)),
             "cumsum.init cumsum.lookback");
   EXPECT_EQ(DescribeRowCumsum(ElementType::kFloat32, 1, int64_t{1} << 28, config)[1].blocks,
-            32768);  // tiles of 8192
+            16384);  // tiles of 16384
   EXPECT_TRUE(DescribeRowCumsum(ElementType::kInt64, 1, 10, config).empty());
   EXPECT_EQ(names(DescribeRowHistogram(ElementType::kFloat32, 1, int64_t{1} << 28, 256, false,
                                        config)),
