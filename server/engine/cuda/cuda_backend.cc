@@ -8,6 +8,7 @@
 #include <cstring>
 #include <deque>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -18,6 +19,7 @@
 #include "server/engine/chunking.h"
 #include "server/engine/copy_pool.h"
 #include "server/engine/host_block_pool.h"
+#include "server/engine/priority_gate.h"
 #include "server/engine/cuda/graph_cache.h"
 #include "server/engine/cuda/step_launcher.h"
 #include "server/engine/split_row_merge.h"
@@ -49,6 +51,9 @@ constexpr int kSlots = 3;
 // for a host copy's time on every chunk (the engine benchmark's overlap span was 1.38 x the
 // longest stage).
 constexpr int kInputBuffers = kSlots + 1;
+// How often a held job (HoldForHigherPriority) checks the gate again and hands over finished
+// chunks: short against a held chunk's worth of work, long enough not to busy a core.
+constexpr int64_t kHoldPollUs = 20;
 // Device and pinned sub-allocations are aligned for every kernel's vector loads.
 constexpr size_t kAlignment = 256;
 // Smallest chunk slot worth running (below it per-chunk overheads dominate).
@@ -225,8 +230,10 @@ class CudaBackend final : public Backend {
     GPUPIPE_CUDA_RETURN(cudaSetDevice(options_.device), "cudaSetDevice");
     timing->stream = LaneName(priority, lane_index);
     timing->chunks = static_cast<int>(layout->chunk_count);
+    const PriorityGate::Running running = gate_.Enter(static_cast<int>(priority));
     ChunkRun run{spec, plan, *layout, input, lane, emit, timing, SplitRowCombiner(plan, *layout),
                  SplitRowResizeMerger(plan, *layout)};
+    run.level = static_cast<int>(priority);
     run.config = ConfigFor(spec, lane.stream);
     timing->staging = StagingLabel(run.config);
     if (spec.profile && layout->chunk_count > 0) {
@@ -280,6 +287,7 @@ class CudaBackend final : public Backend {
     JobTiming* timing;
     SplitRowCombiner combiner;
     SplitRowResizeMerger merger;
+    int level = 0;  // the job's priority (PriorityGate level)
     kernels::cuda::LaunchConfig config{};
     kernels::cuda::KernelProfile profile{};
     const char* input_bytes = nullptr;  // the job's whole input, valid up to the waited bytes
@@ -337,6 +345,7 @@ class CudaBackend final : public Backend {
       while (run.in_flight.size() >= static_cast<size_t>(kSlots)) {
         if (absl::Status st = FinishOldest(run); !st.ok()) return st;
       }
+      if (absl::Status st = HoldForHigherPriority(run); !st.ok()) return st;
 
       GPUPIPE_CUDA_RETURN(cudaEventRecord(slot.times[0], lane.h2d_stream), "cudaEventRecord");
       GPUPIPE_CUDA_RETURN(cudaMemcpyAsync(slot.d_buffers[0], h2d_src, in_bytes,
@@ -370,22 +379,43 @@ class CudaBackend final : public Backend {
       GPUPIPE_CUDA_RETURN(cudaEventRecord(slot.d2h_done, lane.d2h_stream), "cudaEventRecord");
       run.in_flight.push_back(std::move(chunk));
 
-      // Hand over whatever is already on the host, without waiting.
-      while (!run.in_flight.empty()) {
-        const Slot& oldest = lane.slots[run.in_flight.front().index % kSlots];
-        const cudaError_t q = cudaEventQuery(oldest.d2h_done);
-        if (q == cudaErrorNotReady) {
-          // Not an error; keep it out of this thread's last-error state, which launchers that
-          // check cudaGetLastError() would otherwise report.
-          (void)cudaGetLastError();
-          break;
-        }
-        if (q != cudaSuccess) return CudaError(q, "running the job");
-        if (absl::Status st = FinishOldest(run); !st.ok()) return st;
-      }
+      if (absl::Status st = EmitFinished(run); !st.ok()) return st;
     }
     while (!run.in_flight.empty()) {
       if (absl::Status s = FinishOldest(run); !s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
+
+  // Hands over every chunk whose result is already on the host, oldest first, without waiting.
+  absl::Status EmitFinished(ChunkRun& run) {
+    while (!run.in_flight.empty()) {
+      const Slot& oldest = run.lane.slots[run.in_flight.front().index % kSlots];
+      const cudaError_t q = cudaEventQuery(oldest.d2h_done);
+      if (q == cudaErrorNotReady) {
+        // Not an error; keep it out of this thread's last-error state, which launchers that
+        // check cudaGetLastError() would otherwise report.
+        (void)cudaGetLastError();
+        break;
+      }
+      if (q != cudaSuccess) return CudaError(q, "running the job");
+      if (absl::Status st = FinishOldest(run); !st.ok()) return st;
+    }
+    return absl::OkStatus();
+  }
+
+  // Strict priority at chunk boundaries (PriorityGate): while a job of a higher priority runs,
+  // holds this job's next chunk back, for at most options_.max_priority_hold_us, handing over
+  // its finished chunks meanwhile. What it already enqueued keeps running.
+  absl::Status HoldForHigherPriority(ChunkRun& run) {
+    if (options_.max_priority_hold_us <= 0 || !gate_.HigherRunning(run.level)) {
+      return absl::OkStatus();
+    }
+    const auto until = std::chrono::steady_clock::now() +
+                       std::chrono::microseconds(options_.max_priority_hold_us);
+    while (gate_.HigherRunning(run.level) && std::chrono::steady_clock::now() < until) {
+      if (absl::Status st = EmitFinished(run); !st.ok()) return st;
+      std::this_thread::sleep_for(std::chrono::microseconds(kHoldPollUs));
     }
     return absl::OkStatus();
   }
@@ -873,6 +903,7 @@ class CudaBackend final : public Backend {
   int64_t slot_bytes_ = 0;     // bytes of each chunk buffer
   std::string memory_summary_;
   std::unique_ptr<CopyPool> copier_;  // stages inputs into pinned memory
+  PriorityGate gate_{kPriorityLevels};
   // Pinned memory for job inputs (NewInput); held by the sources it lends, so it outlives them.
   std::shared_ptr<HostBlockPool> pinned_inputs_;
 };

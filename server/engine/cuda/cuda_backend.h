@@ -52,6 +52,10 @@ struct CudaBackendOptions {
   // rows that the job's own chunking keeps whole. 512 KiB: a DMA of about 10 us on PCIe 5 and
   // 128 blocks of an elementwise kernel (bench/engine, target c).
   int64_t low_priority_chunk_bytes = int64_t{512} << 10;
+  // Strict priority at chunk boundaries: while a job of a higher priority runs, a job holds its
+  // next chunk back for at most this long (then enqueues it and asks again for the one after),
+  // so higher-priority work slows it without starving it. 0: no holding.
+  int64_t max_priority_hold_us = 20000;
   int64_t max_chunk_bytes = (int64_t{1} << 20) - 4096;
   int default_stages = 2;
   // Instantiated CUDA graphs kept per lane (least recently used evicted first).
