@@ -214,17 +214,26 @@ void BenchOverlap(int64_t job_bytes, int64_t chunk_bytes) {
 // (b) pinned staging
 void BenchStaging(int64_t job_bytes, int64_t chunk_bytes) {
   const std::string bytes = Filled(job_bytes / 4);
-  JobSpec spec;
-  spec.shape = {job_bytes / 4};
-  spec.ops = {{OpKind::kRelu}};
-  spec.timeline = true;
   // The input in pageable memory (through pinned staging), then in the engine's pinned input
-  // pool (copied to the device from where it is), as the Run RPC's upload lands it.
+  // pool (copied to the device from where it is), as the Run RPC's upload lands it; relu moves
+  // as many bytes out as in, so its copies in share the link with copies out. Last, a sum of
+  // the same input from the pool: its output is a few bytes, so its copies in run alone.
+  struct Case {
+    bool pinned;
+    OpKind op;
+  };
+  constexpr Case kCases[] = {{false, OpKind::kRelu}, {true, OpKind::kRelu}, {true, OpKind::kSum}};
+  constexpr int kCaseCount = sizeof(kCases) / sizeof(kCases[0]);
   struct Timed {
     std::vector<double> h2d, d2h, wall, span;
   };
-  Timed timed[2];
-  for (int pinned = 0; pinned < 2; ++pinned) {
+  Timed timed[kCaseCount];
+  for (int c = 0; c < kCaseCount; ++c) {
+    const bool pinned = kCases[c].pinned;
+    JobSpec spec;
+    spec.shape = {job_bytes / 4};
+    spec.ops = {{kCases[c].op}};
+    spec.timeline = true;
     auto engine = MakeEngine(1, chunk_bytes, true, job_bytes, nullptr, pinned ? job_bytes : 0);
     if (!engine) return;
     std::shared_ptr<InputSource> input;
@@ -237,7 +246,7 @@ void BenchStaging(int64_t job_bytes, int64_t chunk_bytes) {
     } else {
       input = InputSource::Complete(bytes);
     }
-    Timed& t = timed[pinned];
+    Timed& t = timed[c];
     for (int rep = 0; rep < 4; ++rep) {
       Run r = Submit(*engine, spec, input);
       if (!r.status.ok()) {
@@ -322,15 +331,17 @@ void BenchStaging(int64_t job_bytes, int64_t chunk_bytes) {
   cudaFree(d);
   cudaFreeHost(h);
   const auto gbs = [&](double us) { return us > 0 ? job_bytes / (us * 1e3) : 0.0; };
-  for (int pinned = 0; pinned < 2; ++pinned) {
-    const Timed& t = timed[pinned];
+  for (int c = 0; c < kCaseCount; ++c) {
+    const Timed& t = timed[c];
     const double h2d = Percentile(t.h2d, 0.5), d2h = Percentile(t.d2h, 0.5);
     std::printf(
-        "{\"bench\":\"staging\",\"input\":\"%s\",\"job_bytes\":%lld,\"chunk_bytes\":%lld,"
+        "{\"bench\":\"staging\",\"input\":\"%s\",\"op\":\"%s\",\"job_bytes\":%lld,"
+        "\"chunk_bytes\":%lld,"
         "\"h2d_us\":%.1f,\"d2h_us\":%.1f,\"raw_h2d_us\":%.1f,\"raw_d2h_us\":%.1f,"
         "\"h2d_gbs\":%.2f,\"d2h_gbs\":%.2f,\"raw_h2d_gbs\":%.2f,\"raw_d2h_gbs\":%.2f,"
         "\"both_h2d_gbs\":%.2f,\"both_d2h_gbs\":%.2f,\"span_us\":%.1f,\"wall_us\":%.1f}\n",
-        pinned ? "pinned" : "pageable", static_cast<long long>(job_bytes),
+        kCases[c].pinned ? "pinned" : "pageable", kCases[c].op == OpKind::kSum ? "sum" : "relu",
+        static_cast<long long>(job_bytes),
         static_cast<long long>(chunk_bytes), h2d, d2h, Percentile(raw_h2d, 0.5),
         Percentile(raw_d2h, 0.5), gbs(h2d), gbs(d2h), gbs(Percentile(raw_h2d, 0.5)),
         gbs(Percentile(raw_d2h, 0.5)), gbs(Percentile(both_h2d, 0.5)),
