@@ -58,13 +58,25 @@ if command -v compute-sanitizer >/dev/null; then
       done
       extra=(--kernel-name-exclude kns=StagingE1E)
     fi
+    # racecheck is the slowest by far: its runs are split into gtest shards that run at once.
+    local shards=${SANITIZE_SHARDS:-1}
+    [ "$tool" = racecheck ] && shards=${SANITIZE_SHARDS:-8}
     for t in "${tests[@]}"; do
-      local log="$out/$tool-$t.log"
-      compute-sanitizer --tool "$tool" "${extra[@]}" --error-exitcode 99 "$bundle/bin/$t" \
-        --gtest_brief=1 --gtest_filter="${SANITIZE_FILTER:--*Large*:*LongRow*}" > "$log" 2>&1
-      local rc=$?
-      echo "$tool $t: rc=$rc $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -1)" \
-        "$(grep -E '^\[  (PASSED|FAILED) ' "$log" | tr '\n' ' ')" >> "$notes"
+      local log="$out/$tool-$t.log" pids=() rc=0
+      for ((i = 0; i < shards; ++i)); do
+        GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i compute-sanitizer --tool "$tool" \
+          "${extra[@]}" --error-exitcode 99 "$bundle/bin/$t" --gtest_brief=1 \
+          --gtest_filter="${SANITIZE_FILTER:--*Large*:*LongRow*}" > "$log.$i" 2>&1 &
+        pids+=($!)
+      done
+      for pid in "${pids[@]}"; do wait "$pid" || rc=$?; done
+      for ((i = 0; i < shards; ++i)); do cat "$log.$i"; done > "$log" && rm -f "$log".*
+      # Totals over the shards: errors (memcheck, synccheck), hazards (racecheck), tests.
+      echo "$tool $t: rc=$rc, $shards shard(s):" \
+        "$(awk '/ERROR SUMMARY:/ {e += $4; n++} /RACECHECK SUMMARY:/ {h += $4; n++}
+                /^\[  PASSED  \]/ {p += $4} /^\[  FAILED  \] [0-9]+ test/ {f += $4}
+                END {printf "%d summaries, %d errors, %d hazards; %d tests passed, %d failed",
+                     n, e, h, p, f}' "$log")" >> "$notes"
       # The first few reports, with the kernel and the source line, right in the summary.
       if [ "$rc" -ne 0 ]; then
         grep -m 3 -A 4 -E 'Barrier error|Race reported|Invalid .* access' "$log" \
