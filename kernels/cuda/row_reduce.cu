@@ -91,11 +91,6 @@ __global__ void __launch_bounds__(kRowThreads)
 // staged strategies keep the default too (their stage buffers bound them first).
 template <Staging St>
 constexpr int kReduceMinBlocksPerSm = St == Staging::kDirect ? 6 : kRowBlockMinBlocksPerSm;
-// Segments per SM when a reduction splits its rows: a multiple of both occupancies above, so
-// neither leaves part of the last wave idle (at the default 4, one row of 2^28 gave 528
-// segments, and the direct kernel's 6 slots an SM ran 4).
-constexpr int kReduceTargetBlocksPerSm = 12;
-
 template <typename S, Staging St>
 __global__ void __launch_bounds__(kRowThreads, kReduceMinBlocksPerSm<St>)
     ReduceBlockKernel(const S* d_in, void* d_out, ReduceAccOf<S>* d_partials, int64_t rows,
@@ -329,17 +324,17 @@ int64_t CombineGrid(int64_t rows, int mp) {
 }
 
 // The one sizing/dispatch path of RowReduce, for launching and for describing. Few long rows
-// split into kReduceTargetBlocksPerSm segments an SM. (At an occupancy of 4 blocks an SM,
-// 8 segments an SM instead of 4 left the sum of one row of 2^28 at 256 us on the H200,
-// against 254 us: more segments only pay with more of them resident.)
+// split as PlanRows splits them (4 segments an SM). On the H200, the sum of one row of 2^28:
+// 247 us with the direct kernel at 6 blocks an SM, CUB 237 in the same run; 12 segments an SM
+// (two full waves of 6) ran 266 us, and at 4 blocks an SM 8 segments an SM ran 256 against
+// 254 for 4.
 template <typename S>
 cudaError_t DispatchRowReduce(const S* d_in, void* d_out, int64_t rows, int64_t cols,
                               RowReduceKind kind, const EwProgram& pre, void* d_workspace,
                               detail::Launcher& launch) {
   using A = ReduceAccOf<S>;
   const int mp = launch.config().multiprocessors;
-  const detail::RowPlan plan = detail::PlanRows(rows, cols, mp, sizeof(A),
-                                                detail::kMinSegmentCols, kReduceTargetBlocksPerSm);
+  const detail::RowPlan plan = detail::PlanRows(rows, cols, mp, sizeof(A));
   const ReduceNames names = NamesOf(kind);
 
   if (plan.group) {
