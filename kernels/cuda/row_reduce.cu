@@ -83,16 +83,21 @@ __global__ void __launch_bounds__(kRowThreads)
 // A block per segment (row r, split s) of seg_len columns; writes d_partials[r * splits + s]
 // (the raw partial), or, when splits == 1, the row's final result to d_out. Loads follow the
 // staging strategy St (detail::SegmentLoader; `stages` is for the staged ones).
-// Occupancy floor of the block reduction (__launch_bounds__). The direct strategy at 6 blocks
-// an SM (ptxas: 40 registers instead of 58, no spills in its loop) keeps half again as many
-// loads in flight: sum of 16384 x 16384 float32 on the H200 235.0 us against 239.2 at 4 (CUB
-// DeviceSegmentedReduce 233.0 in the same run); 8 blocks (32 registers) spilled and ran
-// 239.6, and argmax at 6 spilled and ran 369 us against 245, so it keeps the default. The
-// staged strategies keep the default too (their stage buffers bound them first).
-template <Staging St>
-constexpr int kReduceMinBlocksPerSm = St == Staging::kDirect ? 6 : kRowBlockMinBlocksPerSm;
+// Occupancy floor of the block reduction (__launch_bounds__). The direct strategy on 4-byte
+// types at 6 blocks an SM (ptxas: 40 registers for float32, 37 for int32, instead of 58; no
+// spills) keeps half again as many loads in flight: sum of 16384 x 16384 float32 on the H200
+// 235.0 us against 239.2 at 4 (CUB DeviceSegmentedReduce 233.0 in the same run), int32 sum of
+// 8192 x 8192 65.5 us against 71.5. At 6, float64 spilled 132 bytes and ran its reductions at
+// half speed (sum of 8192 x 8192: 270 us against 126) and float16 spilled 16 bytes (mixed:
+// 40.5 against 44.2 us on 8192 x 8192, 41.3 against 37.8 on 4096 x 16384), so both keep the
+// default; 8 blocks (32 registers) spilled for float32 too (239.6 us). argmax at 6 spilled and
+// ran 369 us against 245, so it keeps the default. The staged strategies keep the default
+// too (their stage buffers bound them first).
 template <typename S, Staging St>
-__global__ void __launch_bounds__(kRowThreads, kReduceMinBlocksPerSm<St>)
+constexpr int kReduceMinBlocksPerSm =
+    St == Staging::kDirect && sizeof(S) == 4 ? 6 : kRowBlockMinBlocksPerSm;
+template <typename S, Staging St>
+__global__ void __launch_bounds__(kRowThreads, kReduceMinBlocksPerSm<S, St>)
     ReduceBlockKernel(const S* d_in, void* d_out, ReduceAccOf<S>* d_partials, int64_t rows,
                       int64_t cols, int64_t splits, int64_t seg_len, RowReduceKind kind,
                       EwProgram pre, int stages) {

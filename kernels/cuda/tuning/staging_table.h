@@ -70,89 +70,87 @@ inline constexpr StagingTableEntry kStagingTable[] = {
     Unmeasured(StagingFamily::kRowReduce, ElementType::kInt32),
     // BEGIN measured entries: written by bench/kernels/make_staging_table.py from a run's
     // auto-staging.json; edit the run, not these lines.
-    // affine, float32, 2^0 x 2^28 (elementwise): direct 509.2 us; runner-up pipeline2 546.8 us.
-    // NVIDIA H200, 580.159.04, 2026-12-01 05:52 UTC, commit e08620c.
+    // affine, float32, 2^0 x 2^28 (elementwise): direct 509.3 us; runner-up pipeline2 546.6 us.
+    // NVIDIA H200, 580.159.04, 2026-12-01 04:44 UTC, commit 64bac31.
     {StagingFamily::kElementwise, ElementType::kFloat32, SizeClass::kElementwise,
      Staging::kDirect, 0,
-     "bench/results/kernels-h200.md @ e08620c: affine direct 509.2 us, direct 509.2 us"},
-    // affine, float64, 2^0 x 2^26 (elementwise): direct 254.4 us; runner-up bulk1 275.1 us. NVIDIA
-    // H200, 580.159.04, 2026-12-01 05:52 UTC, commit e08620c.
+     "bench/results/kernels-h200.md @ 64bac31: affine direct 509.3 us, direct 509.3 us"},
+    // affine, float64, 2^0 x 2^26 (elementwise): direct 254.4 us; runner-up bulk1 274.5 us. NVIDIA
+    // H200, 580.159.04, 2026-12-01 04:44 UTC, commit 64bac31.
     {StagingFamily::kElementwise, ElementType::kFloat64, SizeClass::kElementwise,
      Staging::kDirect, 0,
-     "bench/results/kernels-h200.md @ e08620c: affine direct 254.4 us, direct 254.4 us"},
-    // affine, float16, 2^0 x 2^26 (elementwise): direct 64.99 us; runner-up pipeline-thread1 72.13
-    // us. NVIDIA H200, 580.159.04, 2026-12-01 05:52 UTC, commit e08620c.
+     "bench/results/kernels-h200.md @ 64bac31: affine direct 254.4 us, direct 254.4 us"},
+    // affine, float16, 2^0 x 2^26 (elementwise): direct 64.67 us; runner-up pipeline-thread2 71.39
+    // us. NVIDIA H200, 580.159.04, 2026-12-01 04:44 UTC, commit 64bac31.
     {StagingFamily::kElementwise, ElementType::kFloat16, SizeClass::kElementwise,
      Staging::kDirect, 0,
-     "bench/results/kernels-h200.md @ e08620c: affine direct 64.99 us, direct 64.99 us"},
-    // affine, int32, 2^0 x 2^26 (elementwise): direct 129.6 us; runner-up pipeline2 137.6 us.
-    // NVIDIA H200, 580.159.04, 2026-12-01 05:52 UTC, commit e08620c.
+     "bench/results/kernels-h200.md @ 64bac31: affine direct 64.67 us, direct 64.67 us"},
+    // affine, int32, 2^0 x 2^26 (elementwise): direct 128.6 us; runner-up pipeline2 137.4 us.
+    // NVIDIA H200, 580.159.04, 2026-12-01 04:44 UTC, commit 64bac31.
     {StagingFamily::kElementwise, ElementType::kInt32, SizeClass::kElementwise,
      Staging::kDirect, 0,
-     "bench/results/kernels-h200.md @ e08620c: affine direct 129.6 us, direct 129.6 us"},
-    // sum-row, float32, 2^0 x 2^28 (few-long-rows): direct 265.7 us; runner-up bulk1 281.3 us.
-    // NVIDIA H200, 580.159.04, 2026-12-01 05:52 UTC, commit e08620c.
+     "bench/results/kernels-h200.md @ 64bac31: affine direct 128.6 us, direct 128.6 us"},
+    // sum-row, float32, 2^0 x 2^28 (few-long-rows): direct 254.5 us; runner-up bulk1 269.4 us.
+    // NVIDIA H200, 580.159.04, 2026-12-01 04:44 UTC, commit 64bac31.
     {StagingFamily::kRowReduce, ElementType::kFloat32, SizeClass::kFewLongRows,
      Staging::kDirect, 0,
-     "bench/results/kernels-h200.md @ e08620c: sum-row direct 265.7 us, direct 265.7 us"},
-    // sum-rows, float32, 2^14 x 2^14 (many-long-rows): direct 239.4 us; runner-up primitives1
-    // 242.2 us. NVIDIA H200, 580.159.04, 2026-12-01 05:52 UTC, commit e08620c.
+     "bench/results/kernels-h200.md @ 64bac31: sum-row direct 254.5 us, direct 254.5 us"},
+    // sum-rows, float32, 2^14 x 2^14 (many-long-rows): direct 245.2 us; runner-up pipeline-thread1
+    // 249.9 us. NVIDIA H200, 580.159.04, 2026-12-01 04:44 UTC, commit 64bac31.
     {StagingFamily::kRowReduce, ElementType::kFloat32, SizeClass::kManyLongRows,
      Staging::kDirect, 0,
-     "bench/results/kernels-h200.md @ e08620c: sum-rows direct 239.4 us, direct 239.4 us"},
-    // sum-rows, float64, 2^13 x 2^13 (short-rows): primitives1 136.0 us; runner-up
-    // pipeline-thread1 137.3 us; direct 269.8 us. NVIDIA H200, 580.159.04, 2026-12-01 05:52 UTC,
-    // commit e08620c.
+     "bench/results/kernels-h200.md @ 64bac31: sum-rows direct 245.2 us, direct 245.2 us"},
+    // sum-rows, float64, 2^13 x 2^13 (short-rows): direct 125.9 us; runner-up primitives1 137.5
+    // us. NVIDIA H200, 580.159.04, 2026-12-01 04:44 UTC, commit 64bac31.
     {StagingFamily::kRowReduce, ElementType::kFloat64, SizeClass::kShortRows,
-     Staging::kPrimitives, 1,
-     "bench/results/kernels-h200.md @ e08620c: sum-rows primitives1 136.0 us, direct 269.8 us"},
-    // sum-row, float64, 2^0 x 2^26 (few-long-rows): primitives1 152.6 us; runner-up
-    // pipeline-thread1 153.0 us; direct 287.3 us. Also measured: min-row primitives2, max-row
-    // primitives1. NVIDIA H200, 580.159.04, 2026-12-01 05:52 UTC, commit e08620c.
+     Staging::kDirect, 0,
+     "bench/results/kernels-h200.md @ 64bac31: sum-rows direct 125.9 us, direct 125.9 us"},
+    // sum-row, float64, 2^0 x 2^26 (few-long-rows): direct 127.8 us; runner-up pipeline-thread1
+    // 131.7 us. Also measured: min-row direct, max-row direct. NVIDIA H200, 580.159.04, 2026-12-01
+    // 04:44 UTC, commit 64bac31.
     {StagingFamily::kRowReduce, ElementType::kFloat64, SizeClass::kFewLongRows,
-     Staging::kPrimitives, 1,
-     "bench/results/kernels-h200.md @ e08620c: sum-row primitives1 152.6 us, direct 287.3 us"},
-    // sum-long-rows, float64, 2^12 x 2^14 (many-long-rows): pipeline-thread2 136.0 us; runner-up
-    // primitives1 136.0 us; direct 267.5 us. Also measured: max-long-rows primitives2. NVIDIA
-    // H200, 580.159.04, 2026-12-01 05:52 UTC, commit e08620c.
+     Staging::kDirect, 0,
+     "bench/results/kernels-h200.md @ 64bac31: sum-row direct 127.8 us, direct 127.8 us"},
+    // sum-long-rows, float64, 2^12 x 2^14 (many-long-rows): direct 126.4 us; runner-up
+    // pipeline-thread1 137.1 us. Also measured: max-long-rows direct. NVIDIA H200, 580.159.04,
+    // 2026-12-01 04:44 UTC, commit 64bac31.
     {StagingFamily::kRowReduce, ElementType::kFloat64, SizeClass::kManyLongRows,
-     Staging::kPipelineThread, 2,
-     "bench/results/kernels-h200.md @ e08620c: sum-long-rows pipeline-thread2 136.0 us, direct 267.5 us"},
-    // sum-rows, float16, 2^13 x 2^13 (short-rows): direct 40.48 us; runner-up pipeline-thread1
-    // 48.22 us. NVIDIA H200, 580.159.04, 2026-12-01 05:52 UTC, commit e08620c.
+     Staging::kDirect, 0,
+     "bench/results/kernels-h200.md @ 64bac31: sum-long-rows direct 126.4 us, direct 126.4 us"},
+    // sum-rows, float16, 2^13 x 2^13 (short-rows): direct 44.22 us; runner-up primitives1 47.26
+    // us. NVIDIA H200, 580.159.04, 2026-12-01 04:44 UTC, commit 64bac31.
     {StagingFamily::kRowReduce, ElementType::kFloat16, SizeClass::kShortRows,
      Staging::kDirect, 0,
-     "bench/results/kernels-h200.md @ e08620c: sum-rows direct 40.48 us, direct 40.48 us"},
-    // sum-row, float16, 2^0 x 2^26 (few-long-rows): pipeline-thread1 57.15 us; runner-up direct
-    // 57.54 us; direct 57.54 us. pipeline-thread1 beats direct by 0.7%, under the noise bound:
-    // direct kept. Also measured: min-row direct, max-row direct. NVIDIA H200, 580.159.04,
-    // 2026-12-01 05:52 UTC, commit e08620c.
+     "bench/results/kernels-h200.md @ 64bac31: sum-rows direct 44.22 us, direct 44.22 us"},
+    // sum-row, float16, 2^0 x 2^26 (few-long-rows): direct 40.54 us; runner-up bulk1 42.21 us.
+    // Also measured: min-row direct, max-row direct. NVIDIA H200, 580.159.04, 2026-12-01 04:44
+    // UTC, commit 64bac31.
     {StagingFamily::kRowReduce, ElementType::kFloat16, SizeClass::kFewLongRows,
      Staging::kDirect, 0,
-     "bench/results/kernels-h200.md @ e08620c: sum-row pipeline-thread1 57.15 us, direct 57.54 us"},
-    // sum-long-rows, float16, 2^12 x 2^14 (many-long-rows): direct 41.28 us; runner-up
-    // pipeline-thread1 42.98 us. Also measured: max-long-rows direct. NVIDIA H200, 580.159.04,
-    // 2026-12-01 05:52 UTC, commit e08620c.
+     "bench/results/kernels-h200.md @ 64bac31: sum-row direct 40.54 us, direct 40.54 us"},
+    // sum-long-rows, float16, 2^12 x 2^14 (many-long-rows): direct 37.79 us; runner-up
+    // pipeline-thread1 43.55 us. Also measured: max-long-rows direct. NVIDIA H200, 580.159.04,
+    // 2026-12-01 04:44 UTC, commit 64bac31.
     {StagingFamily::kRowReduce, ElementType::kFloat16, SizeClass::kManyLongRows,
      Staging::kDirect, 0,
-     "bench/results/kernels-h200.md @ e08620c: sum-long-rows direct 41.28 us, direct 41.28 us"},
-    // sum-rows, int32, 2^13 x 2^13 (short-rows): direct 65.50 us; runner-up pipeline-thread1 82.18
-    // us. NVIDIA H200, 580.159.04, 2026-12-01 05:52 UTC, commit e08620c.
+     "bench/results/kernels-h200.md @ 64bac31: sum-long-rows direct 37.79 us, direct 37.79 us"},
+    // sum-rows, int32, 2^13 x 2^13 (short-rows): direct 71.49 us; runner-up pipeline-thread1 84.42
+    // us. NVIDIA H200, 580.159.04, 2026-12-01 04:44 UTC, commit 64bac31.
     {StagingFamily::kRowReduce, ElementType::kInt32, SizeClass::kShortRows,
      Staging::kDirect, 0,
-     "bench/results/kernels-h200.md @ e08620c: sum-rows direct 65.50 us, direct 65.50 us"},
-    // sum-row, int32, 2^0 x 2^26 (few-long-rows): direct 84.80 us; runner-up pipeline-thread2
-    // 90.37 us. Also measured: min-row direct, max-row direct. NVIDIA H200, 580.159.04, 2026-12-01
-    // 05:52 UTC, commit e08620c.
+     "bench/results/kernels-h200.md @ 64bac31: sum-rows direct 71.49 us, direct 71.49 us"},
+    // sum-row, int32, 2^0 x 2^26 (few-long-rows): direct 70.50 us; runner-up primitives2 71.74 us.
+    // Also measured: min-row direct, max-row direct. NVIDIA H200, 580.159.04, 2026-12-01 04:44
+    // UTC, commit 64bac31.
     {StagingFamily::kRowReduce, ElementType::kInt32, SizeClass::kFewLongRows,
      Staging::kDirect, 0,
-     "bench/results/kernels-h200.md @ e08620c: sum-row direct 84.80 us, direct 84.80 us"},
-    // sum-long-rows, int32, 2^12 x 2^14 (many-long-rows): direct 66.56 us; runner-up primitives1
-    // 72.19 us. Also measured: max-long-rows direct. NVIDIA H200, 580.159.04, 2026-12-01 05:52
-    // UTC, commit e08620c.
+     "bench/results/kernels-h200.md @ 64bac31: sum-row direct 70.50 us, direct 70.50 us"},
+    // sum-long-rows, int32, 2^12 x 2^14 (many-long-rows): direct 69.98 us; runner-up primitives1
+    // 72.16 us. Also measured: max-long-rows direct. NVIDIA H200, 580.159.04, 2026-12-01 04:44
+    // UTC, commit 64bac31.
     {StagingFamily::kRowReduce, ElementType::kInt32, SizeClass::kManyLongRows,
      Staging::kDirect, 0,
-     "bench/results/kernels-h200.md @ e08620c: sum-long-rows direct 66.56 us, direct 66.56 us"},
+     "bench/results/kernels-h200.md @ 64bac31: sum-long-rows direct 69.98 us, direct 69.98 us"},
     // END measured entries
 };
 
