@@ -82,6 +82,9 @@ Runs the gpupipe job service: a gRPC daemon that owns one GPU.
                              Run, copied to the GPU without a staging copy; an upload that
                              finds no room uses pageable memory (cuda only; 0: none;
                              default 256)
+  --priority-hold-ms N       while a job of a higher priority runs, a job holds its next
+                             chunk back for at most N ms, then sends it and asks again
+                             (cuda only; 0: priorities only order the streams; default 20)
   --max-queued-jobs N        accepted jobs waiting for a lane before new ones are refused
                              with RESOURCE_EXHAUSTED (default 1024)
   --max-queued-mib N         input bytes waiting for a lane, likewise (default 2048)
@@ -150,6 +153,7 @@ absl::StatusOr<DaemonOptions> ParseFlags(const std::vector<std::string>& args) {
           {"--chunk-mib", 1, 1024, [&](int64_t v) { o.chunk_bytes = v << 20; }},
           {"--pinned-input-mib", 0, 1 << 20,
            [&](int64_t v) { o.pinned_input_bytes = v << 20; }},
+          {"--priority-hold-ms", 0, 60000, [&](int64_t v) { o.priority_hold_us = v * 1000; }},
           {"--max-stream-input-gib", 1, 1024,
            [&](int64_t v) { o.max_stream_input_bytes = v << 30; }},
           {"--max-queued-jobs", 1, 1 << 20,

@@ -22,6 +22,9 @@ struct DaemonOptions {
   int64_t device_memory_bytes = 0;
   int64_t chunk_bytes = int64_t{16} << 20;  // --chunk-mib
   int64_t pinned_input_bytes = int64_t{256} << 20;  // --pinned-input-mib
+  // --priority-hold-ms: the longest a job holds its next chunk back while a job of a higher
+  // priority runs (0: no holding).
+  int64_t priority_hold_us = 20000;
   int64_t max_stream_input_bytes = int64_t{4} << 30;
   int max_queued_jobs = 1024;
   int64_t max_queued_bytes = int64_t{2} << 30;

@@ -92,6 +92,7 @@ int Run(const DaemonOptions& options) {
   cuda_options.device_memory_bytes = options.device_memory_bytes;
   cuda_options.chunk_bytes = options.chunk_bytes;
   cuda_options.pinned_input_bytes = options.pinned_input_bytes;
+  cuda_options.max_priority_hold_us = options.priority_hold_us;
   engine::CpuBackendOptions cpu_options;
   cpu_options.lanes_per_level = options.streams_per_priority;
   cpu_options.chunk_bytes = options.chunk_bytes;

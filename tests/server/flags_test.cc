@@ -1,4 +1,5 @@
-// gpupiped's memory flags: --device-memory as a percentage or a size, --chunk-mib.
+// gpupiped's memory and scheduling flags: --device-memory as a percentage or a size,
+// --chunk-mib, --pinned-input-mib, --priority-hold-ms.
 #include "server/flags.h"
 
 #include <gtest/gtest.h>
@@ -45,6 +46,21 @@ TEST(Flags, PinnedInputPoolDefaultsTo256MiBAndZeroTurnsItOff) {
   o = ParseFlags({"--pinned-input-mib", "-1"});
   ASSERT_FALSE(o.ok());
   EXPECT_NE(o.status().message().find("--pinned-input-mib"), std::string::npos) << o.status();
+}
+
+TEST(Flags, PriorityHoldDefaultsTo20MsAndZeroTurnsItOff) {
+  absl::StatusOr<DaemonOptions> o = ParseFlags({});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->priority_hold_us, 20000);
+  o = ParseFlags({"--priority-hold-ms", "0"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->priority_hold_us, 0);
+  o = ParseFlags({"--priority-hold-ms=250"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->priority_hold_us, 250000);
+  o = ParseFlags({"--priority-hold-ms", "60001"});
+  ASSERT_FALSE(o.ok());
+  EXPECT_NE(o.status().message().find("--priority-hold-ms"), std::string::npos) << o.status();
 }
 
 }  // namespace
