@@ -1,10 +1,10 @@
 #include "client/dtype.h"
 
-#include <cstring>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "kernels/common/half.h"
 
 namespace gpupipe {
 namespace client {
@@ -67,30 +67,7 @@ std::string ShapeString(const std::vector<int64_t>& shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
 }
 
-float HalfToFloat(uint16_t bits) {
-  const uint32_t sign = static_cast<uint32_t>(bits & 0x8000u) << 16;
-  const uint32_t exp = (bits >> 10) & 0x1fu;
-  uint32_t mant = bits & 0x3ffu;
-  uint32_t out;
-  if (exp == 0x1f) {
-    out = sign | 0x7f800000u | (mant << 13);  // inf / nan
-  } else if (exp != 0) {
-    out = sign | ((exp + 127 - 15) << 23) | (mant << 13);
-  } else if (mant == 0) {
-    out = sign;  // signed zero
-  } else {
-    // Subnormal half: renormalize into a float exponent.
-    int e = -1;
-    do {
-      ++e;
-      mant <<= 1;
-    } while ((mant & 0x400u) == 0);
-    out = sign | (static_cast<uint32_t>(127 - 15 - e) << 23) | ((mant & 0x3ffu) << 13);
-  }
-  float f;
-  std::memcpy(&f, &out, sizeof f);
-  return f;
-}
+float HalfToFloat(uint16_t bits) { return kernels::HalfToFloat(bits); }
 
 }  // namespace client
 }  // namespace gpupipe

@@ -3,6 +3,7 @@
 // NaN stays NaN). Portable C++: no compiler _Float16 support and no CUDA headers needed.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -64,6 +65,30 @@ inline HalfBits FloatToHalf(float f) {
   const uint32_t rem = abs & 0x1fffu;
   if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;  // a carry may reach inf: correct
   return static_cast<HalfBits>(sign | h);
+}
+
+// One rounding from double (to nearest, ties to even), so DoubleToHalf(x) of a float x equals
+// FloatToHalf(x) and the GPU's __float2half_rn(x), and a result computed in double rounds once.
+// Any NaN gives the quiet NaN 0x7e00.
+inline HalfBits DoubleToHalf(double v) {
+  if (std::isnan(v)) return 0x7e00;
+  const HalfBits sign = std::signbit(v) ? 0x8000 : 0;
+  const double a = std::fabs(v);
+  if (a >= 65520.0) return sign | 0x7c00;  // 65504 is the largest half; 65520 rounds to inf
+  if (a < 6.103515625e-05) {               // below 2^-14: subnormal, in units of 2^-24
+    const double q = std::nearbyint(a * 16777216.0);  // 1024 becomes the smallest normal
+    return static_cast<HalfBits>(sign | static_cast<HalfBits>(q));
+  }
+  int e = 0;
+  const double m = std::frexp(a, &e);  // a = m * 2^e, m in [0.5, 1)
+  double q = std::nearbyint(m * 2048.0);
+  if (q == 2048.0) {
+    q = 1024.0;
+    ++e;
+  }
+  const int exp_field = e - 1 + 15;
+  if (exp_field >= 31) return sign | 0x7c00;
+  return static_cast<HalfBits>(sign | (exp_field << 10) | (static_cast<int>(q) - 1024));
 }
 
 }  // namespace gpupipe::kernels

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <vector>
 
-#include "kernels/cpu/detail/float16_bits.h"
+#include "kernels/common/half.h"
 
 namespace gpupipe::kernels::cpu {
 namespace {
@@ -13,7 +13,7 @@ double Load(const void* p, ElementType type, int64_t i) {
   switch (type) {
     case ElementType::kFloat32: return static_cast<const float*>(p)[i];
     case ElementType::kFloat64: return static_cast<const double*>(p)[i];
-    case ElementType::kFloat16: return f16bits::ToFloat(static_cast<const uint16_t*>(p)[i]);
+    case ElementType::kFloat16: return HalfToFloat(static_cast<const uint16_t*>(p)[i]);
     default: return 0;
   }
 }
@@ -22,7 +22,7 @@ void Store(void* p, ElementType type, int64_t i, double v) {
   switch (type) {
     case ElementType::kFloat32: static_cast<float*>(p)[i] = static_cast<float>(v); return;
     case ElementType::kFloat64: static_cast<double*>(p)[i] = v; return;
-    case ElementType::kFloat16: static_cast<uint16_t*>(p)[i] = f16bits::FromDouble(v); return;
+    case ElementType::kFloat16: static_cast<uint16_t*>(p)[i] = DoubleToHalf(v); return;
     default: return;
   }
 }

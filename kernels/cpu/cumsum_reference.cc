@@ -1,6 +1,6 @@
 #include "kernels/cpu/cumsum_reference.h"
 
-#include "kernels/cpu/float16_bits.h"
+#include "kernels/common/half.h"
 
 namespace gpupipe::kernels::cpu {
 namespace {
@@ -42,8 +42,8 @@ bool RowCumsum(const void* in, ElementType in_type, void* out, int64_t rows, int
     case ElementType::kFloat16:
       ScanFloat(static_cast<const uint16_t*>(in), static_cast<uint16_t*>(out), rows, cols,
                 static_cast<float*>(carry),
-                [](uint16_t x) { return static_cast<double>(HalfBitsToFloat(x)); },
-                [](double a) { return FloatToHalfBits(static_cast<float>(a)); });
+                [](uint16_t x) { return static_cast<double>(HalfToFloat(x)); },
+                [](double a) { return FloatToHalf(static_cast<float>(a)); });
       return true;
     case ElementType::kInt32: {
       const auto* x = static_cast<const int32_t*>(in);

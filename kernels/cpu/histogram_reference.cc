@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "kernels/common/histogram_bin.h"
-#include "kernels/cpu/float16_bits.h"
+#include "kernels/common/half.h"
 
 namespace gpupipe::kernels::cpu {
 namespace {
@@ -44,7 +44,7 @@ bool RowHistogram(const void* in, ElementType in_type, int64_t* counts, int64_t 
       return true;
     case ElementType::kFloat16:
       Count(static_cast<const uint16_t*>(in), counts, rows, cols, binning,
-            [](uint16_t x) { return static_cast<double>(HalfBitsToFloat(x)); });
+            [](uint16_t x) { return static_cast<double>(HalfToFloat(x)); });
       return true;
     case ElementType::kInt32:
       Count(static_cast<const int32_t*>(in), counts, rows, cols, binning,

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <vector>
 
-#include "kernels/cpu/detail/float16_bits.h"
+#include "kernels/common/half.h"
 
 namespace gpupipe::kernels::cpu {
 namespace {
@@ -15,7 +15,7 @@ double Value(const void* p, ElementType type, int64_t i) {
   switch (type) {
     case ElementType::kFloat32: return static_cast<const float*>(p)[i];
     case ElementType::kFloat64: return static_cast<const double*>(p)[i];
-    case ElementType::kFloat16: return f16bits::ToFloat(static_cast<const uint16_t*>(p)[i]);
+    case ElementType::kFloat16: return HalfToFloat(static_cast<const uint16_t*>(p)[i]);
     case ElementType::kInt32: return static_cast<const int32_t*>(p)[i];
     default: return 0;
   }

@@ -10,7 +10,7 @@
 #include <limits>
 #include <vector>
 
-#include "kernels/cpu/detail/float16_bits.h"
+#include "kernels/common/half.h"
 
 namespace gpupipe::kernels::cpu {
 namespace {
@@ -107,12 +107,12 @@ TEST(ConvolveReference, RowsFloat32AndFloat16) {
   EXPECT_EQ(y, (std::vector<float>{1, 2.5, 4, 1.5, 4, 7, 8.5, 3}));
 
   std::vector<uint16_t> xh;
-  for (float v : x) xh.push_back(f16bits::FromDouble(v));
+  for (float v : x) xh.push_back(DoubleToHalf(v));
   std::vector<uint16_t> yh(6);
   ASSERT_TRUE(RowConvolve(xh.data(), ElementType::kFloat16, yh.data(), 2, 3, h, 2,
                           ConvolveMode::kSame));
   std::vector<float> yf;
-  for (uint16_t v : yh) yf.push_back(f16bits::ToFloat(v));
+  for (uint16_t v : yh) yf.push_back(HalfToFloat(v));
   EXPECT_EQ(yf, (std::vector<float>{1, 2.5, 4, 4, 7, 8.5}));
 }
 

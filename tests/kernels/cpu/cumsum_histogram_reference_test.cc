@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "kernels/cpu/cumsum_reference.h"
-#include "kernels/cpu/float16_bits.h"
+#include "kernels/common/half.h"
 #include "kernels/cpu/histogram_reference.h"
 
 namespace gpupipe::kernels::cpu {
@@ -48,11 +48,11 @@ TEST(CumsumReference, Float16AccumulatesWider) {
   std::vector<uint16_t> y(3);
   ASSERT_TRUE(RowCumsum(x.data(), ElementType::kFloat16, y.data(), 1, 3));
   EXPECT_EQ(y, (std::vector<uint16_t>{0x3800, 0x3A00, 0x3B00}));
-  const std::vector<uint16_t> big = {FloatToHalfBits(2048), FloatToHalfBits(1), FloatToHalfBits(1)};
+  const std::vector<uint16_t> big = {FloatToHalf(2048), FloatToHalf(1), FloatToHalf(1)};
   ASSERT_TRUE(RowCumsum(big.data(), ElementType::kFloat16, y.data(), 1, 3));
-  EXPECT_EQ(HalfBitsToFloat(y[0]), 2048.0f);
-  EXPECT_EQ(HalfBitsToFloat(y[1]), 2048.0f);
-  EXPECT_EQ(HalfBitsToFloat(y[2]), 2050.0f);
+  EXPECT_EQ(HalfToFloat(y[0]), 2048.0f);
+  EXPECT_EQ(HalfToFloat(y[1]), 2048.0f);
+  EXPECT_EQ(HalfToFloat(y[2]), 2050.0f);
 }
 
 TEST(CumsumReference, CarryChainsPieces) {
@@ -73,17 +73,17 @@ TEST(CumsumReference, RejectsInt64AndEmptyShapes) {
 }
 
 TEST(Float16Bits, RoundTripsAndRounds) {
-  EXPECT_EQ(FloatToHalfBits(1.0f), 0x3C00);
-  EXPECT_EQ(FloatToHalfBits(-2.0f), 0xC000);
-  EXPECT_EQ(FloatToHalfBits(65504.0f), 0x7BFF);
-  EXPECT_EQ(FloatToHalfBits(65520.0f), 0x7C00);        // rounds to inf
-  EXPECT_EQ(FloatToHalfBits(5.9604645e-8f), 0x0001);   // smallest subnormal
-  EXPECT_EQ(FloatToHalfBits(2.9802322e-8f), 0x0000);   // half of it ties to even (0)
-  EXPECT_EQ(HalfBitsToFloat(0x0001), 5.9604645e-8f);
-  EXPECT_EQ(HalfBitsToFloat(0x3555), 0.333251953125f);
-  EXPECT_TRUE(std::isnan(HalfBitsToFloat(FloatToHalfBits(std::nanf("")))));
+  EXPECT_EQ(FloatToHalf(1.0f), 0x3C00);
+  EXPECT_EQ(FloatToHalf(-2.0f), 0xC000);
+  EXPECT_EQ(FloatToHalf(65504.0f), 0x7BFF);
+  EXPECT_EQ(FloatToHalf(65520.0f), 0x7C00);        // rounds to inf
+  EXPECT_EQ(FloatToHalf(5.9604645e-8f), 0x0001);   // smallest subnormal
+  EXPECT_EQ(FloatToHalf(2.9802322e-8f), 0x0000);   // half of it ties to even (0)
+  EXPECT_EQ(HalfToFloat(0x0001), 5.9604645e-8f);
+  EXPECT_EQ(HalfToFloat(0x3555), 0.333251953125f);
+  EXPECT_TRUE(std::isnan(HalfToFloat(FloatToHalf(std::nanf("")))));
   for (uint32_t h = 0; h < 0x7C00; ++h) {
-    ASSERT_EQ(FloatToHalfBits(HalfBitsToFloat(static_cast<uint16_t>(h))), h) << h;
+    ASSERT_EQ(FloatToHalf(HalfToFloat(static_cast<uint16_t>(h))), h) << h;
   }
 }
 
@@ -130,7 +130,7 @@ TEST(HistogramReference, Float32AndFloat16AndAccumulate) {
   EXPECT_EQ(counts, (std::vector<int64_t>{1, 2}));
   ASSERT_TRUE(RowHistogram(x.data(), ElementType::kFloat32, counts.data(), 1, 2, 2, 0, 1, true));
   EXPECT_EQ(counts, (std::vector<int64_t>{2, 3}));
-  const std::vector<uint16_t> h = {FloatToHalfBits(0.25f), FloatToHalfBits(1.0f)};
+  const std::vector<uint16_t> h = {FloatToHalf(0.25f), FloatToHalf(1.0f)};
   ASSERT_TRUE(RowHistogram(h.data(), ElementType::kFloat16, counts.data(), 1, 2, 2, 0, 1, false));
   EXPECT_EQ(counts, (std::vector<int64_t>{1, 1}));
 }

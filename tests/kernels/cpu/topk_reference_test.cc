@@ -8,7 +8,7 @@
 #include <limits>
 #include <vector>
 
-#include "kernels/cpu/detail/float16_bits.h"
+#include "kernels/common/half.h"
 
 namespace gpupipe::kernels::cpu {
 namespace {
@@ -43,12 +43,12 @@ TEST(TopkReference, Int32RowsArePacked) {
 
 TEST(TopkReference, Float16) {
   std::vector<uint16_t> x;
-  for (float v : {0.5f, 3.0f, -2.0f, kNaN, 65504.0f}) x.push_back(f16bits::FromDouble(v));
+  for (float v : {0.5f, 3.0f, -2.0f, kNaN, 65504.0f}) x.push_back(DoubleToHalf(v));
   std::vector<uint16_t> y(3);
   ASSERT_TRUE(RowTopk(x.data(), ElementType::kFloat16, y.data(), 1, 5, 3));
-  EXPECT_TRUE(std::isnan(f16bits::ToFloat(y[0])));
-  EXPECT_EQ(f16bits::ToFloat(y[1]), 65504.0f);
-  EXPECT_EQ(f16bits::ToFloat(y[2]), 3.0f);
+  EXPECT_TRUE(std::isnan(HalfToFloat(y[0])));
+  EXPECT_EQ(HalfToFloat(y[1]), 65504.0f);
+  EXPECT_EQ(HalfToFloat(y[2]), 3.0f);
 }
 
 TEST(TopkReference, TopkOfChunkTopksIsTopkOfRow) {
@@ -67,16 +67,16 @@ TEST(TopkReference, TopkOfChunkTopksIsTopkOfRow) {
 
 TEST(TopkReference, Float16BitsRoundTrip) {
   for (double v : {0.0, -0.0, 1.0, 65504.0, 6.103515625e-05, 5.960464477539063e-08, -3.5}) {
-    EXPECT_EQ(f16bits::ToFloat(f16bits::FromDouble(v)), static_cast<float>(v)) << v;
+    EXPECT_EQ(HalfToFloat(DoubleToHalf(v)), static_cast<float>(v)) << v;
   }
-  EXPECT_EQ(f16bits::FromDouble(65520.0), 0x7c00);  // rounds to infinity
-  EXPECT_EQ(f16bits::FromDouble(1.0 + 1.0 / 2048), 0x3c00);  // tie to even
-  EXPECT_EQ(f16bits::FromDouble(1.0 + 3.0 / 2048), 0x3c02);
-  EXPECT_EQ(f16bits::FromDouble(2.9802322387695312e-08), 0);  // half the smallest subnormal
+  EXPECT_EQ(DoubleToHalf(65520.0), 0x7c00);  // rounds to infinity
+  EXPECT_EQ(DoubleToHalf(1.0 + 1.0 / 2048), 0x3c00);  // tie to even
+  EXPECT_EQ(DoubleToHalf(1.0 + 3.0 / 2048), 0x3c02);
+  EXPECT_EQ(DoubleToHalf(2.9802322387695312e-08), 0);  // half the smallest subnormal
   for (uint32_t h = 0; h < 0x10000; ++h) {
-    const float f = f16bits::ToFloat(static_cast<uint16_t>(h));
+    const float f = HalfToFloat(static_cast<uint16_t>(h));
     if (std::isnan(f)) continue;
-    ASSERT_EQ(f16bits::FromDouble(f), h) << h;
+    ASSERT_EQ(DoubleToHalf(f), h) << h;
   }
 }
 
