@@ -538,20 +538,6 @@ cudaError_t Dispatch(const In* d_in, typename OutOf<In>::type* d_out, int64_t ro
   return cudaSuccess;
 }
 
-// Calls `fn(tag)` with a null pointer of the input type, the one place that maps an
-// ElementType to a kernel instantiation. False for types cumsum does not accept.
-template <typename Fn>
-bool WithInputType(ElementType type, Fn&& fn, cudaError_t* err) {
-  switch (type) {
-    case ElementType::kFloat32: *err = fn(static_cast<const float*>(nullptr)); return true;
-    case ElementType::kFloat64: *err = fn(static_cast<const double*>(nullptr)); return true;
-    case ElementType::kFloat16: *err = fn(static_cast<const __half*>(nullptr)); return true;
-    case ElementType::kInt32: *err = fn(static_cast<const int32_t*>(nullptr)); return true;
-    case ElementType::kInt64: return false;
-  }
-  return false;
-}
-
 bool ValidShape(int64_t rows, int64_t cols) {
   return rows >= 1 && cols >= 1 && cols <= std::numeric_limits<int64_t>::max() / rows &&
          // one look-back launch's grid (tiles) must fit a grid dimension
@@ -583,22 +569,18 @@ cudaError_t RowCumsum(const void* d_in, ElementType in_type, void* d_out, int64_
        workspace_bytes < RowCumsumWorkspaceBytes(rows, cols))) {
     return cudaErrorInvalidValue;
   }
-  cudaError_t err = cudaErrorInvalidValue;
-  const bool known = WithInputType(
-      in_type,
-      [&](auto tag) -> cudaError_t {
-        using In = std::remove_const_t<std::remove_pointer_t<decltype(tag)>>;
-        using Acc = typename ItemTraits<In>::Acc;
-        using Out = typename OutOf<In>::type;
-        if (!detail::IsAligned(d_in, sizeof(In)) || !detail::IsAligned(d_out, sizeof(Out)) ||
-            !detail::IsAligned(d_carry, sizeof(Acc))) {
-          return cudaErrorInvalidValue;
-        }
-        return Dispatch<In>(static_cast<const In*>(d_in), static_cast<Out*>(d_out), rows, cols,
-                            static_cast<Acc*>(d_carry), d_workspace, launch);
-      },
-      &err);
-  return known ? err : cudaErrorInvalidValue;
+  // Every input type but int64.
+  return detail::DispatchType<true, true, true>(in_type, [&](auto tag) -> cudaError_t {
+    using In = decltype(tag);
+    using Acc = typename ItemTraits<In>::Acc;
+    using Out = typename OutOf<In>::type;
+    if (!detail::IsAligned(d_in, sizeof(In)) || !detail::IsAligned(d_out, sizeof(Out)) ||
+        !detail::IsAligned(d_carry, sizeof(Acc))) {
+      return cudaErrorInvalidValue;
+    }
+    return Dispatch<In>(static_cast<const In*>(d_in), static_cast<Out*>(d_out), rows, cols,
+                        static_cast<Acc*>(d_carry), d_workspace, launch);
+  });
 }
 
 std::vector<KernelLaunchInfo> DescribeRowCumsum(ElementType in_type, int64_t rows, int64_t cols,
@@ -606,15 +588,11 @@ std::vector<KernelLaunchInfo> DescribeRowCumsum(ElementType in_type, int64_t row
   std::vector<KernelLaunchInfo> out;
   if (detail::ValidateShapeConfig(config) != cudaSuccess || !ValidShape(rows, cols)) return out;
   detail::Launcher launch(config, &out);
-  cudaError_t err = cudaSuccess;
-  const bool known = WithInputType(
-      in_type,
-      [&](auto tag) -> cudaError_t {
-        using In = std::remove_const_t<std::remove_pointer_t<decltype(tag)>>;
-        return Dispatch<In>(nullptr, nullptr, rows, cols, nullptr, nullptr, launch);
-      },
-      &err);
-  if (!known) out.clear();
+  const cudaError_t err = detail::DispatchType<true, true, true>(in_type, [&](auto tag) {
+    using In = decltype(tag);
+    return Dispatch<In>(nullptr, nullptr, rows, cols, nullptr, nullptr, launch);
+  });
+  if (err != cudaSuccess) out.clear();
   return out;
 }
 

@@ -355,18 +355,6 @@ cudaError_t Dispatch(const In* d_in, int64_t* d_counts, const HistArgs& args,
   return launch(name, HistogramKernel<In>, grid, kThreads, d_in, d_counts, args);
 }
 
-template <typename Fn>
-bool WithInputType(ElementType type, Fn&& fn, cudaError_t* err) {
-  switch (type) {
-    case ElementType::kFloat32: *err = fn(static_cast<const float*>(nullptr)); return true;
-    case ElementType::kFloat64: *err = fn(static_cast<const double*>(nullptr)); return true;
-    case ElementType::kFloat16: *err = fn(static_cast<const __half*>(nullptr)); return true;
-    case ElementType::kInt32: *err = fn(static_cast<const int32_t*>(nullptr)); return true;
-    case ElementType::kInt64: return false;
-  }
-  return false;
-}
-
 bool IsFloatInput(ElementType type) {
   return type == ElementType::kFloat32 || type == ElementType::kFloat16;
 }
@@ -388,16 +376,12 @@ cudaError_t RowHistogram(const void* d_in, ElementType in_type, int64_t* d_count
   }
   const HistArgs args = PlanHistogram(rows, cols, bins, lo, hi, accumulate,
                                       IsFloatInput(in_type), config.multiprocessors);
-  cudaError_t err = cudaErrorInvalidValue;
-  const bool known = WithInputType(
-      in_type,
-      [&](auto tag) -> cudaError_t {
-        using In = std::remove_const_t<std::remove_pointer_t<decltype(tag)>>;
-        if (!detail::IsAligned(d_in, sizeof(In))) return cudaErrorInvalidValue;
-        return Dispatch<In>(static_cast<const In*>(d_in), d_counts, args, launch);
-      },
-      &err);
-  return known ? err : cudaErrorInvalidValue;
+  // Every input type but int64.
+  return detail::DispatchType<true, true, true>(in_type, [&](auto tag) -> cudaError_t {
+    using In = decltype(tag);
+    if (!detail::IsAligned(d_in, sizeof(In))) return cudaErrorInvalidValue;
+    return Dispatch<In>(static_cast<const In*>(d_in), d_counts, args, launch);
+  });
 }
 
 std::vector<KernelLaunchInfo> DescribeRowHistogram(ElementType in_type, int64_t rows,
@@ -411,15 +395,11 @@ std::vector<KernelLaunchInfo> DescribeRowHistogram(ElementType in_type, int64_t 
   detail::Launcher launch(config, &out);
   const HistArgs args =
       PlanHistogram(rows, cols, bins, 0, 1, accumulate, IsFloatInput(in_type), config.multiprocessors);
-  cudaError_t err = cudaSuccess;
-  const bool known = WithInputType(
-      in_type,
-      [&](auto tag) -> cudaError_t {
-        using In = std::remove_const_t<std::remove_pointer_t<decltype(tag)>>;
-        return Dispatch<In>(nullptr, nullptr, args, launch);
-      },
-      &err);
-  if (!known) out.clear();
+  const cudaError_t err = detail::DispatchType<true, true, true>(in_type, [&](auto tag) {
+    using In = decltype(tag);
+    return Dispatch<In>(nullptr, nullptr, args, launch);
+  });
+  if (err != cudaSuccess) out.clear();
   return out;
 }
 

@@ -26,11 +26,12 @@
 #include <vector>
 
 #include "kernels/cpu/cumsum_reference.h"
-#include "kernels/cpu/float16_bits.h"
+#include "kernels/common/half.h"
 #include "kernels/cpu/histogram_reference.h"
 #include "kernels/cuda/cumsum.h"
 #include "kernels/cuda/histogram.h"
 #include "tests/testing/random_tensor.h"
+#include "tests/testing/cuda_device.h"
 
 namespace gpupipe::kernels::cuda {
 namespace {
@@ -68,7 +69,7 @@ double ValueAt(const std::vector<char>& v, ElementType t, int64_t i) {
     case ElementType::kFloat32: { float f; std::memcpy(&f, v.data() + 4 * i, 4); return f; }
     case ElementType::kFloat64: { double d; std::memcpy(&d, v.data() + 8 * i, 8); return d; }
     case ElementType::kFloat16: {
-      uint16_t h; std::memcpy(&h, v.data() + 2 * i, 2); return cpu::HalfBitsToFloat(h);
+      uint16_t h; std::memcpy(&h, v.data() + 2 * i, 2); return HalfToFloat(h);
     }
     case ElementType::kInt32: { int32_t x; std::memcpy(&x, v.data() + 4 * i, 4); return x; }
     case ElementType::kInt64: { int64_t x; std::memcpy(&x, v.data() + 8 * i, 8); return double(x); }
@@ -89,7 +90,7 @@ std::vector<char> RandomData(ElementType t, int64_t n, uint64_t seed, bool integ
       case ElementType::kFloat32: { const float f = float(x); std::memcpy(&v[4 * i], &f, 4); break; }
       case ElementType::kFloat64: std::memcpy(&v[8 * i], &x, 8); break;
       case ElementType::kFloat16: {
-        const uint16_t h = cpu::FloatToHalfBits(float(x));
+        const uint16_t h = FloatToHalf(float(x));
         std::memcpy(&v[2 * i], &h, 2);
         break;
       }
@@ -107,12 +108,7 @@ std::vector<char> RandomData(ElementType t, int64_t n, uint64_t seed, bool integ
 class CumsumHistogramTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    int devices = 0;
-    const cudaError_t err = cudaGetDeviceCount(&devices);
-    if (err != cudaSuccess || devices == 0) {
-      (void)cudaGetLastError();
-      GTEST_SKIP() << "no usable CUDA device";
-    }
+    if (auto why = gpupipe::testing::NoCudaDeviceReason()) GTEST_SKIP() << *why;
     ASSERT_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     int mp = 0;
     ASSERT_CUDA(cudaDeviceGetAttribute(&mp, cudaDevAttrMultiProcessorCount, 0));
@@ -234,7 +230,7 @@ class CumsumHistogramTest : public ::testing::Test {
         if (t == ElementType::kFloat32) { const float f = float(v); std::memcpy(&x[4 * i], &f, 4); }
         if (t == ElementType::kFloat64) std::memcpy(&x[8 * i], &v, 8);
         if (t == ElementType::kFloat16) {
-          const uint16_t h = cpu::FloatToHalfBits(float(v));
+          const uint16_t h = FloatToHalf(float(v));
           std::memcpy(&x[2 * i], &h, 2);
         }
       }
@@ -448,7 +444,7 @@ TEST_F(CumsumHistogramTest, HistogramFloatValuesAtEdges) {
                      r.hi);
     std::vector<char> h(f.size() * 2);
     for (size_t i = 0; i < f.size(); ++i) {
-      const uint16_t b = cpu::FloatToHalfBits(f[i]);
+      const uint16_t b = FloatToHalf(f[i]);
       std::memcpy(&h[2 * i], &b, 2);
     }
     CheckHistogramOf(h, ElementType::kFloat16, 1, static_cast<int64_t>(f.size()), r.bins, r.lo,

@@ -36,6 +36,7 @@
 #include "kernels/cpu/reference_ops.h"
 #include "kernels/cuda/ops.h"
 #include "tests/testing/random_tensor.h"
+#include "tests/testing/cuda_device.h"
 
 namespace gpupipe::kernels::cuda {
 namespace {
@@ -411,10 +412,7 @@ std::string ConfigName(const LaunchConfig& c) {
 class DtypesTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
-      GTEST_SKIP() << "no CUDA device";
-    }
+    if (auto why = gpupipe::testing::NoCudaDeviceReason()) GTEST_SKIP() << *why;
     ASSERT_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     cudaDeviceProp prop{};
     ASSERT_CUDA(cudaGetDeviceProperties(&prop, 0));

@@ -29,6 +29,7 @@
 
 #include "kernels/cpu/reference_ops.h"
 #include "kernels/cuda/tuning/staging_table.h"
+#include "tests/testing/cuda_device.h"
 
 namespace gpupipe::kernels::cuda {
 namespace {
@@ -146,13 +147,7 @@ const Staging kStagedStagings[] = {Staging::kPipeline, Staging::kPipelineThread,
 class CudaOpsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    int devices = 0;
-    const cudaError_t err = cudaGetDeviceCount(&devices);
-    if (err != cudaSuccess || devices == 0) {
-      (void)cudaGetLastError();
-      GTEST_SKIP() << "no usable CUDA device (cudaGetDeviceCount: " << cudaGetErrorString(err)
-                   << ", " << devices << " devices)";
-    }
+    if (auto why = gpupipe::testing::NoCudaDeviceReason()) GTEST_SKIP() << *why;
     ASSERT_CUDA(cudaDeviceGetAttribute(&multiprocessors_, cudaDevAttrMultiProcessorCount, 0));
     ASSERT_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     seed_ = std::random_device{}();

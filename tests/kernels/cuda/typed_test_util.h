@@ -14,9 +14,10 @@
 #include <vector>
 
 #include "kernels/common/element_type.h"
-#include "kernels/cpu/detail/float16_bits.h"
+#include "kernels/common/half.h"
 #include "kernels/cuda/ops.h"
 #include "tests/testing/random_tensor.h"
+#include "tests/testing/cuda_device.h"
 
 namespace gpupipe::kernels::cuda::testing {
 
@@ -43,7 +44,7 @@ struct HostArray {
       case ElementType::kFloat16: {
         uint16_t v;
         std::memcpy(&v, p, 2);
-        return cpu::f16bits::ToFloat(v);
+        return HalfToFloat(v);
       }
       case ElementType::kInt32: { int32_t v; std::memcpy(&v, p, 4); return v; }
       case ElementType::kInt64: { int64_t v; std::memcpy(&v, p, 8); return static_cast<double>(v); }
@@ -57,7 +58,7 @@ struct HostArray {
       case ElementType::kFloat32: { const float f = static_cast<float>(v); std::memcpy(p, &f, 4); return; }
       case ElementType::kFloat64: std::memcpy(p, &v, 8); return;
       case ElementType::kFloat16: {
-        const uint16_t h = cpu::f16bits::FromDouble(v);
+        const uint16_t h = DoubleToHalf(v);
         std::memcpy(p, &h, 2);
         return;
       }
@@ -110,13 +111,7 @@ class DeviceBytes {
 class TypedKernelTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    int devices = 0;
-    const cudaError_t err = cudaGetDeviceCount(&devices);
-    if (err != cudaSuccess || devices == 0) {
-      (void)cudaGetLastError();
-      GTEST_SKIP() << "no usable CUDA device (cudaGetDeviceCount: " << cudaGetErrorString(err)
-                   << ", " << devices << " devices)";
-    }
+    if (auto why = gpupipe::testing::NoCudaDeviceReason()) GTEST_SKIP() << *why;
     ASSERT_CUDA_OK(cudaDeviceGetAttribute(&multiprocessors_, cudaDevAttrMultiProcessorCount, 0));
     ASSERT_CUDA_OK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     seed_ = gpupipe::testing::FreshSeed();
