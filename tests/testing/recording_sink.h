@@ -40,6 +40,7 @@ class RecordingSink : public engine::JobSink {
       max_chunk_ = std::max(max_chunk_, size);
       output_.append(data, static_cast<size_t>(size));
       ++chunks_;
+      output_cv_.notify_all();
       gate_.wait(lock, [&] { return open_ || cancelled_; });
     }
     return !cancelled_;
@@ -59,6 +60,7 @@ class RecordingSink : public engine::JobSink {
     status_ = status;
     ++done_calls_;
     done_cv_.notify_all();
+    output_cv_.notify_all();
   }
 
   bool Cancelled() const override { return cancelled_; }
@@ -81,6 +83,14 @@ class RecordingSink : public engine::JobSink {
     return done_cv_.wait_for(lock, timeout, [&] { return done_; });
   }
 
+  // Waits until at least `bytes` of output have arrived (or the job is done, or the timeout
+  // passes); returns the bytes received by then.
+  size_t WaitForOutput(size_t bytes, std::chrono::milliseconds timeout = std::chrono::seconds(30)) {
+    std::unique_lock<std::mutex> lock(mu_);
+    output_cv_.wait_for(lock, timeout, [&] { return output_.size() >= bytes || done_; });
+    return output_.size();
+  }
+
   absl::Status status() const { std::lock_guard<std::mutex> l(mu_); return status_; }
   std::string output() const { std::lock_guard<std::mutex> l(mu_); return output_; }
   engine::AcceptedInfo info() const { std::lock_guard<std::mutex> l(mu_); return info_; }
@@ -96,6 +106,7 @@ class RecordingSink : public engine::JobSink {
  private:
   mutable std::mutex mu_;
   std::condition_variable done_cv_;
+  std::condition_variable output_cv_;
   std::condition_variable gate_;
   bool open_ = true;
   std::atomic<bool> cancelled_{false};

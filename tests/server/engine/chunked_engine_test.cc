@@ -178,11 +178,7 @@ TEST(ChunkedEngine, ResultsStreamWhileTheInputIsStillArriving) {
   ASSERT_TRUE(engine->Submit(Spec({rows, cols}, {{OpKind::kSoftmax}}, 4 * cols), input, sink).ok());
   const size_t half = bytes.size() / 2;
   ASSERT_TRUE(input->Append(bytes.data(), static_cast<int64_t>(half)).ok());
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (sink->output().size() < half && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  EXPECT_EQ(sink->output().size(), half) << "the first half's rows were not emitted";
+  EXPECT_EQ(sink->WaitForOutput(half), half) << "the first half's rows were not emitted";
   ASSERT_TRUE(input->Append(bytes.data() + half, static_cast<int64_t>(bytes.size() - half)).ok());
   ASSERT_TRUE(sink->WaitDone());
   ASSERT_TRUE(sink->status().ok()) << sink->status();

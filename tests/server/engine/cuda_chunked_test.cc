@@ -273,12 +273,8 @@ TEST(CudaChunked, ResultsStreamWhileTheInputIsStillArriving) {
   ASSERT_TRUE(cuda->Submit(spec, input, sink).ok());
   const size_t half = bytes.size() / 2;
   ASSERT_TRUE(input->Append(bytes.data(), static_cast<int64_t>(half)).ok());
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (sink->output().size() < half && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
   // The first half's rows leave while the second half is on its way.
-  EXPECT_EQ(sink->output().size(), half) << "results waited for the whole input";
+  EXPECT_EQ(sink->WaitForOutput(half), half) << "results waited for the whole input";
   ASSERT_TRUE(input->Append(bytes.data() + half, static_cast<int64_t>(bytes.size() - half)).ok());
   ASSERT_TRUE(sink->WaitDone());
   ASSERT_TRUE(sink->status().ok()) << sink->status();
