@@ -1,5 +1,5 @@
-# Shared by bench/*/run.sh (source it): finding a benchmark binary, and naming the commit it
-# was built from.
+# Shared by bench/*/run.sh (source it): finding a benchmark binary, naming the commit it was
+# built from, and recording where and when a run took place.
 
 # bench_find_binary NAME [DIR]: prints the path of the executable NAME found in DIR (a bundle
 # from scripts/make-bundle.sh, or a directory holding NAME), else in the repository's .bundle,
@@ -31,4 +31,22 @@ bench_commit() {
     [ -n "$(git -C "$repo" status --porcelain 2>/dev/null)" ] && commit="$commit (with uncommitted changes)"
   fi
   echo "${commit:-unknown}"
+}
+
+# bench_write_meta FILE BINARY: writes FILE, the run's JSON metadata the reports read: commit
+# (bench_commit), date (UTC), gpu (nvidia-smi name and driver, empty without one), nvidia_smi
+# (the same, labelled), cpu (model name) and host_cores.
+bench_write_meta() {
+  local file=$1 bin=$2 gpu cpu
+  gpu=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)
+  cpu=$(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/^ *//')
+  python3 - "$file" "$(bench_commit "$bin")" "$gpu" "$cpu" "$(nproc)" <<'PY'
+import json, sys, datetime
+json.dump({"commit": sys.argv[2],
+           "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+           "gpu": sys.argv[3],
+           "nvidia_smi": ("name, driver: " + sys.argv[3]) if sys.argv[3] else "",
+           "cpu": sys.argv[4], "host_cores": sys.argv[5]},
+          open(sys.argv[1], "w"))
+PY
 }

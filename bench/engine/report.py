@@ -8,6 +8,9 @@ import json
 import os
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from report_lib import json_lines, yes_no  # noqa: E402
+
 PINNED_ANCHOR = {"h2d": 55.5, "d2h": 55.4}  # /work/shared/ANCHORS.md, pinned 1 GiB copies
 
 
@@ -47,27 +50,13 @@ LIMITS = [
 ]
 
 
-def lines(path):
-    out = []
-    if os.path.exists(path):
-        with open(path, encoding="utf-8", errors="replace") as f:
-            for line in f:
-                line = line.strip()
-                if line.startswith("{"):
-                    try:
-                        out.append(json.loads(line))
-                    except json.JSONDecodeError:
-                        pass
-    return out
 
 
-def met(ok):
-    return "n/a" if ok is None else ("**yes**" if ok else "**no**")
 
 
 def main():
     out_dir = sys.argv[1] if len(sys.argv) > 1 else "bench-out"
-    rows = lines(os.path.join(out_dir, "engine_bench.out"))
+    rows = json_lines(os.path.join(out_dir, "engine_bench.out"))
     meta = {}
     meta_path = os.path.join(out_dir, "engine-meta.json")
     if os.path.exists(meta_path):
@@ -90,7 +79,7 @@ def main():
             f"span {o['span_us']:,.0f} us = {o['ratio']:.2f} x longest stage "
             f"(h2d {o['h2d_us']:,.0f}, compute {o['compute_us']:,.0f}, d2h {o['d2h_us']:,.0f} us) | "
             + (f"one stream, no overlap: {s['span_us']:,.0f} us = {s['ratio']:.2f} x" if s else "n/a")
-            + f" | <= 1.15 x | {met(o['ratio'] <= 1.15)} |")
+            + f" | <= 1.15 x | {yes_no(o['ratio'] <= 1.15)} |")
     else:
         targets.append("| a: overlap | not measured | | <= 1.15 x | n/a |")
     if staging:
@@ -105,14 +94,14 @@ def main():
                           + (f"; raw with the other direction at once {both:.1f} GB/s" if both else ""))
                 targets.append(
                     f"| b: {way} of a 1 GiB job {label} | {row[f'{way}_gbs']:.1f} GB/s "
-                    f"= {ratio:.2f} x raw | {beside} | >= 0.9 x | {met(ratio >= 0.9)} |")
+                    f"= {ratio:.2f} x raw | {beside} | >= 0.9 x | {yes_no(ratio >= 0.9)} |")
         if pinned_sum:
             raw = pinned_sum["raw_h2d_gbs"]
             ratio = pinned_sum["h2d_gbs"] / raw if raw else 0
             targets.append(
                 f"| b: h2d of a 1 GiB sum from the pinned input pool (a few bytes out, so no "
                 f"copy out beside the copies in) | {pinned_sum['h2d_gbs']:.1f} GB/s = {ratio:.2f} x "
-                f"raw | raw pinned cudaMemcpyAsync {raw:.1f} GB/s | >= 0.9 x | {met(ratio >= 0.9)} |")
+                f"raw | raw pinned cudaMemcpyAsync {raw:.1f} GB/s | >= 0.9 x | {yes_no(ratio >= 0.9)} |")
     else:
         targets.append("| b: pinned staging | not measured | | >= 0.9 x | n/a |")
     idle, low, same = priority.get("idle"), priority.get("low-priority load"), priority.get("same-priority load")
@@ -122,7 +111,7 @@ def main():
         targets.append(
             f"| c: high-priority {idle['probe']} under low-priority load, device span p99 | "
             f"{low['span_p99_us']:.1f} us = {ratio:.2f} x idle p99 {idle['span_p99_us']:.1f} us | "
-            f"{beside} | <= 2 x idle | {met(ratio <= 2.0)} |")
+            f"{beside} | <= 2 x idle | {yes_no(ratio <= 2.0)} |")
     else:
         targets.append("| c: priority isolation | not measured | | <= 2 x idle | n/a |")
 

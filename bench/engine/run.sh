@@ -20,16 +20,7 @@ source "$here/../lib.sh"
 bin=$(bench_find_binary engine_bench "${1:-}") || exit 1
 echo "run.sh: $bin, output in $OUT" >&2
 
-commit=$(bench_commit "$bin")
-smi=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)
-python3 - "$OUT/engine-meta.json" "$commit" "$smi" "$(nproc)" <<'PY'
-import json, sys, datetime
-json.dump({"commit": sys.argv[2],
-           "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-           "nvidia_smi": ("name, driver: " + sys.argv[3]) if sys.argv[3] else "",
-           "host_cores": sys.argv[4]},
-          open(sys.argv[1], "w"))
-PY
+bench_write_meta "$OUT/engine-meta.json" "$bin"
 
 start=$SECONDS
 # shellcheck disable=SC2086

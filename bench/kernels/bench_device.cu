@@ -73,36 +73,6 @@ __device__ __forceinline__ void AtomicMaxNonNeg(unsigned long long* p, double v)
   atomicMax(p, static_cast<unsigned long long>(__double_as_longlong(v)));
 }
 
-__global__ void CompareFloatKernel(const float* out, const float* ref, int64_t n, double atol,
-                                   double rtol, unsigned long long* acc) {
-  double err = 0, mref = 0;
-  unsigned long long bad = 0;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const double y = out[i], r = ref[i];
-    const bool fy = isfinite(y), fr = isfinite(r);
-    if (fy != fr || (!fy && !(isnan(y) && isnan(r)) && y != r)) {
-      ++bad;
-      continue;
-    }
-    if (!fy) continue;
-    const double e = fabs(y - r);
-    err = fmax(err, e);
-    mref = fmax(mref, fabs(r));
-    bad += e > atol + rtol * fabs(r);
-  }
-  for (int o = 16; o > 0; o /= 2) {
-    err = fmax(err, __shfl_down_sync(0xffffffffu, err, o));
-    mref = fmax(mref, __shfl_down_sync(0xffffffffu, mref, o));
-    bad += __shfl_down_sync(0xffffffffu, bad, o);
-  }
-  if (threadIdx.x % 32 == 0) {
-    AtomicMaxNonNeg(&acc[0], err);
-    AtomicMaxNonNeg(&acc[1], mref);
-    if (bad) atomicAdd(&acc[2], bad);
-  }
-}
-
 template <typename T>
 __device__ __forceinline__ double AsDouble(T v) {
   if constexpr (std::is_same_v<T, __half>) {
@@ -112,7 +82,9 @@ __device__ __forceinline__ double AsDouble(T v) {
   }
 }
 
-// CompareFloatKernel for any element type, through double.
+// Compares out with ref element by element, through double: acc[0] the largest absolute
+// error, acc[1] the largest |ref|, acc[2] the elements beyond atol + rtol * |ref| or whose
+// finiteness differs (NaN matches NaN, an infinity itself).
 template <typename T>
 __global__ void CompareTypedKernel(const T* out, const T* ref, int64_t n, double atol,
                                    double rtol, unsigned long long* acc) {
@@ -222,47 +194,24 @@ cudaError_t LaunchSpin(cudaStream_t stream, uint64_t ns) {
   return cudaGetLastError();
 }
 
-cudaError_t CompareFloat(const float* d_out, const float* d_ref, int64_t n, double atol,
-                         double rtol, void* d_acc, cudaStream_t stream, CompareResult* result) {
-  cudaError_t err = cudaMemsetAsync(d_acc, 0, 32, stream);
-  if (err != cudaSuccess) return err;
-  CompareFloatKernel<<<132 * 4, 256, 0, stream>>>(d_out, d_ref, n, atol, rtol,
-                                                  static_cast<unsigned long long*>(d_acc));
-  return ReadBack(d_acc, stream, result);
-}
-
 cudaError_t CompareTyped(const void* d_out, const void* d_ref, kernels::ElementType type,
                          int64_t n, double atol, double rtol, void* d_acc, cudaStream_t stream,
                          CompareResult* result) {
   cudaError_t err = cudaMemsetAsync(d_acc, 0, 32, stream);
   if (err != cudaSuccess) return err;
   auto* acc = static_cast<unsigned long long*>(d_acc);
+  auto launch = [&](auto tag) {
+    using T = decltype(tag);
+    CompareTypedKernel<<<132 * 4, 256, 0, stream>>>(static_cast<const T*>(d_out),
+                                                    static_cast<const T*>(d_ref), n, atol, rtol,
+                                                    acc);
+  };
   switch (type) {
-    case kernels::ElementType::kFloat32:
-      CompareTypedKernel<<<132 * 4, 256, 0, stream>>>(static_cast<const float*>(d_out),
-                                                      static_cast<const float*>(d_ref), n, atol,
-                                                      rtol, acc);
-      break;
-    case kernels::ElementType::kFloat64:
-      CompareTypedKernel<<<132 * 4, 256, 0, stream>>>(static_cast<const double*>(d_out),
-                                                      static_cast<const double*>(d_ref), n, atol,
-                                                      rtol, acc);
-      break;
-    case kernels::ElementType::kFloat16:
-      CompareTypedKernel<<<132 * 4, 256, 0, stream>>>(static_cast<const __half*>(d_out),
-                                                      static_cast<const __half*>(d_ref), n, atol,
-                                                      rtol, acc);
-      break;
-    case kernels::ElementType::kInt32:
-      CompareTypedKernel<<<132 * 4, 256, 0, stream>>>(static_cast<const int32_t*>(d_out),
-                                                      static_cast<const int32_t*>(d_ref), n, atol,
-                                                      rtol, acc);
-      break;
-    case kernels::ElementType::kInt64:
-      CompareTypedKernel<<<132 * 4, 256, 0, stream>>>(static_cast<const int64_t*>(d_out),
-                                                      static_cast<const int64_t*>(d_ref), n, atol,
-                                                      rtol, acc);
-      break;
+    case kernels::ElementType::kFloat32: launch(float{}); break;
+    case kernels::ElementType::kFloat64: launch(double{}); break;
+    case kernels::ElementType::kFloat16: launch(__half{}); break;
+    case kernels::ElementType::kInt32: launch(int32_t{}); break;
+    case kernels::ElementType::kInt64: launch(int64_t{}); break;
   }
   return ReadBack(d_acc, stream, result);
 }

@@ -43,11 +43,9 @@ struct CompareResult {
   bool ok() const { return bad == 0; }
 };
 
-// `d_acc` must hold 4 x 8 bytes of device scratch; the call synchronizes `stream`.
-cudaError_t CompareFloat(const float* d_out, const float* d_ref, int64_t n, double atol,
-                         double rtol, void* d_acc, cudaStream_t stream, CompareResult* result);
 // Comparison of `n` values of `type` (every ElementType; integers compare exactly when atol
 // and rtol are 0, through double, which holds every int32 and every int64 below 2^53).
+// `d_acc` must hold 4 x 8 bytes of device scratch; the call synchronizes `stream`.
 cudaError_t CompareTyped(const void* d_out, const void* d_ref, kernels::ElementType type,
                          int64_t n, double atol, double rtol, void* d_acc, cudaStream_t stream,
                          CompareResult* result);

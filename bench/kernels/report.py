@@ -11,12 +11,14 @@ the other dtypes (the 2^26 sweep) have their own staging table and feed the winn
 """
 import argparse
 import json
-import math
 import os
 import re
 import shutil
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from report_lib import json_lines, us  # noqa: E402
 
 # (case, peer source, peer match, minimum ratio peer time / our time, label)
 TARGETS = [
@@ -39,29 +41,8 @@ CASES = ["affine", "sum-row", "sum-rows", "softmax", "cumsum", "histogram", "con
          "argmax", "standardize", "l2normalize"]
 
 
-def json_lines(path):
-    out = []
-    if not os.path.exists(path):
-        return out
-    with open(path, encoding="utf-8", errors="replace") as f:
-        for line in f:
-            line = line.strip()
-            if line.startswith("{"):
-                try:
-                    out.append(json.loads(line))
-                except json.JSONDecodeError:
-                    pass
-    return out
 
 
-def us(v):
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "n/a"
-    if abs(v) >= 1000:
-        return f"{v:,.0f}"
-    if abs(v) >= 100:
-        return f"{v:.1f}"
-    return f"{v:.2f}"
 
 
 def variant_name(j):

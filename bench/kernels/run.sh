@@ -29,16 +29,8 @@ source "$here/../lib.sh"
 bin=$(bench_find_binary kernels_bench "${1:-}") || exit 1
 echo "run.sh: $bin, output in $OUT" >&2
 
-commit=$(bench_commit "$bin")
-smi=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)
 nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1 || true
-python3 - "$OUT/meta.json" "$commit" "$smi" <<'PY'
-import json, sys, datetime
-json.dump({"commit": sys.argv[2],
-           "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-           "nvidia_smi": ("name, driver: " + sys.argv[3]) if sys.argv[3] else ""},
-          open(sys.argv[1], "w"))
-PY
+bench_write_meta "$OUT/meta.json" "$bin"
 
 start=$SECONDS
 echo "run.sh: kernels_bench ..." >&2

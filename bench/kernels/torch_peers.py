@@ -14,22 +14,21 @@ compared with PyTorch's output on the same elements. Prints one JSON object per 
 """
 import argparse
 import json
-import math
 import os
+import sys
 import time
 
 import torch
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from torch_lib import Sleeper, emit, quantile  # noqa: E402
 
 N = 1 << 28
 SQUARE = 1 << 14
 MASK = 0xFFFFFFFF
 FLUSH_BYTES = 256 << 20
 GIB = N * 4
-
-
-def emit(obj):
-    print(json.dumps(obj), flush=True)
 
 
 def mix32_int(x):
@@ -65,33 +64,6 @@ def make_input(seed):
 
 def taps(count=63):
     return [((j * 37) % 63 - 31) / 64.0 for j in range(count)]
-
-
-class Sleeper:
-    """torch.cuda._sleep takes cycles; measure how many make a microsecond on this device."""
-
-    def __init__(self):
-        cycles = 2_000_000
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        rate = []
-        for _ in range(3):
-            s.record()
-            torch.cuda._sleep(cycles)
-            e.record()
-            e.synchronize()
-            rate.append(cycles / (s.elapsed_time(e) * 1000.0))
-        self.cycles_per_us = max(rate[1:])
-
-    def sleep(self, us):
-        torch.cuda._sleep(int(us * self.cycles_per_us))
-
-
-def quantile(v, q):
-    v = sorted(v)
-    pos = q * (len(v) - 1)
-    lo = int(pos)
-    hi = min(lo + 1, len(v) - 1)
-    return v[lo] + (v[hi] - v[lo]) * (pos - lo)
 
 
 def time_op(fn, flush, sleeper, warmup, reps):

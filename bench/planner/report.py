@@ -10,42 +10,21 @@ import argparse
 import csv
 import io
 import json
-import math
 import os
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from report_lib import json_lines, us, yes_no  # noqa: E402
 
 MODES = ("stream", "pdl", "graph", "graph-pdl")
 STAGINGS = ("pipeline2", "direct")
 COPY_ANCHOR_GBS = 4240  # /work/shared/ANCHORS.md, device-to-device cudaMemcpy of 1 GiB
 
 
-def json_lines(path):
-    out = []
-    if not os.path.exists(path):
-        return out
-    with open(path, encoding="utf-8", errors="replace") as f:
-        for line in f:
-            line = line.strip()
-            if line.startswith("{"):
-                try:
-                    out.append(json.loads(line))
-                except json.JSONDecodeError:
-                    pass
-    return out
 
 
-def us(v):
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "n/a"
-    if abs(v) >= 1000:
-        return f"{v:,.0f}"
-    if abs(v) >= 100:
-        return f"{v:.1f}"
-    return f"{v:.2f}"
 
 
-def yes_no(ok):
-    return "n/a" if ok is None else ("**yes**" if ok else "**no**")
 
 
 # ---- Nsight Compute ------------------------------------------------------------------------------

@@ -12,48 +12,21 @@ they span three times the L2.
 Prints one JSON object per line.
 """
 import argparse
-import json
 import math
+import os
+import sys
 import time
 
 import torch
 
-
-def emit(obj):
-    print(json.dumps(obj), flush=True)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from torch_lib import Sleeper, emit, quantile  # noqa: E402
 
 
 def random_input(shape, gen):
     x = torch.rand(shape, generator=gen, device="cuda", dtype=torch.float32) * 2 - 1
     x[x == 0] = 0.5  # never zero: zeros hide wrong indexing and can run faster
     return x
-
-
-class Sleeper:
-    """torch.cuda._sleep takes cycles; measure how many make a microsecond on this device."""
-
-    def __init__(self):
-        cycles = 2_000_000
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        rate = []
-        for _ in range(3):
-            s.record()
-            torch.cuda._sleep(cycles)
-            e.record()
-            e.synchronize()
-            rate.append(cycles / (s.elapsed_time(e) * 1000.0))
-        self.cycles_per_us = max(rate[1:])  # clocks ramp up on the first
-
-    def sleep(self, us):
-        torch.cuda._sleep(int(us * self.cycles_per_us))
-
-
-def quantile(v, q):
-    v = sorted(v)
-    pos = q * (len(v) - 1)
-    lo = int(pos)
-    hi = min(lo + 1, len(v) - 1)
-    return v[lo] + (v[hi] - v[lo]) * (pos - lo)
 
 
 def time_region(sleeper, fn, warmup, reps):

@@ -31,7 +31,7 @@ def main():
     md = ["# Streaming upload (Run) over loopback", ""]
     if meta:
         md += [f"Commit {meta.get('commit')}, {meta.get('date')}; GPU: {meta.get('gpu') or 'none'}; "
-               f"host: {meta.get('cpu')} ({meta.get('cores')} cores).", ""]
+               f"host: {meta.get('cpu')} ({meta.get('host_cores')} cores).", ""]
     if summary is None:
         md += ["rpc_bench produced no summary (see rpc_bench.stderr)."]
     else:

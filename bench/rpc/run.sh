@@ -20,16 +20,7 @@ source "$here/../lib.sh"
 bin=$(bench_find_binary rpc_bench "${1:-}") || exit 1
 echo "run.sh: $bin, output in $OUT" >&2
 
-commit=$(bench_commit "$bin")
-gpu=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)
-cpu=$(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/^ *//')
-python3 - "$OUT/rpc-meta.json" "$commit" "$gpu" "$cpu" "$(nproc)" <<'PY'
-import json, sys, datetime
-json.dump({"commit": sys.argv[2],
-           "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-           "gpu": sys.argv[3], "cpu": sys.argv[4], "cores": sys.argv[5]},
-          open(sys.argv[1], "w"))
-PY
+bench_write_meta "$OUT/rpc-meta.json" "$bin"
 
 start=$SECONDS
 # shellcheck disable=SC2086
