@@ -36,7 +36,8 @@ if command -v compute-sanitizer >/dev/null; then
   # GPU host has the cores); each tool's runs are sequential. SANITIZE_TOOLS narrows the set,
   # e.g. SANITIZE_TOOLS=synccheck; SANITIZE_FILTER is the gtest filter of the sanitized runs
   # (default: all but the *Large* and *LongRow* tests, whose 256 MiB inputs take minutes under
-  # instrumentation).
+  # instrumentation); SANITIZE_TIMEOUT ends each sanitized process after that many seconds
+  # (default 0: no limit), so a run under a time limit still reports what finished.
   # synccheck reports libcu++'s own block-scope producer_commit: pipeline_commit_probe_test
   # shows it with no gpupipe code (a flagged kernel ends the process, so each probe runs
   # alone). The synccheck run of the kernel tests therefore leaves out the 8 kernels
@@ -64,19 +65,34 @@ if command -v compute-sanitizer >/dev/null; then
     for t in "${tests[@]}"; do
       local log="$out/$tool-$t.log" pids=() rc=0
       for ((i = 0; i < shards; ++i)); do
-        GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i compute-sanitizer --tool "$tool" \
-          "${extra[@]}" --error-exitcode 99 "$bundle/bin/$t" --gtest_brief=1 \
-          --gtest_filter="${SANITIZE_FILTER:--*Large*:*LongRow*}" > "$log.$i" 2>&1 &
+        GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i timeout --kill-after=20 "${SANITIZE_TIMEOUT:-0}" \
+          compute-sanitizer --tool "$tool" \
+            "${extra[@]}" --error-exitcode 99 "$bundle/bin/$t" \
+            --gtest_filter="${SANITIZE_FILTER:--*Large*:*LongRow*}" > "$log.$i" 2>&1 &
         pids+=($!)
       done
-      for pid in "${pids[@]}"; do wait "$pid" || rc=$?; done
+      local timed_out=0
+      for pid in "${pids[@]}"; do
+        wait "$pid" && continue
+        local prc=$?
+        rc=$prc
+        [ "$prc" = 124 ] && timed_out=$((timed_out + 1))
+      done
       for ((i = 0; i < shards; ++i)); do cat "$log.$i"; done > "$log" && rm -f "$log".*
       # Totals over the shards: errors (memcheck, synccheck), hazards (racecheck), tests.
-      echo "$tool $t: rc=$rc, $shards shard(s):" \
+      echo "$tool $t: rc=$rc, $shards shard(s), $timed_out past ${SANITIZE_TIMEOUT:-0} s:" \
         "$(awk '/ERROR SUMMARY:/ {e += $4; n++} /RACECHECK SUMMARY:/ {h += $4; n++}
                 /^\[  PASSED  \]/ {p += $4} /^\[  FAILED  \] [0-9]+ test/ {f += $4}
                 END {printf "%d summaries, %d errors, %d hazards; %d tests passed, %d failed",
                      n, e, h, p, f}' "$log")" >> "$notes"
+      # Tests a shard started or was given but did not finish (a shard past SANITIZE_TIMEOUT).
+      awk '/^\[==========\] Running [0-9]+ test/ {given += $3}
+           /^\[ RUN      \]/ {run[$4] = 1}
+           /^\[       OK \]/ || /^\[  FAILED  \] [A-Za-z].* ms\)$/ {delete run[$4]; done++}
+           END {if (done < given) {
+                  printf "    %d of %d tests finished; unfinished:", done, given
+                  for (t in run) printf " %s", t
+                  printf "\n"}}' "$log" >> "$notes"
       # The first few reports, with the kernel and the source line, right in the summary.
       if [ "$rc" -ne 0 ]; then
         grep -m 3 -A 4 -E 'Barrier error|Race reported|Invalid .* access' "$log" \

@@ -210,48 +210,55 @@ TEST_F(ConvolveTest, HugeRow) {
 
 // The engine's chunking: a row's outputs computed in two windows (inputs with halo read in
 // place, outputs written in place at arbitrary offsets) equal one call bit for bit.
-TEST_F(ConvolveTest, TwoWindowsEqualOneCall) {
-  for (ElementType type : kTypes) {
-    for (int m : {1, 2, 63, 1024}) {
-      for (ConvolveMode mode : kModes) {
-        const int64_t n = (int64_t{3} << 20) + 5;
-        const size_t elem = ElementSize(type);
-        SCOPED_TRACE(std::string(ElementTypeName(type)) + " taps " + std::to_string(m) + " " +
-                     ModeName(mode));
-        const HostArray x = Random(type, n);
-        const std::vector<double> h = RandomTaps(m);
-        int64_t b = 0;
-        int64_t c = 0;
-        ConvolveOutputRange(n, m, mode, &b, &c);
-        DeviceBytes d_in(n * elem), d_one(c * elem), d_two(c * elem);
-        ASSERT_CUDA_OK(Upload(d_in.get(), x.data(), n * elem));
-        ASSERT_CUDA_OK(RowConvolve(d_in.get(), type, d_one.get(), 1, n, h.data(), m, mode,
-                                   nullptr, 0, Config()));
-        const int64_t split = c / 2 + 13;
-        for (int part = 0; part < 2; ++part) {
-          ConvolveWindow w;
-          w.row_length = n;
-          w.out_begin = part == 0 ? b : b + split;
-          w.out_count = part == 0 ? split : c - split;
-          ConvolveWindowInput(n, m, w.out_begin, w.out_count, &w.in_begin, &w.in_count);
-          int kernels = -1;
-          ASSERT_CUDA_OK(RowConvolveWindow(d_in.get() + w.in_begin * elem, type,
-                                           d_two.get() + (w.out_begin - b) * elem, w, h.data(),
-                                           m, nullptr, 0, Config(), &kernels));
-          EXPECT_EQ(kernels, 1);
-        }
-        std::vector<unsigned char> one(c * elem), two(c * elem);
-        ASSERT_CUDA_OK(cudaMemcpyAsync(one.data(), d_one.get(), c * elem, cudaMemcpyDeviceToHost,
-                                       stream_));
-        ASSERT_CUDA_OK(cudaMemcpyAsync(two.data(), d_two.get(), c * elem, cudaMemcpyDeviceToHost,
-                                       stream_));
-        ASSERT_CUDA_OK(cudaStreamSynchronize(stream_));
-        ASSERT_TRUE(one == two);
-        EXPECT_TRUE(d_two.GuardIntact());
+class ConvolvePerTypeTest : public ConvolveTest,
+                             public ::testing::WithParamInterface<ElementType> {};
+
+TEST_P(ConvolvePerTypeTest, TwoWindowsEqualOneCall) {
+  const ElementType type = GetParam();
+  for (int m : {1, 2, 63, 1024}) {
+    for (ConvolveMode mode : kModes) {
+      const int64_t n = (int64_t{3} << 20) + 5;
+      const size_t elem = ElementSize(type);
+      SCOPED_TRACE(std::string(ElementTypeName(type)) + " taps " + std::to_string(m) + " " +
+                   ModeName(mode));
+      const HostArray x = Random(type, n);
+      const std::vector<double> h = RandomTaps(m);
+      int64_t b = 0;
+      int64_t c = 0;
+      ConvolveOutputRange(n, m, mode, &b, &c);
+      DeviceBytes d_in(n * elem), d_one(c * elem), d_two(c * elem);
+      ASSERT_CUDA_OK(Upload(d_in.get(), x.data(), n * elem));
+      ASSERT_CUDA_OK(RowConvolve(d_in.get(), type, d_one.get(), 1, n, h.data(), m, mode,
+                                 nullptr, 0, Config()));
+      const int64_t split = c / 2 + 13;
+      for (int part = 0; part < 2; ++part) {
+        ConvolveWindow w;
+        w.row_length = n;
+        w.out_begin = part == 0 ? b : b + split;
+        w.out_count = part == 0 ? split : c - split;
+        ConvolveWindowInput(n, m, w.out_begin, w.out_count, &w.in_begin, &w.in_count);
+        int kernels = -1;
+        ASSERT_CUDA_OK(RowConvolveWindow(d_in.get() + w.in_begin * elem, type,
+                                         d_two.get() + (w.out_begin - b) * elem, w, h.data(),
+                                         m, nullptr, 0, Config(), &kernels));
+        EXPECT_EQ(kernels, 1);
       }
+      std::vector<unsigned char> one(c * elem), two(c * elem);
+      ASSERT_CUDA_OK(cudaMemcpyAsync(one.data(), d_one.get(), c * elem, cudaMemcpyDeviceToHost,
+                                     stream_));
+      ASSERT_CUDA_OK(cudaMemcpyAsync(two.data(), d_two.get(), c * elem, cudaMemcpyDeviceToHost,
+                                     stream_));
+      ASSERT_CUDA_OK(cudaStreamSynchronize(stream_));
+      ASSERT_TRUE(one == two);
+      EXPECT_TRUE(d_two.GuardIntact());
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Types, ConvolvePerTypeTest, ::testing::ValuesIn(kTypes),
+                         [](const ::testing::TestParamInfo<ElementType>& info) {
+                           return std::string(ElementTypeName(info.param));
+                         });
 
 TEST_F(ConvolveTest, InfinityReachesOnlyOutputsThatReadIt) {
   // A tap count that is not a multiple of the per-thread block: padding must not multiply

@@ -278,31 +278,34 @@ class CumsumHistogramTest : public ::testing::Test {
   uint64_t seed_ = 0;
 };
 
+// The checks that loop over shapes and paths run once per type, each a separate gtest, so
+// compute-sanitizer runs can shard them.
+class CumsumHistogramPerTypeTest : public CumsumHistogramTest,
+                                   public ::testing::WithParamInterface<ElementType> {};
+
 // ---- cumsum -----------------------------------------------------------------------------------
 
-TEST_F(CumsumHistogramTest, CumsumEdgeShapesEveryType) {
+TEST_P(CumsumHistogramPerTypeTest, CumsumEdgeShapes) {
   const std::vector<std::pair<int64_t, int64_t>> shapes = {
       {1, 1}, {1, 7}, {3, 1}, {1, 255}, {1, 257}, {1, 2048}, {1, 2049}, {2, 4095},
       {1, 4097}, {5, 8193}, {3, 12289}, {17, 3001}, {1000, 1}, {100001, 33}, {600, 2100},
       {700, 5003}, {7, 100003}, {2, 8192}, {1, 16385}, {3, 270000}};
-  for (ElementType t : kTypes) {
-    for (auto [rows, cols] : shapes) {
-      for (bool pdl : {true, false}) {
-        config_.pdl = pdl;
-        CheckCumsum(t, rows, cols, /*integral=*/true);
-        CheckCumsum(t, rows, cols, /*integral=*/false);
-      }
+  const ElementType t = GetParam();
+  for (auto [rows, cols] : shapes) {
+    for (bool pdl : {true, false}) {
+      config_.pdl = pdl;
+      CheckCumsum(t, rows, cols, /*integral=*/true);
+      CheckCumsum(t, rows, cols, /*integral=*/false);
     }
   }
 }
 
-TEST_F(CumsumHistogramTest, CumsumMisalignedInputAndOutput) {
-  for (ElementType t : kTypes) {
-    for (auto [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{
-             {1, 10001}, {9, 4099}, {2000, 2051}, {300, 100}}) {
-      CheckCumsum(t, rows, cols, true, /*offset=*/1);
-      CheckCumsum(t, rows, cols, true, /*offset=*/3);
-    }
+TEST_P(CumsumHistogramPerTypeTest, CumsumMisalignedInputAndOutput) {
+  const ElementType t = GetParam();
+  for (auto [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{
+           {1, 10001}, {9, 4099}, {2000, 2051}, {300, 100}}) {
+    CheckCumsum(t, rows, cols, true, /*offset=*/1);
+    CheckCumsum(t, rows, cols, true, /*offset=*/3);
   }
 }
 
@@ -322,46 +325,45 @@ TEST_F(CumsumHistogramTest, CumsumManyLongRows) {
 }
 
 // Scanning each row in two pieces with one carry per row equals scanning it whole.
-TEST_F(CumsumHistogramTest, CumsumCarryChainsTwoPieces) {
-  for (ElementType t : kTypes) {
-    for (auto [rows, cols, split] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
-             {1, 1000003, 500001}, {3, 20011, 7}, {1, 9, 4}, {700, 5000, 2500},
-             {1000, 300, 123}}) {
-      SCOPED_TRACE(Trace(t, rows, cols) + " split " + std::to_string(split));
-      const int64_t n = rows * cols;
-      const std::vector<char> x = RandomData(t, n, seed_ + 3, /*integral=*/true);
-      std::vector<char> want(static_cast<size_t>(n) * OutSize(t));
-      ASSERT_TRUE(cpu::RowCumsum(x.data(), t, want.data(), rows, cols));
-      const size_t es = ElementSize(t);
-      const size_t os = OutSize(t);
-      const size_t acc = t == ElementType::kFloat32 || t == ElementType::kFloat16 ? 4 : 8;
-      std::vector<char> got(want.size());
-      DeviceBytes d_carry(static_cast<size_t>(rows) * acc);
-      ASSERT_CUDA(cudaMemset(d_carry.get(), 0, d_carry.bytes()));
-      ASSERT_CUDA(cudaDeviceSynchronize());  // legacy-stream copy/set: order it before work on stream_
-      for (auto [begin, width] : {std::pair<int64_t, int64_t>{0, split}, {split, cols - split}}) {
-        // The piece as its own contiguous rows x width tensor, as a chunk would arrive.
-        std::vector<char> piece(static_cast<size_t>(rows * width) * es);
-        for (int64_t r = 0; r < rows; ++r) {
-          std::memcpy(&piece[r * width * es], &x[(r * cols + begin) * es], width * es);
-        }
-        DeviceBytes d_in(piece.size());
-        DeviceBytes d_out(static_cast<size_t>(rows * width) * os);
-        const size_t ws_bytes = RowCumsumWorkspaceBytes(rows, width);
-        DeviceBytes d_ws(ws_bytes);
-        ASSERT_CUDA(cudaMemcpy(d_in.get(), piece.data(), piece.size(), cudaMemcpyHostToDevice));
-        ASSERT_CUDA(cudaDeviceSynchronize());  // legacy-stream copy/set: order it before work on stream_
-        ASSERT_CUDA(RowCumsum(d_in.get(), t, d_out.get(), rows, width, d_carry.get(), d_ws.get(),
-                              ws_bytes, config_));
-        ASSERT_CUDA(cudaStreamSynchronize(stream_));
-        std::vector<char> out(d_out.bytes());
-        ASSERT_CUDA(cudaMemcpy(out.data(), d_out.get(), out.size(), cudaMemcpyDeviceToHost));
-        for (int64_t r = 0; r < rows; ++r) {
-          std::memcpy(&got[(r * cols + begin) * os], &out[r * width * os], width * os);
-        }
+TEST_P(CumsumHistogramPerTypeTest, CumsumCarryChainsTwoPieces) {
+  const ElementType t = GetParam();
+  for (auto [rows, cols, split] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
+           {1, 1000003, 500001}, {3, 20011, 7}, {1, 9, 4}, {700, 5000, 2500},
+           {1000, 300, 123}}) {
+    SCOPED_TRACE(Trace(t, rows, cols) + " split " + std::to_string(split));
+    const int64_t n = rows * cols;
+    const std::vector<char> x = RandomData(t, n, seed_ + 3, /*integral=*/true);
+    std::vector<char> want(static_cast<size_t>(n) * OutSize(t));
+    ASSERT_TRUE(cpu::RowCumsum(x.data(), t, want.data(), rows, cols));
+    const size_t es = ElementSize(t);
+    const size_t os = OutSize(t);
+    const size_t acc = t == ElementType::kFloat32 || t == ElementType::kFloat16 ? 4 : 8;
+    std::vector<char> got(want.size());
+    DeviceBytes d_carry(static_cast<size_t>(rows) * acc);
+    ASSERT_CUDA(cudaMemset(d_carry.get(), 0, d_carry.bytes()));
+    ASSERT_CUDA(cudaDeviceSynchronize());  // legacy-stream copy/set: order it before work on stream_
+    for (auto [begin, width] : {std::pair<int64_t, int64_t>{0, split}, {split, cols - split}}) {
+      // The piece as its own contiguous rows x width tensor, as a chunk would arrive.
+      std::vector<char> piece(static_cast<size_t>(rows * width) * es);
+      for (int64_t r = 0; r < rows; ++r) {
+        std::memcpy(&piece[r * width * es], &x[(r * cols + begin) * es], width * es);
       }
-      CompareCumsum(t, rows, cols, x, want, got, true);
+      DeviceBytes d_in(piece.size());
+      DeviceBytes d_out(static_cast<size_t>(rows * width) * os);
+      const size_t ws_bytes = RowCumsumWorkspaceBytes(rows, width);
+      DeviceBytes d_ws(ws_bytes);
+      ASSERT_CUDA(cudaMemcpy(d_in.get(), piece.data(), piece.size(), cudaMemcpyHostToDevice));
+      ASSERT_CUDA(cudaDeviceSynchronize());  // legacy-stream copy/set: order it before work on stream_
+      ASSERT_CUDA(RowCumsum(d_in.get(), t, d_out.get(), rows, width, d_carry.get(), d_ws.get(),
+                            ws_bytes, config_));
+      ASSERT_CUDA(cudaStreamSynchronize(stream_));
+      std::vector<char> out(d_out.bytes());
+      ASSERT_CUDA(cudaMemcpy(out.data(), d_out.get(), out.size(), cudaMemcpyDeviceToHost));
+      for (int64_t r = 0; r < rows; ++r) {
+        std::memcpy(&got[(r * cols + begin) * os], &out[r * width * os], width * os);
+      }
     }
+    CompareCumsum(t, rows, cols, x, want, got, true);
   }
 }
 
@@ -387,28 +389,26 @@ TEST_F(CumsumHistogramTest, CumsumRejectsBadArguments) {
 
 // ---- histogram --------------------------------------------------------------------------------
 
-TEST_F(CumsumHistogramTest, HistogramEdgeShapesEveryType) {
+TEST_P(CumsumHistogramPerTypeTest, HistogramEdgeShapes) {
   const std::vector<std::pair<int64_t, int64_t>> shapes = {
       {1, 1}, {1, 7}, {3, 1}, {1, 1001}, {5, 4099}, {300, 257}, {20000, 9}, {1000, 3003}};
-  for (ElementType t : kTypes) {
-    for (auto [rows, cols] : shapes) {
-      for (bool pdl : {true, false}) {
-        config_.pdl = pdl;
-        CheckHistogram(t, rows, cols, 256, 0, 1);
-        CheckHistogram(t, rows, cols, 7, -3, 100);
-      }
+  const ElementType t = GetParam();
+  for (auto [rows, cols] : shapes) {
+    for (bool pdl : {true, false}) {
+      config_.pdl = pdl;
+      CheckHistogram(t, rows, cols, 256, 0, 1);
+      CheckHistogram(t, rows, cols, 7, -3, 100);
     }
   }
 }
 
-TEST_F(CumsumHistogramTest, HistogramBinCountsAcrossPaths) {
+TEST_P(CumsumHistogramPerTypeTest, HistogramBinCountsAcrossPaths) {
   // 1 bin; the largest shared-memory histogram (one copy); the first global-atomics count;
   // the maximum; and ranges whose edges round (0.1 steps).
-  for (ElementType t : kTypes) {
-    for (int32_t bins : {1, 3, 12288, 12289, 65536}) {
-      CheckHistogram(t, 1, 300007, bins, -1, 1);
-      CheckHistogram(t, 2000, 517, bins, 0, 0.3);
-    }
+  const ElementType t = GetParam();
+  for (int32_t bins : {1, 3, 12288, 12289, 65536}) {
+    CheckHistogram(t, 1, 300007, bins, -1, 1);
+    CheckHistogram(t, 2000, 517, bins, 0, 0.3);
   }
 }
 
@@ -452,52 +452,49 @@ TEST_F(CumsumHistogramTest, HistogramFloatValuesAtEdges) {
   }
 }
 
-TEST_F(CumsumHistogramTest, HistogramMisalignedInput) {
-  for (ElementType t : kTypes) {
-    CheckHistogram(t, 1, 100003, 256, 0, 1, /*offset=*/1);
-    CheckHistogram(t, 333, 1001, 64, 0, 1, /*offset=*/3);
-  }
+TEST_P(CumsumHistogramPerTypeTest, HistogramMisalignedInput) {
+  const ElementType t = GetParam();
+  CheckHistogram(t, 1, 100003, 256, 0, 1, /*offset=*/1);
+  CheckHistogram(t, 333, 1001, 64, 0, 1, /*offset=*/3);
 }
 
-TEST_F(CumsumHistogramTest, HistogramOneLongRow) {
-  for (ElementType t : kTypes) {
-    CheckHistogram(t, 1, (int64_t{1} << 26) + 7, 256, 0, 1);
-  }
+TEST_P(CumsumHistogramPerTypeTest, HistogramOneLongRow) {
+  const ElementType t = GetParam();
+  CheckHistogram(t, 1, (int64_t{1} << 26) + 7, 256, 0, 1);
 }
 
 // Counting each row in two pieces with `accumulate` equals counting it whole.
-TEST_F(CumsumHistogramTest, HistogramAccumulatesTwoPieces) {
-  for (ElementType t : kTypes) {
-    for (auto [rows, cols, split] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
-             {1, 1000003, 500001}, {3, 20011, 7}, {2000, 300, 123}}) {
-      SCOPED_TRACE(Trace(t, rows, cols) + " split " + std::to_string(split));
-      const int32_t bins = 100;
-      const std::vector<char> x = RandomData(t, rows * cols, seed_ + 5, false, -0.2, 1.2);
-      std::vector<int64_t> want(static_cast<size_t>(rows) * bins);
-      ASSERT_TRUE(cpu::RowHistogram(x.data(), t, want.data(), rows, cols, bins, 0, 1, false));
-      const size_t es = ElementSize(t);
-      DeviceBytes d_counts(want.size() * 8);
-      auto* counts = reinterpret_cast<int64_t*>(d_counts.get());
-      ASSERT_CUDA(cudaMemset(d_counts.get(), 0xFF, d_counts.bytes()));
-      ASSERT_CUDA(cudaDeviceSynchronize());  // legacy-stream copy/set: order it before work on stream_
-      bool accumulate = false;
-      for (auto [begin, width] : {std::pair<int64_t, int64_t>{0, split}, {split, cols - split}}) {
-        std::vector<char> piece(static_cast<size_t>(rows * width) * es);
-        for (int64_t r = 0; r < rows; ++r) {
-          std::memcpy(&piece[r * width * es], &x[(r * cols + begin) * es], width * es);
-        }
-        DeviceBytes d_in(piece.size());
-        ASSERT_CUDA(cudaMemcpy(d_in.get(), piece.data(), piece.size(), cudaMemcpyHostToDevice));
-        ASSERT_CUDA(cudaDeviceSynchronize());  // legacy-stream copy/set: order it before work on stream_
-        ASSERT_CUDA(RowHistogram(d_in.get(), t, counts, rows, width, bins, 0, 1, accumulate,
-                                 nullptr, 0, config_));
-        ASSERT_CUDA(cudaStreamSynchronize(stream_));
-        accumulate = true;
+TEST_P(CumsumHistogramPerTypeTest, HistogramAccumulatesTwoPieces) {
+  const ElementType t = GetParam();
+  for (auto [rows, cols, split] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
+           {1, 1000003, 500001}, {3, 20011, 7}, {2000, 300, 123}}) {
+    SCOPED_TRACE(Trace(t, rows, cols) + " split " + std::to_string(split));
+    const int32_t bins = 100;
+    const std::vector<char> x = RandomData(t, rows * cols, seed_ + 5, false, -0.2, 1.2);
+    std::vector<int64_t> want(static_cast<size_t>(rows) * bins);
+    ASSERT_TRUE(cpu::RowHistogram(x.data(), t, want.data(), rows, cols, bins, 0, 1, false));
+    const size_t es = ElementSize(t);
+    DeviceBytes d_counts(want.size() * 8);
+    auto* counts = reinterpret_cast<int64_t*>(d_counts.get());
+    ASSERT_CUDA(cudaMemset(d_counts.get(), 0xFF, d_counts.bytes()));
+    ASSERT_CUDA(cudaDeviceSynchronize());  // legacy-stream copy/set: order it before work on stream_
+    bool accumulate = false;
+    for (auto [begin, width] : {std::pair<int64_t, int64_t>{0, split}, {split, cols - split}}) {
+      std::vector<char> piece(static_cast<size_t>(rows * width) * es);
+      for (int64_t r = 0; r < rows; ++r) {
+        std::memcpy(&piece[r * width * es], &x[(r * cols + begin) * es], width * es);
       }
-      std::vector<int64_t> got(want.size());
-      ASSERT_CUDA(cudaMemcpy(got.data(), counts, d_counts.bytes(), cudaMemcpyDeviceToHost));
-      EXPECT_EQ(got, want);
+      DeviceBytes d_in(piece.size());
+      ASSERT_CUDA(cudaMemcpy(d_in.get(), piece.data(), piece.size(), cudaMemcpyHostToDevice));
+      ASSERT_CUDA(cudaDeviceSynchronize());  // legacy-stream copy/set: order it before work on stream_
+      ASSERT_CUDA(RowHistogram(d_in.get(), t, counts, rows, width, bins, 0, 1, accumulate,
+                               nullptr, 0, config_));
+      ASSERT_CUDA(cudaStreamSynchronize(stream_));
+      accumulate = true;
     }
+    std::vector<int64_t> got(want.size());
+    ASSERT_CUDA(cudaMemcpy(got.data(), counts, d_counts.bytes(), cudaMemcpyDeviceToHost));
+    EXPECT_EQ(got, want);
   }
 }
 
@@ -521,6 +518,11 @@ TEST_F(CumsumHistogramTest, HistogramRejectsBadArguments) {
                          0, config_),
             cudaErrorInvalidValue);
 }
+
+INSTANTIATE_TEST_SUITE_P(Types, CumsumHistogramPerTypeTest, ::testing::ValuesIn(kTypes),
+                         [](const ::testing::TestParamInfo<ElementType>& info) {
+                           return std::string(ElementTypeName(info.param));
+                         });
 
 TEST(CumsumHistogramDescribe, PathsByShape) {
   LaunchConfig config;

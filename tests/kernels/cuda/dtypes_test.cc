@@ -540,34 +540,44 @@ TEST_F(DtypesTest, ElementwiseUnalignedOutput) {
   }
 }
 
-TEST_F(DtypesTest, RowReduce) {
-  for (ElementType type : kAllTypes) {
-    for (Op op : {Op::kSum, Op::kMin, Op::kMax, Op::kMean, Op::kNorm2}) {
-      if (!Accepts(op, type)) continue;
-      for (const Shape& shape : kShapes) Check(op, type, shape, PreFor(type), AllConfigs());
-    }
+// The reference checks over every shape and config, one test per type: each is a separate
+// gtest, so compute-sanitizer runs can shard them.
+class DtypesPerTypeTest : public DtypesTest, public ::testing::WithParamInterface<ElementType> {};
+class DtypesPerFloatTypeTest : public DtypesPerTypeTest {};
+
+std::string TypeParamName(const ::testing::TestParamInfo<ElementType>& info) {
+  return ElementTypeName(info.param);
+}
+
+TEST_P(DtypesPerTypeTest, RowReduce) {
+  const ElementType type = GetParam();
+  for (Op op : {Op::kSum, Op::kMin, Op::kMax, Op::kMean, Op::kNorm2}) {
+    if (!Accepts(op, type)) continue;
+    for (const Shape& shape : kShapes) Check(op, type, shape, PreFor(type), AllConfigs());
   }
 }
 
-TEST_F(DtypesTest, RowArgmax) {
-  for (ElementType type : kAllTypes) {
-    for (const Shape& shape : kShapes) Check(Op::kArgmax, type, shape, PreFor(type), AllConfigs());
+TEST_P(DtypesPerTypeTest, RowArgmax) {
+  const ElementType type = GetParam();
+  for (const Shape& shape : kShapes) Check(Op::kArgmax, type, shape, PreFor(type), AllConfigs());
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, DtypesPerTypeTest, ::testing::ValuesIn(kAllTypes), TypeParamName);
+
+TEST_P(DtypesPerFloatTypeTest, RowSoftmax) {
+  for (const Shape& shape : kShapes) {
+    Check(Op::kSoftmax, GetParam(), shape, FloatPre(), AllConfigs());
   }
 }
 
-TEST_F(DtypesTest, RowSoftmax) {
-  for (ElementType type : kFloatTypes) {
-    for (const Shape& shape : kShapes) Check(Op::kSoftmax, type, shape, FloatPre(), AllConfigs());
+TEST_P(DtypesPerFloatTypeTest, RowNormalize) {
+  for (Op op : {Op::kL2, Op::kStd}) {
+    for (const Shape& shape : kShapes) Check(op, GetParam(), shape, FloatPre(), AllConfigs());
   }
 }
 
-TEST_F(DtypesTest, RowNormalize) {
-  for (ElementType type : kFloatTypes) {
-    for (Op op : {Op::kL2, Op::kStd}) {
-      for (const Shape& shape : kShapes) Check(op, type, shape, FloatPre(), AllConfigs());
-    }
-  }
-}
+INSTANTIATE_TEST_SUITE_P(FloatTypes, DtypesPerFloatTypeTest, ::testing::ValuesIn(kFloatTypes),
+                         TypeParamName);
 
 // Rows too long for registers but short enough for one block's shared memory, with enough
 // rows for a block each, run as one kernel (kernels/cuda/detail/row_smem.cuh). With

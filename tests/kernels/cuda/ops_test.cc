@@ -166,16 +166,24 @@ class CudaOpsTest : public ::testing::Test {
   std::vector<LaunchConfig> AllConfigs(std::initializer_list<int> stage_counts = {1, 2, 4}) const {
     std::vector<LaunchConfig> configs;
     for (Staging staging : kAllStagings) {
-      for (int stages : stage_counts) {
-        for (bool pdl : {false, true}) {
-          LaunchConfig c;
-          c.stream = stream_;
-          c.staging = staging;
-          c.stages = stages;
-          c.pdl = pdl;
-          c.multiprocessors = multiprocessors_;
-          configs.push_back(c);
-        }
+      for (const LaunchConfig& c : ConfigsOf(staging, stage_counts)) configs.push_back(c);
+    }
+    return configs;
+  }
+
+  // One staging strategy x stages x PDL off/on.
+  std::vector<LaunchConfig> ConfigsOf(Staging staging,
+                                      std::initializer_list<int> stage_counts = {1, 2, 4}) const {
+    std::vector<LaunchConfig> configs;
+    for (int stages : stage_counts) {
+      for (bool pdl : {false, true}) {
+        LaunchConfig c;
+        c.stream = stream_;
+        c.staging = staging;
+        c.stages = stages;
+        c.pdl = pdl;
+        c.multiprocessors = multiprocessors_;
+        configs.push_back(c);
       }
     }
     return configs;
@@ -664,6 +672,19 @@ class CudaRowOpsTest : public CudaOpsTest {
   std::optional<DeviceBuffer<unsigned char>> workspace_;
 };
 
+// The reference checks that run every shape x kind x pre under every config, one test per
+// staging strategy: each is a separate gtest, so compute-sanitizer runs can shard them.
+class CudaRowOpsPerStagingTest : public CudaRowOpsTest,
+                                 public ::testing::WithParamInterface<Staging> {};
+
+std::string StagingParamName(const ::testing::TestParamInfo<Staging>& info) {
+  std::string name = StagingName(info.param);
+  for (char& ch : name) {
+    if (ch == '-') ch = '_';
+  }
+  return name;
+}
+
 TEST_F(CudaRowOpsTest, WorkspaceIsAFewMiB) {
   EXPECT_GT(RowOpsWorkspaceBytes(), 0u);
   EXPECT_LE(RowOpsWorkspaceBytes(), size_t{8} << 20);
@@ -710,7 +731,7 @@ std::vector<double> ReduceTolerance(RowReduceKind kind, const std::vector<float>
   return tol;
 }
 
-TEST_F(CudaRowOpsTest, RowReduceMatchesReference) {
+TEST_P(CudaRowOpsPerStagingTest, RowReduceMatchesReference) {
   const std::vector<EwProgram> pres = {EwProgram{}, ExactPre()};
   for (const Shape& shape : kShapes) {
     SCOPED_TRACE(Describe(shape));
@@ -729,7 +750,7 @@ TEST_F(CudaRowOpsTest, RowReduceMatchesReference) {
         std::vector<float> want(shape.rows);
         cpu::RowReduce(x.data(), want.data(), shape.rows, shape.cols, kind);
         const std::vector<double> tol = ReduceTolerance(kind, x, want, shape);
-        for (const LaunchConfig& config : AllConfigs()) {
+        for (const LaunchConfig& config : ConfigsOf(GetParam())) {
           SCOPED_TRACE(Describe(config));
           Poison(d_out.get(), shape.rows);
           int kernels = -1;
@@ -895,7 +916,7 @@ TEST_F(CudaRowOpsTest, RowReduceAndArgmaxSpecialValues) {
   }
 }
 
-TEST_F(CudaRowOpsTest, RowArgmaxMatchesReference) {
+TEST_P(CudaRowOpsPerStagingTest, RowArgmaxMatchesReference) {
   // Integer-valued data: long rows hold the maximum many times, so "first" is tested; the
   // clamping pre creates more ties.
   const std::vector<EwProgram> pres = {EwProgram{}, ExactPre()};
@@ -914,7 +935,7 @@ TEST_F(CudaRowOpsTest, RowArgmaxMatchesReference) {
       cpu::Elementwise(in.data(), x.data(), n, pre);
       std::vector<int64_t> want(shape.rows);
       cpu::RowArgmax(x.data(), want.data(), shape.rows, shape.cols);
-      for (const LaunchConfig& config : AllConfigs()) {
+      for (const LaunchConfig& config : ConfigsOf(GetParam())) {
         SCOPED_TRACE(Describe(config));
         ASSERT_CUDA(cudaMemsetAsync(d_out.get(), 0xff, (shape.rows + kGuard) * sizeof(int64_t),
                                     stream_));
@@ -954,7 +975,7 @@ std::vector<double> NormalizeTolerance(RowNormalizeKind kind, const std::vector<
   return tol;
 }
 
-TEST_F(CudaRowOpsTest, RowNormalizeMatchesReference) {
+TEST_P(CudaRowOpsPerStagingTest, RowNormalizeMatchesReference) {
   // The second pre moves every row to about 1e4 +- 2: |mean| / std ~ 1e4, where a variance
   // from E[x^2] - E[x]^2 in float would be dominated by rounding.
   const std::vector<EwProgram> pres = {EwProgram{}, Program({Affine(0.5f, 1e4f)})};
@@ -975,7 +996,7 @@ TEST_F(CudaRowOpsTest, RowNormalizeMatchesReference) {
         std::vector<float> want(n);
         cpu::RowNormalize(x.data(), want.data(), shape.rows, shape.cols, kind);
         const std::vector<double> tol = NormalizeTolerance(kind, x, want, shape);
-        for (const LaunchConfig& config : AllConfigs()) {
+        for (const LaunchConfig& config : ConfigsOf(GetParam())) {
           SCOPED_TRACE(Describe(config));
           Poison(d_out.get(), n);
           int kernels = -1;
@@ -1033,7 +1054,7 @@ TEST_F(CudaRowOpsTest, RowNormalizeZeroAndConstantRowsAreNaN) {
   }
 }
 
-TEST_F(CudaRowOpsTest, RowSoftmaxMatchesReference) {
+TEST_P(CudaRowOpsPerStagingTest, RowSoftmaxMatchesReference) {
   // The second pre shifts everything near 1000, where a naive exp overflows.
   const std::vector<EwProgram> pres = {EwProgram{}, Program({Affine(0.5f, 1000.0f)})};
   for (const Shape& shape : kShapes) {
@@ -1052,7 +1073,7 @@ TEST_F(CudaRowOpsTest, RowSoftmaxMatchesReference) {
       cpu::RowSoftmax(x.data(), want.data(), shape.rows, shape.cols);
       std::vector<double> tol(n);
       for (int64_t i = 0; i < n; ++i) tol[i] = 1e-6 + 1e-5 * want[i];
-      for (const LaunchConfig& config : AllConfigs()) {
+      for (const LaunchConfig& config : ConfigsOf(GetParam())) {
         SCOPED_TRACE(Describe(config));
         Poison(d_out.get(), n);
         int kernels = -1;
@@ -1068,6 +1089,9 @@ TEST_F(CudaRowOpsTest, RowSoftmaxMatchesReference) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Stagings, CudaRowOpsPerStagingTest, ::testing::ValuesIn(kAllStagings),
+                         StagingParamName);
 
 TEST_F(CudaRowOpsTest, RowSoftmaxSplitRowSpecialValues) {
   // Rows split into segments: row 0 starts with whole segments of -inf (empty statistics that
