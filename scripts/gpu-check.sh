@@ -59,21 +59,25 @@ if command -v compute-sanitizer >/dev/null; then
       done
       extra=(--kernel-name-exclude kns=StagingE1E)
     fi
-    # racecheck is the slowest by far: its runs are split into gtest shards that run at once.
+    # racecheck is the slowest by far: its runs are split into gtest shards. Every shard of
+    # every test binary runs at once (RACECHECK_SHARDS, default 8; SANITIZE_SHARDS for the
+    # other tools, default 1).
     local shards=${SANITIZE_SHARDS:-1}
-    [ "$tool" = racecheck ] && shards=${SANITIZE_SHARDS:-8}
+    [ "$tool" = racecheck ] && shards=${RACECHECK_SHARDS:-8}
+    local -A pids=()
     for t in "${tests[@]}"; do
-      local log="$out/$tool-$t.log" pids=() rc=0
       for ((i = 0; i < shards; ++i)); do
         GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i timeout --kill-after=20 "${SANITIZE_TIMEOUT:-0}" \
           compute-sanitizer --tool "$tool" \
             "${extra[@]}" --error-exitcode 99 "$bundle/bin/$t" \
-            --gtest_filter="${SANITIZE_FILTER:--*Large*:*LongRow*}" > "$log.$i" 2>&1 &
-        pids+=($!)
+            --gtest_filter="${SANITIZE_FILTER:--*Large*:*LongRow*}" > "$out/$tool-$t.log.$i" 2>&1 &
+        pids[$t.$i]=$!
       done
-      local timed_out=0
-      for pid in "${pids[@]}"; do
-        wait "$pid" && continue
+    done
+    for t in "${tests[@]}"; do
+      local log="$out/$tool-$t.log" rc=0 timed_out=0
+      for ((i = 0; i < shards; ++i)); do
+        wait "${pids[$t.$i]}" && continue
         local prc=$?
         rc=$prc
         [ "$prc" = 124 ] && timed_out=$((timed_out + 1))
@@ -88,7 +92,7 @@ if command -v compute-sanitizer >/dev/null; then
       # Tests a shard started or was given but did not finish (a shard past SANITIZE_TIMEOUT).
       awk '/^\[==========\] Running [0-9]+ test/ {given += $3}
            /^\[ RUN      \]/ {run[$4] = 1}
-           /^\[       OK \]/ || /^\[  FAILED  \] [A-Za-z].* ms\)$/ {delete run[$4]; done++}
+           /^\[       OK \]/ || /^\[  (FAILED  |SKIPPED )\] [A-Za-z].* ms\)$/ {delete run[$4]; done++}
            END {if (done < given) {
                   printf "    %d of %d tests finished; unfinished:", done, given
                   for (t in run) printf " %s", t
