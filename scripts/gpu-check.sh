@@ -37,7 +37,8 @@ if command -v compute-sanitizer >/dev/null; then
   # e.g. SANITIZE_TOOLS=synccheck; SANITIZE_FILTER is the gtest filter of the sanitized runs
   # (default: all but the *Large* and *LongRow* tests, whose 256 MiB inputs take minutes under
   # instrumentation); SANITIZE_TIMEOUT ends each sanitized process after that many seconds
-  # (default 0: no limit), so a run under a time limit still reports what finished.
+  # (default 0: no limit), so a run under a time limit still reports what finished;
+  # SANITIZE_TESTS replaces the list of sanitized test binaries.
   # synccheck reports libcu++'s own block-scope producer_commit: pipeline_commit_probe_test
   # shows it with no gpupipe code (a flagged kernel ends the process, so each probe runs
   # alone). The synccheck run of the kernel tests therefore leaves out the 8 kernels
@@ -47,6 +48,7 @@ if command -v compute-sanitizer >/dev/null; then
     : > "$notes"
     local tests=(kernels_cuda_test kernels_cuda_scan_hist_test) extra=()
     [ "$tool" = memcheck ] && tests+=(server_cuda_test)
+    [ -n "${SANITIZE_TESTS:-}" ] && read -r -a tests <<< "$SANITIZE_TESTS"
     if [ "$tool" = synccheck ]; then
       for probe in PartitionedBlockPipelineCopies/0 NoincMbarrierProtocolCopies/2; do
         local log="$out/synccheck-probe-${probe%%/*}.log"

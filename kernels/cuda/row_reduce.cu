@@ -96,6 +96,13 @@ __global__ void __launch_bounds__(kRowThreads)
 template <typename S, Staging St>
 constexpr int kReduceMinBlocksPerSm =
     St == Staging::kDirect && sizeof(S) == 4 ? 6 : kRowBlockMinBlocksPerSm;
+// The same on the host, for the resolved strategy: few long rows split into this many segments
+// an SM, one for every resident block.
+template <typename S>
+constexpr int ReduceBlocksPerSm(Staging staging) {
+  return staging == Staging::kDirect && sizeof(S) == 4 ? kReduceMinBlocksPerSm<S, Staging::kDirect>
+                                                       : kRowBlockMinBlocksPerSm;
+}
 template <typename S, Staging St>
 __global__ void __launch_bounds__(kRowThreads, kReduceMinBlocksPerSm<S, St>)
     ReduceBlockKernel(const S* d_in, void* d_out, ReduceAccOf<S>* d_partials, int64_t rows,
@@ -132,6 +139,31 @@ __global__ void __launch_bounds__(kRowThreads, kReduceMinBlocksPerSm<S, St>)
     __syncthreads();  // scratch is reused by the next segment
   }
   loader.Quit();
+  detail::AllowDependentGrids();
+}
+
+// Block per row: the same merge for rows split many ways (one row of 2^28 has hundreds of
+// partials), every thread loading its share at once; a warp would load them in dependent
+// rounds of L2 latency.
+template <typename S>
+__global__ void __launch_bounds__(kRowThreads)
+    ReduceCombineBlockKernel(const ReduceAccOf<S>* d_partials, void* d_out, int64_t rows,
+                             int64_t cols, int64_t splits, RowReduceKind kind) {
+  using A = ReduceAccOf<S>;
+  __shared__ A scratch[kWarpSize];
+  const ReduceOp<A> op{kind};
+  detail::WaitForPrimaryGrids();
+
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    A acc = op.Identity();
+#pragma unroll 4
+    for (int64_t k = threadIdx.x; k < splits; k += kRowThreads) {
+      acc = op(acc, detail::LoadThroughL2(&d_partials[row * splits + k]));
+    }
+    acc = detail::BlockReduce(acc, op, op.Identity(), scratch);
+    if (threadIdx.x == 0) StoreReduced<S>(d_out, row, op.Finalize(acc, cols), kind);
+    __syncthreads();  // scratch is reused by the next row
+  }
   detail::AllowDependentGrids();
 }
 
@@ -328,18 +360,27 @@ int64_t CombineGrid(int64_t rows, int mp) {
   return detail::CapGrid(detail::CeilDiv(rows, kRowThreads / kWarpSize), mp);
 }
 
+// Rows split into more partials than this merge with a block per row (ReduceCombineBlockKernel):
+// a warp would load over 4 partials a lane.
+constexpr int64_t kWarpCombineMaxSplits = 4 * kWarpSize;
+
 // The one sizing/dispatch path of RowReduce, for launching and for describing. Few long rows
-// split as PlanRows splits them (4 segments an SM). On the H200, the sum of one row of 2^28:
-// 247 us with the direct kernel at 6 blocks an SM, CUB 237 in the same run; 12 segments an SM
-// (two full waves of 6) ran 266 us, and at 4 blocks an SM 8 segments an SM ran 256 against
-// 254 for 4.
+// split into one segment for each block the resolved strategy keeps resident on an SM
+// (ReduceBlocksPerSm), and rows split into more than kWarpCombineMaxSplits partials merge with
+// a block per row. On the H200, the sum of one row of 2^28 (CUB 237 us in the same run): 247 us
+// at 4 segments an SM and a warp per row merging its 528 partials; 12 segments an SM ran 266
+// us, when a warp still merged the 1584 partials.
 template <typename S>
 cudaError_t DispatchRowReduce(const S* d_in, void* d_out, int64_t rows, int64_t cols,
                               RowReduceKind kind, const EwProgram& pre, void* d_workspace,
                               detail::Launcher& launch) {
   using A = ReduceAccOf<S>;
   const int mp = launch.config().multiprocessors;
-  const detail::RowPlan plan = detail::PlanRows(rows, cols, mp, sizeof(A));
+  const tuning::StagingChoice staging = tuning::ResolveStaging(
+      launch.config(), tuning::StagingFamily::kRowReduce, detail::StorageTraits<S>::kType, rows,
+      cols);
+  const detail::RowPlan plan = detail::PlanRows(rows, cols, mp, sizeof(A), detail::kMinSegmentCols,
+                                                ReduceBlocksPerSm<S>(staging.staging));
   const ReduceNames names = NamesOf(kind);
 
   if (plan.group) {
@@ -353,14 +394,16 @@ cudaError_t DispatchRowReduce(const S* d_in, void* d_out, int64_t rows, int64_t 
   const bool split = plan.splits > 1;
   auto* d_partials = static_cast<A*>(d_workspace);
   const int64_t grid = detail::SegmentGrid(rows * plan.splits, mp);
-  const tuning::StagingChoice staging = tuning::ResolveStaging(
-      launch.config(), tuning::StagingFamily::kRowReduce, detail::StorageTraits<S>::kType, rows,
-      cols);
   cudaError_t err = launch(split ? names.partials : names.rows,
                            ReduceBlockKernelFor<S>(staging.staging), grid, kRowThreads, d_in,
                            d_out, d_partials, rows, cols, plan.splits, plan.seg_len, kind, pre,
                            staging.stages);
   if (err != cudaSuccess || !split) return err;
+  if (plan.splits > kWarpCombineMaxSplits) {
+    return launch(names.combine, ReduceCombineBlockKernel<S>, detail::CapGrid(rows, mp),
+                  kRowThreads, static_cast<const A*>(d_partials), d_out, rows, cols, plan.splits,
+                  kind);
+  }
   return launch(names.combine, ReduceCombineKernel<S>, CombineGrid(rows, mp), kRowThreads,
                 static_cast<const A*>(d_partials), d_out, rows, cols, plan.splits, kind);
 }

@@ -53,9 +53,11 @@ struct RowPlan {
   int64_t batch_rows = 0;  // rows whose per-segment entries fit the workspace at once
 };
 
-// `min_segment_cols` lets an op with its own segment kernels ask for longer segments.
+// `min_segment_cols` lets an op with its own segment kernels ask for longer segments, and
+// `target_blocks_per_sm` for as many segments as its kernel keeps blocks resident.
 inline RowPlan PlanRows(int64_t rows, int64_t cols, int multiprocessors, int64_t stat_bytes,
-                        int64_t min_segment_cols = kMinSegmentCols) {
+                        int64_t min_segment_cols = kMinSegmentCols,
+                        int target_blocks_per_sm = kRowTargetBlocksPerSm) {
   const int64_t capacity = StatCapacity(stat_bytes);
   RowPlan plan;
   if (cols <= kGroupMaxCols) {
@@ -65,7 +67,7 @@ inline RowPlan PlanRows(int64_t rows, int64_t cols, int multiprocessors, int64_t
     while (plan.lanes < 32 && plan.lanes < want) plan.lanes *= 2;
     plan.seg_len = cols;
   } else {
-    const int64_t target = static_cast<int64_t>(multiprocessors) * kRowTargetBlocksPerSm;
+    const int64_t target = static_cast<int64_t>(multiprocessors) * target_blocks_per_sm;
     int64_t splits = 1;
     if (rows < target) {
       splits = std::min({CeilDiv(target, rows), CeilDiv(cols, min_segment_cols),
