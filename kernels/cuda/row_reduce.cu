@@ -96,13 +96,6 @@ __global__ void __launch_bounds__(kRowThreads)
 template <typename S, Staging St>
 constexpr int kReduceMinBlocksPerSm =
     St == Staging::kDirect && sizeof(S) == 4 ? 6 : kRowBlockMinBlocksPerSm;
-// The same on the host, for the resolved strategy: few long rows split into this many segments
-// an SM, one for every resident block.
-template <typename S>
-constexpr int ReduceBlocksPerSm(Staging staging) {
-  return staging == Staging::kDirect && sizeof(S) == 4 ? kReduceMinBlocksPerSm<S, Staging::kDirect>
-                                                       : kRowBlockMinBlocksPerSm;
-}
 template <typename S, Staging St>
 __global__ void __launch_bounds__(kRowThreads, kReduceMinBlocksPerSm<S, St>)
     ReduceBlockKernel(const S* d_in, void* d_out, ReduceAccOf<S>* d_partials, int64_t rows,
@@ -360,27 +353,30 @@ int64_t CombineGrid(int64_t rows, int mp) {
   return detail::CapGrid(detail::CeilDiv(rows, kRowThreads / kWarpSize), mp);
 }
 
+// Few long rows split into this many segments an SM, handed out to the resident blocks as they
+// finish (a block per segment), so no SM waits on another's last long segment. On the H200,
+// the sum of one row of 2^28 float32 with the block merge (ReduceCombineBlockKernel), CUB
+// DeviceReduce::Sum 242 us in the same run: 4 segments an SM 253.0 us, 6 (one per resident
+// direct block) 257.2, 12 253.5, 24 248.1; the staged strategies gained too (pipeline-thread1
+// 286.8 -> 254.8 us).
+constexpr int kReduceSegmentsPerSm = 24;
 // Rows split into more partials than this merge with a block per row (ReduceCombineBlockKernel):
 // a warp would load over 4 partials a lane.
 constexpr int64_t kWarpCombineMaxSplits = 4 * kWarpSize;
 
 // The one sizing/dispatch path of RowReduce, for launching and for describing. Few long rows
-// split into one segment for each block the resolved strategy keeps resident on an SM
-// (ReduceBlocksPerSm), and rows split into more than kWarpCombineMaxSplits partials merge with
-// a block per row. On the H200, the sum of one row of 2^28 (CUB 237 us in the same run): 247 us
-// at 4 segments an SM and a warp per row merging its 528 partials; 12 segments an SM ran 266
-// us, when a warp still merged the 1584 partials.
+// split into kReduceSegmentsPerSm segments an SM, and rows split into more than
+// kWarpCombineMaxSplits partials merge with a block per row. (With a warp merging every row,
+// 12 segments an SM had run the sum of one row of 2^28 at 266 us against 247 at 4, CUB 237, on
+// the H200: the warp loaded its 1584 partials in dependent rounds.)
 template <typename S>
 cudaError_t DispatchRowReduce(const S* d_in, void* d_out, int64_t rows, int64_t cols,
                               RowReduceKind kind, const EwProgram& pre, void* d_workspace,
                               detail::Launcher& launch) {
   using A = ReduceAccOf<S>;
   const int mp = launch.config().multiprocessors;
-  const tuning::StagingChoice staging = tuning::ResolveStaging(
-      launch.config(), tuning::StagingFamily::kRowReduce, detail::StorageTraits<S>::kType, rows,
-      cols);
   const detail::RowPlan plan = detail::PlanRows(rows, cols, mp, sizeof(A), detail::kMinSegmentCols,
-                                                ReduceBlocksPerSm<S>(staging.staging));
+                                                kReduceSegmentsPerSm);
   const ReduceNames names = NamesOf(kind);
 
   if (plan.group) {
@@ -394,6 +390,9 @@ cudaError_t DispatchRowReduce(const S* d_in, void* d_out, int64_t rows, int64_t 
   const bool split = plan.splits > 1;
   auto* d_partials = static_cast<A*>(d_workspace);
   const int64_t grid = detail::SegmentGrid(rows * plan.splits, mp);
+  const tuning::StagingChoice staging = tuning::ResolveStaging(
+      launch.config(), tuning::StagingFamily::kRowReduce, detail::StorageTraits<S>::kType, rows,
+      cols);
   cudaError_t err = launch(split ? names.partials : names.rows,
                            ReduceBlockKernelFor<S>(staging.staging), grid, kRowThreads, d_in,
                            d_out, d_partials, rows, cols, plan.splits, plan.seg_len, kind, pre,
