@@ -354,18 +354,28 @@ int64_t CombineGrid(int64_t rows, int mp) {
 }
 
 // Few long rows split into this many segments an SM, handed out to the resident blocks as they
-// finish (a block per segment), so no SM waits on another's last long segment. On the H200,
-// the sum of one row of 2^28 float32 with the block merge (ReduceCombineBlockKernel), CUB
-// DeviceReduce::Sum 242 us in the same run: 4 segments an SM 253.0 us, 6 (one per resident
-// direct block) 257.2, 12 253.5, 24 248.1; the staged strategies gained too (pipeline-thread1
-// 286.8 -> 254.8 us).
-constexpr int kReduceSegmentsPerSm = 24;
+// finish (a block per segment). A large input takes more, shorter segments, so no SM waits on
+// another's last long one; a smaller one takes fewer, so the blocks' ramp-up and the merge stay
+// small. On the H200, with the block merge (ReduceCombineBlockKernel), us:
+//   segments an SM             4      6      12     24
+//   float32, one row of 2^28   253.0  257.2  253.5  248.1   (one run at c29b32d, CUB 242.0)
+//   float16, one row of 2^26   37.9                 50.0    (4 at c29b32d, 24 at 6c66920)
+//   int32,   one row of 2^26          67.9          74.7    (likewise)
+//   float64, one row of 2^26   125.7                134.9   (likewise)
+constexpr int kReduceSegmentsPerSm = detail::kRowTargetBlocksPerSm;
+constexpr int kReduceSegmentsPerSmLarge = 24;
+constexpr int64_t kReduceLargeInputBytes = int64_t{1} << 30;
+int ReduceSegmentsPerSm(int64_t rows, int64_t cols, size_t element_bytes) {
+  return rows * cols * static_cast<int64_t>(element_bytes) >= kReduceLargeInputBytes
+             ? kReduceSegmentsPerSmLarge
+             : kReduceSegmentsPerSm;
+}
 // Rows split into more partials than this merge with a block per row (ReduceCombineBlockKernel):
 // a warp would load over 4 partials a lane.
 constexpr int64_t kWarpCombineMaxSplits = 4 * kWarpSize;
 
 // The one sizing/dispatch path of RowReduce, for launching and for describing. Few long rows
-// split into kReduceSegmentsPerSm segments an SM, and rows split into more than
+// split into ReduceSegmentsPerSm segments an SM, and rows split into more than
 // kWarpCombineMaxSplits partials merge with a block per row. (With a warp merging every row,
 // 12 segments an SM had run the sum of one row of 2^28 at 266 us against 247 at 4, CUB 237, on
 // the H200: the warp loaded its 1584 partials in dependent rounds.)
@@ -376,7 +386,7 @@ cudaError_t DispatchRowReduce(const S* d_in, void* d_out, int64_t rows, int64_t 
   using A = ReduceAccOf<S>;
   const int mp = launch.config().multiprocessors;
   const detail::RowPlan plan = detail::PlanRows(rows, cols, mp, sizeof(A), detail::kMinSegmentCols,
-                                                kReduceSegmentsPerSm);
+                                                ReduceSegmentsPerSm(rows, cols, sizeof(S)));
   const ReduceNames names = NamesOf(kind);
 
   if (plan.group) {
