@@ -356,12 +356,15 @@ int64_t CombineGrid(int64_t rows, int mp) {
 // Few long rows split into this many segments an SM, handed out to the resident blocks as they
 // finish (a block per segment). A large input takes more, shorter segments, so no SM waits on
 // another's last long one; a smaller one takes fewer, so the blocks' ramp-up and the merge stay
-// small. On the H200, with the block merge (ReduceCombineBlockKernel), us:
-//   segments an SM             4      6      12     24
-//   float32, one row of 2^28   253.0  257.2  253.5  248.1   (one run at c29b32d, CUB 242.0)
-//   float16, one row of 2^26   37.9                 50.0    (4 at c29b32d, 24 at 6c66920)
-//   int32,   one row of 2^26          67.9          74.7    (likewise)
-//   float64, one row of 2^26   125.7                134.9   (likewise)
+// small. On the H200, the direct strategy with the block merge (ReduceCombineBlockKernel), us,
+// one run at fd00965 (bench/results/kernels-h200.md has the whole matrix):
+//   segments an SM             4      6      12     24     32
+//   float32, one row of 2^28   245.0  250.4  247.4  245.2  250.9   (CUB 237.4-238.3)
+//   float16, one row of 2^26   36.8   40.4   41.3   48.5   59.8
+//   int32,   one row of 2^26   66.0   67.6   69.2   72.9   80.8
+//   float64, one row of 2^26   123.4  130.9  127.9  133.3  139.8
+// In the run at c29b32d, on another H200, 24 beat 4 on the float32 row: 248.1 against 253.0
+// (CUB 242.0).
 constexpr int kReduceSegmentsPerSm = detail::kRowTargetBlocksPerSm;
 constexpr int kReduceSegmentsPerSmLarge = 24;
 constexpr int64_t kReduceLargeInputBytes = int64_t{1} << 30;

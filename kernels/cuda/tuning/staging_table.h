@@ -3,15 +3,16 @@
 // kAuto through ResolveStaging before it sizes its grid, so Describe* reports the resolved
 // strategy.
 //
-// Provenance. Entries are to come from the kernels benchmark on the H200: bench/kernels/run.sh
-// times every strategy x stages x size, and its report (bench/results/kernels-h200.md, section
+// Provenance. Entries come from the kernels benchmark on the H200: bench/kernels/run.sh times
+// every strategy x stages x size, and its report (bench/results/kernels-h200.md, section
 // "Winners for the `auto` staging table", also auto-staging.json) lists the winner per op,
-// dtype and size class, the same keys as here. Until those measurements exist, no entry claims
-// one: every family, type and size class uses `direct` (the baseline, vectorized plain loads).
-// Measured entries go below the defaults (later entries win), between the BEGIN / END markers,
-// which bench/kernels/make_staging_table.py rewrites from a run's auto-staging.json: each
-// entry names the measured time, the runner-up, the machine, the date and the commit, and a
-// winner less than 2% faster than `direct` keeps `direct` (run-to-run noise).
+// dtype and size class, the same keys as here. A family, type and size class the benchmark
+// did not measure uses `direct` (the baseline, vectorized plain loads) without claiming a
+// measurement. Measured entries go below the defaults (later entries win), between the BEGIN /
+// END markers, which bench/kernels/make_staging_table.py rewrites from a run's
+// auto-staging.json: each entry names the measured time, the runner-up, the machine, the date
+// and the commit, and a winner less than 2% faster than `direct` keeps `direct` (run-to-run
+// noise).
 #pragma once
 
 #include <cstdint>
@@ -70,87 +71,87 @@ inline constexpr StagingTableEntry kStagingTable[] = {
     Unmeasured(StagingFamily::kRowReduce, ElementType::kInt32),
     // BEGIN measured entries: written by bench/kernels/make_staging_table.py from a run's
     // auto-staging.json; edit the run, not these lines.
-    // affine, float32, 2^0 x 2^28 (elementwise): direct 509.3 us; runner-up pipeline2 546.6 us.
-    // NVIDIA H200, 580.159.04, 2026-12-01 04:44 UTC, commit 64bac31.
+    // affine, float32, 2^0 x 2^28 (elementwise): direct 511.0 us; runner-up pipeline2 547.3 us.
+    // NVIDIA H200, 580.159.04, 2026-12-01 07:47 UTC, commit fd00965.
     {StagingFamily::kElementwise, ElementType::kFloat32, SizeClass::kElementwise,
      Staging::kDirect, 0,
-     "bench/results/kernels-h200.md @ 64bac31: affine direct 509.3 us, direct 509.3 us"},
-    // affine, float64, 2^0 x 2^26 (elementwise): direct 254.4 us; runner-up bulk1 274.5 us. NVIDIA
-    // H200, 580.159.04, 2026-12-01 04:44 UTC, commit 64bac31.
+     "bench/results/kernels-h200.md @ fd00965: affine direct 511.0 us, direct 511.0 us"},
+    // affine, float64, 2^0 x 2^26 (elementwise): direct 255.2 us; runner-up bulk1 276.7 us. NVIDIA
+    // H200, 580.159.04, 2026-12-01 07:47 UTC, commit fd00965.
     {StagingFamily::kElementwise, ElementType::kFloat64, SizeClass::kElementwise,
      Staging::kDirect, 0,
-     "bench/results/kernels-h200.md @ 64bac31: affine direct 254.4 us, direct 254.4 us"},
-    // affine, float16, 2^0 x 2^26 (elementwise): direct 64.67 us; runner-up pipeline-thread2 71.39
-    // us. NVIDIA H200, 580.159.04, 2026-12-01 04:44 UTC, commit 64bac31.
+     "bench/results/kernels-h200.md @ fd00965: affine direct 255.2 us, direct 255.2 us"},
+    // affine, float16, 2^0 x 2^26 (elementwise): direct 65.28 us; runner-up pipeline-thread1 72.35
+    // us. NVIDIA H200, 580.159.04, 2026-12-01 07:47 UTC, commit fd00965.
     {StagingFamily::kElementwise, ElementType::kFloat16, SizeClass::kElementwise,
      Staging::kDirect, 0,
-     "bench/results/kernels-h200.md @ 64bac31: affine direct 64.67 us, direct 64.67 us"},
-    // affine, int32, 2^0 x 2^26 (elementwise): direct 128.6 us; runner-up pipeline2 137.4 us.
-    // NVIDIA H200, 580.159.04, 2026-12-01 04:44 UTC, commit 64bac31.
+     "bench/results/kernels-h200.md @ fd00965: affine direct 65.28 us, direct 65.28 us"},
+    // affine, int32, 2^0 x 2^26 (elementwise): direct 129.2 us; runner-up bulk1 138.1 us. NVIDIA
+    // H200, 580.159.04, 2026-12-01 07:47 UTC, commit fd00965.
     {StagingFamily::kElementwise, ElementType::kInt32, SizeClass::kElementwise,
      Staging::kDirect, 0,
-     "bench/results/kernels-h200.md @ 64bac31: affine direct 128.6 us, direct 128.6 us"},
-    // sum-row, float32, 2^0 x 2^28 (few-long-rows): direct 254.5 us; runner-up bulk1 269.4 us.
-    // NVIDIA H200, 580.159.04, 2026-12-01 04:44 UTC, commit 64bac31.
+     "bench/results/kernels-h200.md @ fd00965: affine direct 129.2 us, direct 129.2 us"},
+    // sum-row, float32, 2^0 x 2^28 (few-long-rows): direct 245.7 us; runner-up pipeline-thread1
+    // 251.8 us. NVIDIA H200, 580.159.04, 2026-12-01 07:47 UTC, commit fd00965.
     {StagingFamily::kRowReduce, ElementType::kFloat32, SizeClass::kFewLongRows,
      Staging::kDirect, 0,
-     "bench/results/kernels-h200.md @ 64bac31: sum-row direct 254.5 us, direct 254.5 us"},
-    // sum-rows, float32, 2^14 x 2^14 (many-long-rows): direct 245.2 us; runner-up pipeline-thread1
-    // 249.9 us. NVIDIA H200, 580.159.04, 2026-12-01 04:44 UTC, commit 64bac31.
+     "bench/results/kernels-h200.md @ fd00965: sum-row direct 245.7 us, direct 245.7 us"},
+    // sum-rows, float32, 2^14 x 2^14 (many-long-rows): direct 235.6 us; runner-up primitives1
+    // 239.5 us. NVIDIA H200, 580.159.04, 2026-12-01 07:47 UTC, commit fd00965.
     {StagingFamily::kRowReduce, ElementType::kFloat32, SizeClass::kManyLongRows,
      Staging::kDirect, 0,
-     "bench/results/kernels-h200.md @ 64bac31: sum-rows direct 245.2 us, direct 245.2 us"},
-    // sum-rows, float64, 2^13 x 2^13 (short-rows): direct 125.9 us; runner-up primitives1 137.5
-    // us. NVIDIA H200, 580.159.04, 2026-12-01 04:44 UTC, commit 64bac31.
+     "bench/results/kernels-h200.md @ fd00965: sum-rows direct 235.6 us, direct 235.6 us"},
+    // sum-rows, float64, 2^13 x 2^13 (short-rows): direct 124.6 us; runner-up primitives1 134.8
+    // us. NVIDIA H200, 580.159.04, 2026-12-01 07:47 UTC, commit fd00965.
     {StagingFamily::kRowReduce, ElementType::kFloat64, SizeClass::kShortRows,
      Staging::kDirect, 0,
-     "bench/results/kernels-h200.md @ 64bac31: sum-rows direct 125.9 us, direct 125.9 us"},
-    // sum-row, float64, 2^0 x 2^26 (few-long-rows): direct 127.8 us; runner-up pipeline-thread1
-    // 131.7 us. Also measured: min-row direct, max-row direct. NVIDIA H200, 580.159.04, 2026-12-01
-    // 04:44 UTC, commit 64bac31.
+     "bench/results/kernels-h200.md @ fd00965: sum-rows direct 124.6 us, direct 124.6 us"},
+    // sum-row, float64, 2^0 x 2^26 (few-long-rows): direct 122.8 us; runner-up primitives1 127.3
+    // us. Also measured: min-row direct, max-row direct. NVIDIA H200, 580.159.04, 2026-12-01 07:47
+    // UTC, commit fd00965.
     {StagingFamily::kRowReduce, ElementType::kFloat64, SizeClass::kFewLongRows,
      Staging::kDirect, 0,
-     "bench/results/kernels-h200.md @ 64bac31: sum-row direct 127.8 us, direct 127.8 us"},
-    // sum-long-rows, float64, 2^12 x 2^14 (many-long-rows): direct 126.4 us; runner-up
-    // pipeline-thread1 137.1 us. Also measured: max-long-rows direct. NVIDIA H200, 580.159.04,
-    // 2026-12-01 04:44 UTC, commit 64bac31.
+     "bench/results/kernels-h200.md @ fd00965: sum-row direct 122.8 us, direct 122.8 us"},
+    // sum-long-rows, float64, 2^12 x 2^14 (many-long-rows): direct 124.5 us; runner-up
+    // pipeline-thread2 134.5 us. Also measured: max-long-rows direct. NVIDIA H200, 580.159.04,
+    // 2026-12-01 07:47 UTC, commit fd00965.
     {StagingFamily::kRowReduce, ElementType::kFloat64, SizeClass::kManyLongRows,
      Staging::kDirect, 0,
-     "bench/results/kernels-h200.md @ 64bac31: sum-long-rows direct 126.4 us, direct 126.4 us"},
-    // sum-rows, float16, 2^13 x 2^13 (short-rows): direct 44.22 us; runner-up primitives1 47.26
-    // us. NVIDIA H200, 580.159.04, 2026-12-01 04:44 UTC, commit 64bac31.
+     "bench/results/kernels-h200.md @ fd00965: sum-long-rows direct 124.5 us, direct 124.5 us"},
+    // sum-rows, float16, 2^13 x 2^13 (short-rows): direct 43.10 us; runner-up pipeline-thread1
+    // 48.06 us. NVIDIA H200, 580.159.04, 2026-12-01 07:47 UTC, commit fd00965.
     {StagingFamily::kRowReduce, ElementType::kFloat16, SizeClass::kShortRows,
      Staging::kDirect, 0,
-     "bench/results/kernels-h200.md @ 64bac31: sum-rows direct 44.22 us, direct 44.22 us"},
-    // sum-row, float16, 2^0 x 2^26 (few-long-rows): direct 40.54 us; runner-up bulk1 42.21 us.
-    // Also measured: min-row direct, max-row direct. NVIDIA H200, 580.159.04, 2026-12-01 04:44
-    // UTC, commit 64bac31.
+     "bench/results/kernels-h200.md @ fd00965: sum-rows direct 43.10 us, direct 43.10 us"},
+    // sum-row, float16, 2^0 x 2^26 (few-long-rows): direct 37.50 us; runner-up bulk1 39.46 us.
+    // Also measured: min-row direct, max-row direct. NVIDIA H200, 580.159.04, 2026-12-01 07:47
+    // UTC, commit fd00965.
     {StagingFamily::kRowReduce, ElementType::kFloat16, SizeClass::kFewLongRows,
      Staging::kDirect, 0,
-     "bench/results/kernels-h200.md @ 64bac31: sum-row direct 40.54 us, direct 40.54 us"},
-    // sum-long-rows, float16, 2^12 x 2^14 (many-long-rows): direct 37.79 us; runner-up
-    // pipeline-thread1 43.55 us. Also measured: max-long-rows direct. NVIDIA H200, 580.159.04,
-    // 2026-12-01 04:44 UTC, commit 64bac31.
+     "bench/results/kernels-h200.md @ fd00965: sum-row direct 37.50 us, direct 37.50 us"},
+    // sum-long-rows, float16, 2^12 x 2^14 (many-long-rows): direct 37.82 us; runner-up
+    // pipeline-thread1 43.04 us. Also measured: max-long-rows direct. NVIDIA H200, 580.159.04,
+    // 2026-12-01 07:47 UTC, commit fd00965.
     {StagingFamily::kRowReduce, ElementType::kFloat16, SizeClass::kManyLongRows,
      Staging::kDirect, 0,
-     "bench/results/kernels-h200.md @ 64bac31: sum-long-rows direct 37.79 us, direct 37.79 us"},
-    // sum-rows, int32, 2^13 x 2^13 (short-rows): direct 71.49 us; runner-up pipeline-thread1 84.42
-    // us. NVIDIA H200, 580.159.04, 2026-12-01 04:44 UTC, commit 64bac31.
+     "bench/results/kernels-h200.md @ fd00965: sum-long-rows direct 37.82 us, direct 37.82 us"},
+    // sum-rows, int32, 2^13 x 2^13 (short-rows): direct 64.83 us; runner-up pipeline-thread1 81.82
+    // us. NVIDIA H200, 580.159.04, 2026-12-01 07:47 UTC, commit fd00965.
     {StagingFamily::kRowReduce, ElementType::kInt32, SizeClass::kShortRows,
      Staging::kDirect, 0,
-     "bench/results/kernels-h200.md @ 64bac31: sum-rows direct 71.49 us, direct 71.49 us"},
-    // sum-row, int32, 2^0 x 2^26 (few-long-rows): direct 70.50 us; runner-up primitives2 71.74 us.
-    // Also measured: min-row direct, max-row direct. NVIDIA H200, 580.159.04, 2026-12-01 04:44
-    // UTC, commit 64bac31.
+     "bench/results/kernels-h200.md @ fd00965: sum-rows direct 64.83 us, direct 64.83 us"},
+    // sum-row, int32, 2^0 x 2^26 (few-long-rows): direct 66.27 us; runner-up pipeline-thread2
+    // 68.10 us. Also measured: min-row direct, max-row direct. NVIDIA H200, 580.159.04, 2026-12-01
+    // 07:47 UTC, commit fd00965.
     {StagingFamily::kRowReduce, ElementType::kInt32, SizeClass::kFewLongRows,
      Staging::kDirect, 0,
-     "bench/results/kernels-h200.md @ 64bac31: sum-row direct 70.50 us, direct 70.50 us"},
-    // sum-long-rows, int32, 2^12 x 2^14 (many-long-rows): direct 69.98 us; runner-up primitives1
-    // 72.16 us. Also measured: max-long-rows direct. NVIDIA H200, 580.159.04, 2026-12-01 04:44
-    // UTC, commit 64bac31.
+     "bench/results/kernels-h200.md @ fd00965: sum-row direct 66.27 us, direct 66.27 us"},
+    // sum-long-rows, int32, 2^12 x 2^14 (many-long-rows): direct 66.05 us; runner-up
+    // pipeline-thread1 72.70 us. Also measured: max-long-rows direct. NVIDIA H200, 580.159.04,
+    // 2026-12-01 07:47 UTC, commit fd00965.
     {StagingFamily::kRowReduce, ElementType::kInt32, SizeClass::kManyLongRows,
      Staging::kDirect, 0,
-     "bench/results/kernels-h200.md @ 64bac31: sum-long-rows direct 69.98 us, direct 69.98 us"},
+     "bench/results/kernels-h200.md @ fd00965: sum-long-rows direct 66.05 us, direct 66.05 us"},
     // END measured entries
 };
 
