@@ -32,11 +32,12 @@ done
 if command -v compute-sanitizer >/dev/null; then
   # memcheck, racecheck and synccheck over the kernel tests, which run every staging strategy
   # (direct, pipeline, pipeline-thread, primitives, bulk) at stages 1, 2, 4 and 8, and memcheck
-  # over the engine tests too. The three tools run at once (each instruments on the host; a
-  # GPU host has the cores); each tool's runs are sequential. SANITIZE_TOOLS narrows the set,
-  # e.g. SANITIZE_TOOLS=synccheck; SANITIZE_FILTER is the gtest filter of the sanitized runs
-  # (default: all but the *Large* and *LongRow* tests, whose 256 MiB inputs take minutes under
-  # instrumentation); SANITIZE_TIMEOUT ends each sanitized process after that many seconds
+  # over the engine tests too. The three tools run at once, and so do each tool's test
+  # binaries and shards (below): every process has its own context, and the GPU time-slices
+  # between them, so a tool alone finishes sooner than beside the others. SANITIZE_TOOLS
+  # narrows the set, e.g. SANITIZE_TOOLS=synccheck; SANITIZE_FILTER is the gtest filter of the
+  # sanitized runs (default: all but the *Large* and *LongRow* tests, whose 256 MiB inputs take
+  # minutes under instrumentation); SANITIZE_TIMEOUT ends each sanitized process after that many seconds
   # (default 0: no limit), so a run under a time limit still reports what finished;
   # SANITIZE_TESTS replaces the list of sanitized test binaries.
   # synccheck reports libcu++'s own block-scope producer_commit: pipeline_commit_probe_test
