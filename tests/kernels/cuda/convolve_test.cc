@@ -20,6 +20,7 @@
 
 #include "kernels/cpu/convolve_reference.h"
 #include "tests/kernels/cuda/typed_test_util.h"
+#include "tests/testing/param_names.h"
 
 namespace gpupipe::kernels::cuda {
 namespace {
@@ -256,9 +257,7 @@ TEST_P(ConvolvePerTypeTest, TwoWindowsEqualOneCall) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, ConvolvePerTypeTest, ::testing::ValuesIn(kTypes),
-                         [](const ::testing::TestParamInfo<ElementType>& info) {
-                           return std::string(ElementTypeName(info.param));
-                         });
+                         ::gpupipe::testing::ElementTypeParamName);
 
 TEST_F(ConvolveTest, InfinityReachesOnlyOutputsThatReadIt) {
   // A tap count that is not a multiple of the per-thread block: padding must not multiply

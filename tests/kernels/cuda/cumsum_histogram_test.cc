@@ -32,6 +32,7 @@
 #include "kernels/cuda/histogram.h"
 #include "tests/testing/random_tensor.h"
 #include "tests/testing/cuda_device.h"
+#include "tests/testing/param_names.h"
 
 namespace gpupipe::kernels::cuda {
 namespace {
@@ -520,9 +521,7 @@ TEST_F(CumsumHistogramTest, HistogramRejectsBadArguments) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, CumsumHistogramPerTypeTest, ::testing::ValuesIn(kTypes),
-                         [](const ::testing::TestParamInfo<ElementType>& info) {
-                           return std::string(ElementTypeName(info.param));
-                         });
+                         ::gpupipe::testing::ElementTypeParamName);
 
 TEST(CumsumHistogramDescribe, PathsByShape) {
   LaunchConfig config;

@@ -37,6 +37,7 @@
 #include "kernels/cuda/ops.h"
 #include "tests/testing/random_tensor.h"
 #include "tests/testing/cuda_device.h"
+#include "tests/testing/param_names.h"
 
 namespace gpupipe::kernels::cuda {
 namespace {
@@ -545,10 +546,6 @@ TEST_F(DtypesTest, ElementwiseUnalignedOutput) {
 class DtypesPerTypeTest : public DtypesTest, public ::testing::WithParamInterface<ElementType> {};
 class DtypesPerFloatTypeTest : public DtypesPerTypeTest {};
 
-std::string TypeParamName(const ::testing::TestParamInfo<ElementType>& info) {
-  return ElementTypeName(info.param);
-}
-
 TEST_P(DtypesPerTypeTest, RowReduce) {
   const ElementType type = GetParam();
   for (Op op : {Op::kSum, Op::kMin, Op::kMax, Op::kMean, Op::kNorm2}) {
@@ -562,7 +559,8 @@ TEST_P(DtypesPerTypeTest, RowArgmax) {
   for (const Shape& shape : kShapes) Check(Op::kArgmax, type, shape, PreFor(type), AllConfigs());
 }
 
-INSTANTIATE_TEST_SUITE_P(Types, DtypesPerTypeTest, ::testing::ValuesIn(kAllTypes), TypeParamName);
+INSTANTIATE_TEST_SUITE_P(Types, DtypesPerTypeTest, ::testing::ValuesIn(kAllTypes),
+                         ::gpupipe::testing::ElementTypeParamName);
 
 TEST_P(DtypesPerFloatTypeTest, RowSoftmax) {
   for (const Shape& shape : kShapes) {
@@ -577,7 +575,7 @@ TEST_P(DtypesPerFloatTypeTest, RowNormalize) {
 }
 
 INSTANTIATE_TEST_SUITE_P(FloatTypes, DtypesPerFloatTypeTest, ::testing::ValuesIn(kFloatTypes),
-                         TypeParamName);
+                         ::gpupipe::testing::ElementTypeParamName);
 
 // Rows too long for registers but short enough for one block's shared memory, with enough
 // rows for a block each, run as one kernel (kernels/cuda/detail/row_smem.cuh). With

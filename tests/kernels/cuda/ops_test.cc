@@ -30,6 +30,7 @@
 #include "kernels/cpu/reference_ops.h"
 #include "kernels/cuda/tuning/staging_table.h"
 #include "tests/testing/cuda_device.h"
+#include "tests/testing/param_names.h"
 
 namespace gpupipe::kernels::cuda {
 namespace {
@@ -677,14 +678,6 @@ class CudaRowOpsTest : public CudaOpsTest {
 class CudaRowOpsPerStagingTest : public CudaRowOpsTest,
                                  public ::testing::WithParamInterface<Staging> {};
 
-std::string StagingParamName(const ::testing::TestParamInfo<Staging>& info) {
-  std::string name = StagingName(info.param);
-  for (char& ch : name) {
-    if (ch == '-') ch = '_';
-  }
-  return name;
-}
-
 TEST_F(CudaRowOpsTest, WorkspaceIsAFewMiB) {
   EXPECT_GT(RowOpsWorkspaceBytes(), 0u);
   EXPECT_LE(RowOpsWorkspaceBytes(), size_t{8} << 20);
@@ -1091,7 +1084,7 @@ TEST_P(CudaRowOpsPerStagingTest, RowSoftmaxMatchesReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Stagings, CudaRowOpsPerStagingTest, ::testing::ValuesIn(kAllStagings),
-                         StagingParamName);
+                         ::gpupipe::testing::StagingParamName);
 
 TEST_F(CudaRowOpsTest, RowSoftmaxSplitRowSpecialValues) {
   // Rows split into segments: row 0 starts with whole segments of -inf (empty statistics that
