@@ -415,7 +415,9 @@ TEST_P(CumsumHistogramPerTypeTest, HistogramBinCountsAcrossPaths) {
 
 // float32 and float16 bins come from a float estimate checked against the exact edges: the
 // floats next to every edge (and the edges rounded each way) land where NumPy puts them, also
-// for ranges whose edges no float represents.
+// for ranges whose edges no float represents. The later ranges have power-of-two bin widths
+// whose edges are all floats, negative and tiny ones among them, where x - lo rounded to
+// nearest lands exactly on the next edge.
 TEST_F(CumsumHistogramTest, HistogramFloatValuesAtEdges) {
   struct Range {
     int32_t bins;
@@ -426,7 +428,14 @@ TEST_F(CumsumHistogramTest, HistogramFloatValuesAtEdges) {
                                            {7, -3, 100},
                                            {256, 1e6, 1e6 + 1},
                                            {4096, -1e-3, 2.5e-3},
-                                           {3, 0.1, 0.7}}) {
+                                           {3, 0.1, 0.7},
+                                           {64, -2, 2},
+                                           {2, -1, 1},
+                                           {256, 0, 256},
+                                           {8, 3, 5},
+                                           {4, 0, std::ldexp(1.0, -124)},
+                                           {4, -std::ldexp(1.0, -120), std::ldexp(1.0, -120)},
+                                           {65536, -32768, 32768}}) {
     SCOPED_TRACE("bins " + std::to_string(r.bins) + " range " + std::to_string(r.lo) + " " +
                  std::to_string(r.hi));
     const double step = (r.hi - r.lo) / r.bins;
