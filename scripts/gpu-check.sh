@@ -29,25 +29,54 @@ for t in "${gpu_tests[@]}"; do
   note "$t: rc=$rc $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$out/$t.log" | tr '\n' ' ')"
 done
 
+# One sanitized gtest process: `tool` over test `name` of `bin`; appends a result line to
+# `results` ("name rc=.. ..s <summary line> <gtest verdicts>") and keeps the log in `dir`.
+# Exported for the job pool (xargs) of sanitize().
+sanitize_one() {
+  local tool=$1 bin=$2 name=$3 dir=$4 results=$5
+  local log start=$SECONDS limit=0
+  log=$dir/$(printf '%s' "$name" | tr '/' '_').log
+  if [ "${SANITIZE_DEADLINE:-0}" -gt 0 ]; then
+    limit=$((SANITIZE_DEADLINE - (SECONDS - SANITIZE_START)))
+    if [ "$limit" -lt 10 ]; then echo "$name NOT_STARTED" >> "$results"; return; fi
+  fi
+  local extra=()
+  # See the synccheck note in sanitize().
+  [ "$tool" = synccheck ] && extra=(--kernel-name-exclude kns=StagingE1E)
+  timeout --kill-after=20 "$limit" compute-sanitizer --tool "$tool" "${extra[@]}" \
+    --error-exitcode 99 "$bin" --gtest_brief=1 --gtest_filter="$name" > "$log" 2>&1
+  local rc=$?
+  echo "$name rc=$rc $((SECONDS - start))s" \
+    "$(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -1 | sed 's/^=* *//')" \
+    "$(grep -hE '^\[  (PASSED|FAILED) ' "$log" | tr '\n' ' ')" >> "$results"
+}
+export -f sanitize_one
+
 if command -v compute-sanitizer >/dev/null; then
   # memcheck, racecheck and synccheck over the kernel tests, which run every staging strategy
   # (direct, pipeline, pipeline-thread, primitives, bulk) at stages 1, 2, 4 and 8, and memcheck
-  # over the engine tests too. The three tools run at once, and so do each tool's test
-  # binaries and shards (below): every process has its own context, and the GPU time-slices
-  # between them, so a tool alone finishes sooner than beside the others. SANITIZE_TOOLS
-  # narrows the set, e.g. SANITIZE_TOOLS=synccheck; SANITIZE_FILTER is the gtest filter of the
-  # sanitized runs (default: all but the *Large* and *LongRow* tests, whose 256 MiB inputs take
-  # minutes under instrumentation); SANITIZE_TIMEOUT ends each sanitized process after that many seconds
-  # (default 0: no limit), so a run under a time limit still reports what finished;
-  # SANITIZE_TESTS replaces the list of sanitized test binaries.
+  # over the engine tests too. Every test runs in its own sanitized process, SANITIZE_JOBS
+  # (default 8) at a time, the slowest-looking ones first (reference checks over every type or
+  # strategy and the staged-strategy tests, then the rest, the *Large* and *LongRow* ones
+  # last), so a time limit cuts the cheap end of the list. The tools run one after another:
+  # the GPU time-slices between processes, so a tool alone finishes sooner. On the H200,
+  # racecheck of the 87 tests of kernels_cuda_test took two device calls this way (82 tests in
+  # 545 s, the slowest, RowReduceMatchesReference/pipeline, 322 s beside seven others; the 5
+  # large ones in 353 s); sharded runs of whole binaries never finished it.
+  # Knobs: SANITIZE_TOOLS narrows the tools (e.g. SANITIZE_TOOLS=racecheck); SANITIZE_TESTS
+  # replaces the list of test binaries; SANITIZE_FILTER is a gtest filter that picks the tests
+  # (default: all); SANITIZE_DEADLINE (seconds, default 0: none) ends every process that far
+  # from the start of the sanitizers and starts none after it, so a run under a time limit
+  # still reports what finished, and lists what did not.
   # synccheck reports libcu++'s own block-scope producer_commit: pipeline_commit_probe_test
   # shows it with no gpupipe code (a flagged kernel ends the process, so each probe runs
-  # alone). The synccheck run of the kernel tests therefore leaves out the 8 kernels
+  # alone). The synccheck runs of the kernel tests therefore leave out the 8 kernels
   # instantiated for the `pipeline` strategy (Staging 1: "StagingE1E" in the mangled name).
+  export SANITIZE_START=$SECONDS SANITIZE_DEADLINE=${SANITIZE_DEADLINE:-0}
   sanitize() {
     local tool=$1 notes=$out/$1.notes
     : > "$notes"
-    local tests=(kernels_cuda_test kernels_cuda_scan_hist_test) extra=()
+    local tests=(kernels_cuda_test kernels_cuda_scan_hist_test)
     [ "$tool" = memcheck ] && tests+=(server_cuda_test)
     [ -n "${SANITIZE_TESTS:-}" ] && read -r -a tests <<< "$SANITIZE_TESTS"
     if [ "$tool" = synccheck ]; then
@@ -60,56 +89,41 @@ if command -v compute-sanitizer >/dev/null; then
           "$(grep -o 'producer_commit()[^ ]* in pipeline:[0-9]*' "$log" | sed 's/.* in //' | sort -u)" \
           >> "$notes"
       done
-      extra=(--kernel-name-exclude kns=StagingE1E)
     fi
-    # racecheck is the slowest by far: its runs are split into gtest shards. Every shard of
-    # every test binary runs at once (RACECHECK_SHARDS, default 8; SANITIZE_SHARDS for the
-    # other tools, default 1).
-    local shards=${SANITIZE_SHARDS:-1}
-    [ "$tool" = racecheck ] && shards=${RACECHECK_SHARDS:-8}
-    local -A pids=()
     for t in "${tests[@]}"; do
-      for ((i = 0; i < shards; ++i)); do
-        GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i timeout --kill-after=20 "${SANITIZE_TIMEOUT:-0}" \
-          compute-sanitizer --tool "$tool" \
-            "${extra[@]}" --error-exitcode 99 "$bundle/bin/$t" \
-            --gtest_filter="${SANITIZE_FILTER:--*Large*:*LongRow*}" > "$out/$tool-$t.log.$i" 2>&1 &
-        pids[$t.$i]=$!
-      done
-    done
-    for t in "${tests[@]}"; do
-      local log="$out/$tool-$t.log" rc=0 timed_out=0
-      for ((i = 0; i < shards; ++i)); do
-        wait "${pids[$t.$i]}" && continue
-        local prc=$?
-        rc=$prc
-        [ "$prc" = 124 ] && timed_out=$((timed_out + 1))
-      done
-      for ((i = 0; i < shards; ++i)); do cat "$log.$i"; done > "$log" && rm -f "$log".*
-      # Totals over the shards: errors (memcheck, synccheck), hazards (racecheck), tests.
-      echo "$tool $t: rc=$rc, $shards shard(s), $timed_out past ${SANITIZE_TIMEOUT:-0} s:" \
-        "$(awk '/ERROR SUMMARY:/ {e += $4; n++} /RACECHECK SUMMARY:/ {h += $4; n++}
-                /^\[  PASSED  \]/ {p += $4} /^\[  FAILED  \] [0-9]+ test/ {f += $4}
-                END {printf "%d summaries, %d errors, %d hazards; %d tests passed, %d failed",
-                     n, e, h, p, f}' "$log")" >> "$notes"
-      # Tests a shard started or was given but did not finish (a shard past SANITIZE_TIMEOUT).
-      awk '/^\[==========\] Running [0-9]+ test/ {given += $3}
-           /^\[ RUN      \]/ {run[$4] = 1}
-           /^\[       OK \]/ || /^\[  (FAILED  |SKIPPED )\] [A-Za-z].* ms\)$/ {delete run[$4]; done++}
-           END {if (done < given) {
-                  printf "    %d of %d tests finished; unfinished:", done, given
-                  for (t in run) printf " %s", t
-                  printf "\n"}}' "$log" >> "$notes"
+      local bin=$bundle/bin/$t dir=$out/$tool-$t results=$out/$tool-$t.results
+      mkdir -p "$dir"
+      : > "$results"
+      "$bin" --gtest_list_tests --gtest_filter="${SANITIZE_FILTER:-*}" \
+        | awk '/^[^ ]/ {suite = $1} /^  / {print suite $1}' | grep -v DISABLED_ > "$dir/all.txt"
+      { grep -E 'MatchesReference|PerType|PerFloatType|PerStaging|TwoWindows|Staged|ElementwiseOpcodes' "$dir/all.txt" \
+          | grep -vE 'Large|LongRow'
+        grep -vE 'MatchesReference|PerType|PerFloatType|PerStaging|TwoWindows|Staged|ElementwiseOpcodes|Large|LongRow' \
+          "$dir/all.txt"
+        grep -E 'Large|LongRow' "$dir/all.txt"; } > "$dir/order.txt"
+      tr '\n' '\0' < "$dir/order.txt" \
+        | xargs -0 -P "${SANITIZE_JOBS:-8}" -I{} \
+            bash -c 'sanitize_one "$@"' _ "$tool" "$bin" {} "$dir" "$results"
+      # Totals: errors (memcheck, synccheck), hazards (racecheck), tests. A process with no
+      # kernel launch (a host-only test) ends with no summary; it counts as passed when gtest
+      # says so.
+      echo "$tool $t: $(wc -l < "$dir/order.txt") tests:" \
+        "$(awk 'match($0, /ERROR SUMMARY: [0-9]+/) {e += substr($0, RSTART + 15, RLENGTH - 15); s++}
+                match($0, /RACECHECK SUMMARY: [0-9]+/) {h += substr($0, RSTART + 19, RLENGTH - 19); s++}
+                / NOT_STARTED$/ {ns++} / rc=124 / || / rc=137 / {to++}
+                /\[  PASSED  \] 1 test/ {p++} /\[  FAILED  \]/ {f++}
+                END {printf "%d passed, %d failed, %d past the deadline, %d not started; " \
+                            "%d sanitizer summaries: %d errors, %d hazards",
+                            p, f, to, ns, s, e, h}' "$results")" >> "$notes"
+      awk '/\[  FAILED  \]/ || / rc=(124|137) / || / NOT_STARTED$/ || (/ rc=99 /) {
+             printf "    %s\n", $0}' "$results" >> "$notes"
       # The first few reports, with the kernel and the source line, right in the summary.
-      if [ "$rc" -ne 0 ]; then
-        grep -m 3 -A 4 -E 'Barrier error|Race reported|Invalid .* access' "$log" \
-          | sed 's/^/    /' >> "$notes"
-      fi
+      grep -h -m 3 -A 4 -E 'Barrier error|Race reported|Invalid .* access' "$dir"/*.log \
+        2>/dev/null | head -30 | sed 's/^/    /' >> "$notes"
     done
   }
   tools=(${SANITIZE_TOOLS-memcheck racecheck synccheck})
-  for tool in "${tools[@]}"; do sanitize "$tool" & done
-  wait
+  for tool in "${tools[@]}"; do sanitize "$tool"; done
   for tool in "${tools[@]}"; do
     while IFS= read -r line; do note "$line"; done < "$out/$tool.notes"
   done
