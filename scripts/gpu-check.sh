@@ -37,7 +37,7 @@ sanitize_one() {
   local log start=$SECONDS limit=0
   log=$dir/$(printf '%s' "$name" | tr '/' '_').log
   if [ "${SANITIZE_DEADLINE:-0}" -gt 0 ]; then
-    limit=$((SANITIZE_DEADLINE - (SECONDS - SANITIZE_START)))
+    limit=$((SANITIZE_DEADLINE - ($(date +%s) - SANITIZE_START)))
     if [ "$limit" -lt 10 ]; then echo "$name NOT_STARTED" >> "$results"; return; fi
   fi
   local extra=()
@@ -72,7 +72,9 @@ if command -v compute-sanitizer >/dev/null; then
   # shows it with no gpupipe code (a flagged kernel ends the process, so each probe runs
   # alone). The synccheck runs of the kernel tests therefore leave out the 8 kernels
   # instantiated for the `pipeline` strategy (Staging 1: "StagingE1E" in the mangled name).
-  export SANITIZE_START=$SECONDS SANITIZE_DEADLINE=${SANITIZE_DEADLINE:-0}
+  # Wall-clock seconds: each pool job is a new shell, whose $SECONDS starts at 0.
+  SANITIZE_START=$(date +%s)
+  export SANITIZE_START SANITIZE_DEADLINE=${SANITIZE_DEADLINE:-0}
   sanitize() {
     local tool=$1 notes=$out/$1.notes
     : > "$notes"
