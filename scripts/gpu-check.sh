@@ -98,11 +98,11 @@ if command -v compute-sanitizer >/dev/null; then
       : > "$results"
       "$bin" --gtest_list_tests --gtest_filter="${SANITIZE_FILTER:-*}" \
         | awk '/^[^ ]/ {suite = $1} /^  / {print suite $1}' | grep -v DISABLED_ > "$dir/all.txt"
-      { grep -E 'MatchesReference|PerType|PerFloatType|PerStaging|TwoWindows|Staged|ElementwiseOpcodes' "$dir/all.txt" \
-          | grep -vE 'Large|LongRow'
-        grep -vE 'MatchesReference|PerType|PerFloatType|PerStaging|TwoWindows|Staged|ElementwiseOpcodes|Large|LongRow' \
-          "$dir/all.txt"
-        grep -E 'Large|LongRow' "$dir/all.txt"; } > "$dir/order.txt"
+      local heavy='MatchesReference|PerType|PerFloatType|PerStaging|TwoWindows|Staged|ElementwiseOpcodes'
+      local large='Large|LongRow'
+      { grep -E "$heavy" "$dir/all.txt" | grep -vE "$large"
+        grep -vE "$heavy|$large" "$dir/all.txt"
+        grep -E "$large" "$dir/all.txt"; } > "$dir/order.txt"
       tr '\n' '\0' < "$dir/order.txt" \
         | xargs -0 -P "${SANITIZE_JOBS:-8}" -I{} \
             bash -c 'sanitize_one "$@"' _ "$tool" "$bin" {} "$dir" "$results"
