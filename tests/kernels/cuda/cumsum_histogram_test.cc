@@ -417,7 +417,7 @@ TEST_P(CumsumHistogramPerTypeTest, HistogramBinCountsAcrossPaths) {
 // floats next to every edge (and the edges rounded each way) land where NumPy puts them, also
 // for ranges whose edges no float represents. The later ranges have power-of-two bin widths
 // whose edges are all floats, negative and tiny ones among them, where x - lo rounded to
-// nearest lands exactly on the next edge.
+// nearest can land exactly on the next edge.
 TEST_F(CumsumHistogramTest, HistogramFloatValuesAtEdges) {
   struct Range {
     int32_t bins;
