@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "kernels/common/histogram_bin.h"
+#include "kernels/common/histogram_float_bin.h"
 #include "kernels/cuda/detail/launch.cuh"
 #include "kernels/cuda/detail/row_access.cuh"
 #include "kernels/cuda/detail/typed_items.cuh"
@@ -21,23 +22,16 @@ using detail::ItemTraits;
 
 // ---- tuning (sm_90, after CUB's DeviceHistogram: privatized shared-memory counters and a
 // persistent grid). Measured on the H200 with kernels_bench, histogram(256, 0, 1) of 2^28
-// float32 values, CUB HistogramEven 268 us in the same run: 3 blocks an SM and 4 vectors in
-// flight 420 us; 3 and 2: 417 us; 2 and 4: 480 us; the earlier kernel (bins in double, 2 blocks
-// an SM, unpadded counters) 550 us. Still instruction-bound, not at CUB's speed. -------------
+// float32 values, CUB HistogramEven 268 us in the same run, with the checked float path and a
+// branchy count: 3 blocks an SM and 4 vectors in flight 420 us; 3 and 2: 417 us; 2 and 4: 480
+// us. The branch-free adjacent path and its block count: bench/results/kernels-h200.md. ------
 constexpr int kThreads = 512;
 constexpr int kWarps = kThreads / 32;
-constexpr int kBlocksPerSm = 3;        // 3 x 48 KiB of shared memory and 1536 threads an SM
 constexpr int kSmemWords = 12288;      // 48 KiB a block (static limit): counters, then edges
 constexpr int kMaxCopies = kWarps;     // at most one sub-histogram per warp
 constexpr int kUnroll = 4;             // 16-byte vectors in flight per thread
 constexpr int kPadShift = 5;           // one padding counter every 32 bins (spreads banks)
 constexpr int kNoPadShift = 31;        // bin >> 31 == 0: no padding
-// The float bin estimate is used when the double estimate of histogram_bin.h is provably
-// within a small fraction of a bin of the exact quotient (see FloatBinner): its error is a
-// few ulp of max(|lo|, |hi|) in units of the bin width, so max(|lo|, |hi|) * bins / (hi - lo)
-// must stay well below 2^52; and lo, hi must be far inside float's range.
-constexpr double kFloatEstimateMaxSpan = 1099511627776.0;  // 2^40 bin widths
-constexpr double kFloatEstimateMaxAbs = 1.8446744073709552e19;  // 2^64
 
 enum class Merge : int32_t {
   kDirect = 0,   // the block owns whole rows: write (or add) each bin once
@@ -45,137 +39,137 @@ enum class Merge : int32_t {
   kGlobal = 2,   // no shared-memory counters: atomicAdd into the counts per value
 };
 
-// What float32 and float16 input needs for the float bin estimate (FloatBinner).
-struct FloatBinning {
-  bool enabled;   // the range qualifies and the edge table fits in shared memory
-  float lo;       // lo rounded to nearest: the estimate's origin
-  float scale;    // bins / (hi - lo) rounded to nearest
-  float last;     // bins - 1
-  float min_in;   // the least float >= lo: x >= lo exactly when x >= min_in
-  float max_in;   // the greatest float <= hi: x <= hi exactly when x <= max_in
-};
-
 struct HistArgs {
   HistogramBinning binning;
-  FloatBinning fast;
+  FloatBinning fast;    // float32 / float16 input: the float path (histogram_float_bin.h)
   int64_t rows;
   int64_t cols;
   int64_t parts;        // blocks per row (work items are rows * parts)
   int32_t copies;       // shared-memory sub-histograms (kDirect, kAtomic)
-  int32_t stride;       // words a sub-histogram: bins, padded unless that does not fit
-  int32_t pad_shift;    // counter of bin b: b + (b >> pad_shift)
+  int32_t stride;       // words a sub-histogram: its counters, then one for values outside
+  int32_t pad_shift;    // counter of bin b: b + (b >> pad_shift); of values outside: b = bins
   int32_t edges_at;     // the float edge table's first word in shared memory (even)
   Merge merge;
   bool accumulate;
 };
 
+// How a kernel instance counts: its bin function and where the counters live. One instance
+// per path, so that the per-value code has no branch on the path.
+enum class CountPath : int32_t {
+  kSharedAdjacent = 0,  // float32 / float16 with FloatBinPath::kAdjacent, shared counters
+  kShared = 1,          // any other binning, shared counters
+  kGlobal = 2,          // any binning, atomics into the global counts
+};
+
+// Blocks an SM of each kernel instance: its launch bounds and the persistent grid's size.
+// kSharedAdjacent needs no more than 32 registers, so four blocks are resident (2048 threads,
+// 4 x 48 KiB of shared memory); the others take up to 40 and three blocks.
+constexpr int BlocksPerSm(CountPath p) { return p == CountPath::kSharedAdjacent ? 4 : 3; }
+
 __device__ __forceinline__ void AddToCounts(int64_t* counts, int64_t bin, unsigned long long n) {
   atomicAdd(reinterpret_cast<unsigned long long*>(counts + bin), n);
 }
 
-// The bin of a float32 or float16 value in float arithmetic, with the result of
-// HistogramBin (histogram_bin.h) for every value. edges[i] holds the least float >= the double
-// edge i and the least float >= edge i + 1 (+inf for the last bin, closed by the range test):
-// a float x satisfies edge_i <= x < edge_i+1 exactly when edges[i].x <= x < edges[i].y. The
-// estimate comes from float arithmetic and is accepted only when that test passes; otherwise
-// (a value within float rounding of an edge) the double function decides. Both agree: with
-// the range condition of kFloatEstimateMaxSpan the double edges increase strictly and the
-// double estimate is within a tiny fraction of a bin of the exact one, so HistogramBin's one-step
-// correction lands in the unique bin whose edges bracket x, the bin the test accepted.
-// The exact bin of a value the float estimate could not place (rare: within float rounding of
-// an edge). Not inlined, so that its double registers do not burden the counting loop.
+// The exact bin of a value the checked float estimate could not place (rare: within float
+// rounding of an edge). Not inlined, so that its double registers do not burden the counting
+// loop.
 __device__ __noinline__ int32_t ExactBin(double x, const HistogramBinning& binning) {
   return HistogramBin(x, binning);
 }
 
-struct FloatBinner {
-  const FloatBinning& f;
-  const HistogramBinning& binning;
-  const float2* edges;
+// Fills the float edge table (histogram_float_bin.h) of `bins` bins; the caller synchronizes.
+__device__ __forceinline__ void BuildFloatEdges(const HistogramBinning& b, FloatEdgePair* edges) {
+  for (int32_t i = threadIdx.x; i < b.bins; i += kThreads) edges[i] = MakeFloatEdgePair(i, b);
+}
 
-  __device__ __forceinline__ int32_t operator()(float x) const {
-    if (!(x >= f.min_in && x <= f.max_in)) return -1;  // NaN fails too
-    // x >= min_in >= lo, so the estimate is >= 0; floor by adding 2^23 rounding down (exact
-    // for 0 <= e < 2^23, cheaper than the conversion unit).
-    const float e = fminf((x - f.lo) * f.scale, f.last);
-    const int32_t i = __float_as_int(__fadd_rd(e, 8388608.0f)) - 0x4B000000;
-    const float2 edge = edges[i];
-    if (x >= edge.x && x < edge.y) return i;
-    return ExactBin(static_cast<double>(x), binning);
-  }
-};
+template <typename In>
+inline constexpr bool kFloatIn = std::is_same_v<In, float> || std::is_same_v<In, __half>;
 
-// Fills the float edge table (FloatBinner) of `bins` bins; the caller synchronizes.
-__device__ __forceinline__ void BuildFloatEdges(const HistogramBinning& b, float2* edges) {
-  for (int32_t i = threadIdx.x; i < b.bins; i += kThreads) {
-    const float lo_edge =
-        __double2float_ru(kernels::detail::MulAddNoFma(static_cast<double>(i), b.step, b.lo));
-    const float hi_edge =
-        i + 1 < b.bins
-            ? __double2float_ru(kernels::detail::MulAddNoFma(static_cast<double>(i + 1), b.step, b.lo))
-            : INFINITY;
-    edges[i] = make_float2(lo_edge, hi_edge);
+template <typename In>
+__device__ __forceinline__ float ToFloat(typename ItemTraits<In>::Bits b) {
+  if constexpr (std::is_same_v<In, float>) {
+    return b;
+  } else {
+    return __half2float(__ushort_as_half(b));
   }
 }
 
-// Counts values into this warp's shared sub-histogram, or straight into the row's counts.
-// Equal bins of neighbouring values (one 16-byte vector) are added as one run, so smooth or
-// constant input does not serialize on one counter.
+// The bin of a value in [0, bins), or -1 outside [lo, hi] and for NaN (kShared, kGlobal).
 template <typename In>
+__device__ __forceinline__ int32_t GeneralBin(typename ItemTraits<In>::Bits b, const HistArgs& args,
+                                              const FloatEdgePair* edges) {
+  if constexpr (kFloatIn<In>) {
+    const float x = ToFloat<In>(b);
+    if (args.fast.path == FloatBinPath::kDouble) {
+      return HistogramBin(static_cast<double>(x), args.binning);
+    }
+    if (!(x >= args.fast.min_in && x <= args.fast.max_in)) return -1;  // NaN fails too
+    const int32_t i = FloatBinEstimate(x, args.fast);
+    const FloatEdgePair edge = edges[i];
+    if (x >= edge.lo && x < edge.hi) return i;
+    return ExactBin(static_cast<double>(x), args.binning);
+  } else {
+    return HistogramBin(ItemTraits<In>::ToDouble(b), args.binning);
+  }
+}
+
+// Counts values into this warp's shared sub-histogram (kSharedAdjacent, kShared), or straight
+// into the row's counts (kGlobal).
+// Shared counters take one atomic increment a value: the compiler emits ATOMS.POPC.INC, which
+// adds once per distinct address of the warp, so constant input does not serialize on one
+// counter, and values outside the range go to a counter of their own instead of a branch.
+// Global counters add equal bins of neighbouring values (one 16-byte vector) as one run.
+template <typename In, CountPath P>
 struct Counter {
   using Bits = typename ItemTraits<In>::Bits;
-  static constexpr bool kFloatIn = std::is_same_v<In, float> || std::is_same_v<In, __half>;
   const HistArgs& args;
-  uint32_t* sub;        // this warp's shared sub-histogram (null for kGlobal)
-  int64_t* row_counts;  // the row's global counts (kGlobal)
-  const float2* edges;  // the float edge table, when args.fast.enabled
+  uint32_t* sub;               // this warp's shared sub-histogram (null for kGlobal)
+  int64_t* row_counts;         // the row's global counts (kGlobal)
+  const FloatEdgePair* edges;  // the float edge table, when args.fast.path is not kDouble
 
-  __device__ __forceinline__ int32_t Bin(Bits b) const {
-    if constexpr (kFloatIn) {
-      float x;
-      if constexpr (std::is_same_v<In, float>) {
-        x = b;
+  __device__ __forceinline__ void One(Bits b) const {
+    if constexpr (P == CountPath::kGlobal) {
+      const int32_t bin = GeneralBin<In>(b, args, edges);
+      if (bin >= 0) AddToCounts(row_counts, bin, 1);
+    } else {
+      int32_t bin;
+      if constexpr (P == CountPath::kSharedAdjacent) {
+        bin = AdjacentFloatBin(ToFloat<In>(b), args.fast, edges, args.binning.bins);
       } else {
-        x = __half2float(__ushort_as_half(b));
+        bin = GeneralBin<In>(b, args, edges);
+        if (bin < 0) bin = args.binning.bins;
       }
-      if (args.fast.enabled) return FloatBinner{args.fast, args.binning, edges}(x);
-      return HistogramBin(static_cast<double>(x), args.binning);
-    } else {
-      return HistogramBin(ItemTraits<In>::ToDouble(b), args.binning);
+      atomicAdd(sub + bin + (bin >> args.pad_shift), 1u);
     }
   }
-  __device__ __forceinline__ void Add(int32_t bin, uint32_t n) const {
-    if (bin < 0) return;
-    if (sub != nullptr) {
-      atomicAdd(sub + bin + (bin >> args.pad_shift), n);
-    } else {
-      AddToCounts(row_counts, bin, n);
-    }
-  }
-  __device__ __forceinline__ void One(Bits b) const { Add(Bin(b), 1u); }
   template <int N>
-  __device__ __forceinline__ void Run(const Bits (&e)[N]) const {
-    int32_t bin = Bin(e[0]);
-    uint32_t n = 1;
+  __device__ __forceinline__ void Vector(const Bits (&e)[N]) const {
+    if constexpr (P == CountPath::kGlobal) {
+      int32_t bin = GeneralBin<In>(e[0], args, edges);
+      uint32_t n = 1;
 #pragma unroll
-    for (int k = 1; k < N; ++k) {
-      const int32_t next = Bin(e[k]);
-      if (next != bin) {
-        Add(bin, n);
-        bin = next;
-        n = 0;
+      for (int k = 1; k < N; ++k) {
+        const int32_t next = GeneralBin<In>(e[k], args, edges);
+        if (next != bin) {
+          if (bin >= 0) AddToCounts(row_counts, bin, n);
+          bin = next;
+          n = 0;
+        }
+        ++n;
       }
-      ++n;
+      if (bin >= 0) AddToCounts(row_counts, bin, n);
+    } else {
+#pragma unroll
+      for (int k = 0; k < N; ++k) One(e[k]);
     }
-    Add(bin, n);
   }
 };
 
 // Counts elements [0, cols) of one row spread over `threads` threads (this one is `tid`):
 // unaligned head elements, 16-byte vectors (kUnroll in flight), tail elements.
-template <typename In>
+template <typename In, typename Count>
 __device__ __forceinline__ void CountRow(const In* row, int64_t cols, int64_t tid,
-                                         int64_t threads, const Counter<In>& count) {
+                                         int64_t threads, const Count& count) {
   using Bits = typename ItemTraits<In>::Bits;
   constexpr int kVec = 16 / sizeof(Bits);
   const auto* bits = reinterpret_cast<const Bits*>(row);
@@ -194,14 +188,14 @@ __device__ __forceinline__ void CountRow(const In* row, int64_t cols, int64_t ti
     for (int u = 0; u < kUnroll; ++u) {
       Bits e[kVec];
       memcpy(e, &raw[u], sizeof(raw[u]));
-      count.Run(e);
+      count.Vector(e);
     }
   }
   for (; v < vectors; v += threads) {
     const uint4 raw = __ldcg(vec + v);
     Bits e[kVec];
     memcpy(e, &raw, sizeof(raw));
-    count.Run(e);
+    count.Vector(e);
   }
   if (tid < cols - tail) count.One(__ldcg(bits + tail + tid));
 }
@@ -219,17 +213,15 @@ __global__ void __launch_bounds__(kThreads) ZeroCountsKernel(int64_t* d_counts, 
 }
 
 // Work item w = (row w / parts, part w % parts); a block takes items blockIdx.x, += gridDim.x.
-template <typename In>
-__global__ void __launch_bounds__(kThreads, kBlocksPerSm)
+template <typename In, CountPath P>
+__global__ void __launch_bounds__(kThreads, BlocksPerSm(P))
     HistogramKernel(const In* d_in, int64_t* d_counts, HistArgs args) {
   __shared__ __align__(16) uint32_t s_mem[kSmemWords];
+  constexpr bool kShared = P != CountPath::kGlobal;
   const int32_t bins = args.binning.bins;
-  const bool shared = args.merge != Merge::kGlobal;
-  const int32_t sub_counters = shared ? args.copies * args.stride : 0;
-  const auto* edges = reinterpret_cast<const float2*>(s_mem + args.edges_at);
-  if (Counter<In>::kFloatIn && args.fast.enabled) {
-    BuildFloatEdges(args.binning, reinterpret_cast<float2*>(s_mem + args.edges_at));
-  }
+  const int32_t sub_counters = kShared ? args.copies * args.stride : 0;
+  auto* edges = reinterpret_cast<FloatEdgePair*>(s_mem + args.edges_at);
+  if (kFloatIn<In> && args.fast.path != FloatBinPath::kDouble) BuildFloatEdges(args.binning, edges);
   detail::WaitForPrimaryGrids();
   const int64_t items = args.rows * args.parts;
   for (int64_t item = blockIdx.x; item < items; item += gridDim.x) {
@@ -238,11 +230,11 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
     for (int32_t i = threadIdx.x; i < sub_counters; i += kThreads) s_mem[i] = 0;
     __syncthreads();  // also publishes the edge table before the first item
     const int warp = threadIdx.x >> 5;
-    const Counter<In> count{args, shared ? s_mem + (warp % args.copies) * args.stride : nullptr,
-                            d_counts + row * bins, edges};
+    const Counter<In, P> count{args, kShared ? s_mem + (warp % args.copies) * args.stride : nullptr,
+                               d_counts + row * bins, edges};
     CountRow(d_in + row * args.cols, args.cols, part * kThreads + threadIdx.x,
              args.parts * kThreads, count);
-    if (!shared) continue;
+    if constexpr (!kShared) continue;
     __syncthreads();
     int64_t* row_counts = d_counts + row * bins;
     for (int32_t b = threadIdx.x; b < bins; b += kThreads) {
@@ -269,46 +261,31 @@ bool ValidArgs(int64_t rows, int64_t cols, int32_t bins, double lo, double hi) {
          std::isfinite(hi) && lo < hi && std::isfinite(hi - lo);
 }
 
-// The float estimate's parameters, disabled where the range does not qualify (see
-// kFloatEstimateMaxSpan) or the input is not float32 / float16.
-FloatBinning PlanFloatBinning(const HistogramBinning& b, bool float_input) {
-  FloatBinning f{};
-  const double abs_max = std::max(std::fabs(b.lo), std::fabs(b.hi));
-  f.enabled = float_input && abs_max <= kFloatEstimateMaxAbs &&
-              abs_max * b.scale <= kFloatEstimateMaxSpan;
-  if (!f.enabled) return f;
-  const auto up = [](double d) {  // the least float >= d
-    float r = static_cast<float>(d);
-    return static_cast<double>(r) < d ? std::nextafter(r, INFINITY) : r;
-  };
-  const auto down = [](double d) {  // the greatest float <= d
-    float r = static_cast<float>(d);
-    return static_cast<double>(r) > d ? std::nextafter(r, -INFINITY) : r;
-  };
-  f.lo = static_cast<float>(b.lo);
-  f.scale = static_cast<float>(b.scale);
-  f.last = static_cast<float>(b.bins - 1);
-  f.min_in = up(b.lo);
-  f.max_in = down(b.hi);
-  return f;
+CountPath PathOf(const HistArgs& a) {
+  if (a.merge == Merge::kGlobal) return CountPath::kGlobal;
+  return a.fast.path == FloatBinPath::kAdjacent ? CountPath::kSharedAdjacent : CountPath::kShared;
 }
 
-HistArgs PlanHistogram(int64_t rows, int64_t cols, int32_t bins, double lo, double hi,
-                       bool accumulate, bool float_input, int multiprocessors) {
+// The plan for a persistent grid of grid_target blocks.
+HistArgs PlanForGrid(int64_t rows, int64_t cols, int32_t bins, double lo, double hi,
+                     bool accumulate, bool float_input, int64_t grid_target) {
   HistArgs a{};
   a.binning = HistogramBinning::Make(bins, lo, hi);
   a.fast = PlanFloatBinning(a.binning, float_input);
   a.rows = rows;
   a.cols = cols;
   a.accumulate = accumulate;
-  const int64_t grid_target = static_cast<int64_t>(kBlocksPerSm) * multiprocessors;
   a.parts = std::max<int64_t>(1, grid_target / rows);
   // A shared counter of one block counts at most ceil(cols / parts / threads) * threads values.
   const bool fits_u32 = detail::CeilDiv(cols, a.parts) < (int64_t{1} << 32) - kThreads;
-  const int32_t table_words = 2 * bins;  // a float2 a bin
-  if (bins > kSmemWords || !fits_u32) {
+  const int32_t table_words = 2 * bins;  // a FloatEdgePair a bin
+  const auto drop_table_unless = [&](bool keep) {
+    if (!keep) a.fast.path = FloatBinPath::kDouble;
+  };
+  const bool table = a.fast.path != FloatBinPath::kDouble;
+  if (bins + 1 > kSmemWords || !fits_u32) {  // not even one unpadded sub-histogram fits
     a.merge = Merge::kGlobal;
-    a.fast.enabled = a.fast.enabled && table_words <= kSmemWords;
+    drop_table_unless(table_words <= kSmemWords);
     a.pad_shift = kNoPadShift;
     return a;
   }
@@ -318,27 +295,42 @@ HistArgs PlanHistogram(int64_t rows, int64_t cols, int32_t bins, double lo, doub
   const int64_t per_item = detail::CeilDiv(cols, a.parts);
   a.copies = static_cast<int32_t>(std::clamp<int64_t>(
       per_item / bins, 1, std::clamp(kSmemWords / bins, 1, kMaxCopies)));
-  // Shared memory: copies * stride counters, then the edge table. Give up, in this order,
-  // copies, the padding, the float estimate, until it fits (one unpadded copy always does).
-  const int32_t padded = bins + (bins >> kPadShift);
-  const auto fits = [&](int32_t copies, int32_t stride, bool table) {
+  // Shared memory: copies * stride counters (a sub-histogram's bins, padded, then the counter
+  // of values outside the range), then the edge table. Give up, in this order, copies, the
+  // padding, the float edge table, until it fits (one unpadded copy always does).
+  const int32_t padded = bins + (bins >> kPadShift) + 1;
+  const int32_t unpadded = bins + 1;
+  const auto fits = [&](int32_t copies, int32_t stride, bool with_table) {
     const int64_t counters = static_cast<int64_t>(copies) * stride;
-    return counters + (counters & 1) + (table ? table_words : 0) <= kSmemWords;
+    return counters + (counters & 1) + (with_table ? table_words : 0) <= kSmemWords;
   };
   a.stride = padded;
-  while (a.copies > 1 && !fits(a.copies, a.stride, a.fast.enabled)) --a.copies;
-  if (!fits(a.copies, a.stride, a.fast.enabled)) a.stride = bins;
-  if (!fits(a.copies, a.stride, a.fast.enabled)) a.fast.enabled = false;
-  a.pad_shift = a.stride == bins ? kNoPadShift : kPadShift;
-  a.edges_at = a.copies * a.stride + (a.copies * a.stride & 1);  // float2-aligned
+  while (a.copies > 1 && !fits(a.copies, a.stride, table)) --a.copies;
+  if (!fits(a.copies, a.stride, table)) a.stride = unpadded;
+  drop_table_unless(fits(a.copies, a.stride, table));
+  a.pad_shift = a.stride == unpadded ? kNoPadShift : kPadShift;
+  a.edges_at = a.copies * a.stride + (a.copies * a.stride & 1);  // 8-byte aligned
   return a;
+}
+
+// Planned for the grid of the instance it picks: first as if for kSharedAdjacent's, then again
+// if it picks another.
+HistArgs PlanHistogram(int64_t rows, int64_t cols, int32_t bins, double lo, double hi,
+                       bool accumulate, bool float_input, int multiprocessors) {
+  const auto plan = [&](CountPath p) {
+    return PlanForGrid(rows, cols, bins, lo, hi, accumulate, float_input,
+                       static_cast<int64_t>(BlocksPerSm(p)) * multiprocessors);
+  };
+  const HistArgs first = plan(CountPath::kSharedAdjacent);
+  const CountPath picked = PathOf(first);
+  return BlocksPerSm(picked) == BlocksPerSm(CountPath::kSharedAdjacent) ? first : plan(picked);
 }
 
 template <typename In>
 cudaError_t Dispatch(const In* d_in, int64_t* d_counts, const HistArgs& args,
                      detail::Launcher& launch) {
   const int mp = launch.config().multiprocessors;
-  const int64_t grid_target = static_cast<int64_t>(kBlocksPerSm) * mp;
+  const int64_t grid_target = static_cast<int64_t>(BlocksPerSm(PathOf(args))) * mp;
   const int32_t bins = args.binning.bins;
   if (args.merge != Merge::kDirect && !args.accumulate) {
     const int64_t n = args.rows * bins;
@@ -352,7 +344,14 @@ cudaError_t Dispatch(const In* d_in, int64_t* d_counts, const HistArgs& args,
                      : args.merge == Merge::kAtomic ? "histogram.split"
                                                     : "histogram.global";
   const int64_t grid = std::min(args.rows * args.parts, grid_target);
-  return launch(name, HistogramKernel<In>, grid, kThreads, d_in, d_counts, args);
+  const auto run = [&](auto kernel) { return launch(name, kernel, grid, kThreads, d_in, d_counts, args); };
+  if (args.merge == Merge::kGlobal) return run(HistogramKernel<In, CountPath::kGlobal>);
+  if constexpr (kFloatIn<In>) {
+    if (args.fast.path == FloatBinPath::kAdjacent) {
+      return run(HistogramKernel<In, CountPath::kSharedAdjacent>);
+    }
+  }
+  return run(HistogramKernel<In, CountPath::kShared>);
 }
 
 bool IsFloatInput(ElementType type) {

@@ -7,9 +7,8 @@
 // Bins are equal-width over [lo, hi], the last closed on the right; values outside [lo, hi]
 // and NaN are not counted. Bin placement is kernels/common/histogram_bin.h (NumPy's edges and
 // edge correction, computed in double: identical to the CPU reference for every value);
-// float32 and float16 input estimate the bin in float and accept it only when a table of the
-// exact edges, rounded up to float, brackets the value, falling back to the double function
-// otherwise, which gives the same bins (argued in histogram.cu, FloatBinner).
+// float32 and float16 input place values in float arithmetic against a table of those edges
+// rounded up to float, with the same bins (kernels/common/histogram_float_bin.h says why).
 // With `accumulate` the counts are added to d_counts instead of overwriting it, so a long row
 // may be counted in consecutive pieces.
 #pragma once

@@ -417,7 +417,8 @@ TEST_P(CumsumHistogramPerTypeTest, HistogramBinCountsAcrossPaths) {
 // floats next to every edge (and the edges rounded each way) land where NumPy puts them, also
 // for ranges whose edges no float represents. The later ranges have power-of-two bin widths
 // whose edges are all floats, negative and tiny ones among them, where x - lo rounded to
-// nearest can land exactly on the next edge.
+// nearest can land exactly on the next edge. Each float path runs (histogram_float_bin.h):
+// adjacent for most, checked for (256, 1e6, 1e6 + 1), double for the last two.
 TEST_F(CumsumHistogramTest, HistogramFloatValuesAtEdges) {
   struct Range {
     int32_t bins;
@@ -435,7 +436,9 @@ TEST_F(CumsumHistogramTest, HistogramFloatValuesAtEdges) {
                                            {8, 3, 5},
                                            {4, 0, std::ldexp(1.0, -124)},
                                            {4, -std::ldexp(1.0, -120), std::ldexp(1.0, -120)},
-                                           {65536, -32768, 32768}}) {
+                                           {65536, -32768, 32768},
+                                           {4096, 1e12, 1e12 + 1e3},
+                                           {8, -1e30, 1e30}}) {
     SCOPED_TRACE("bins " + std::to_string(r.bins) + " range " + std::to_string(r.lo) + " " +
                  std::to_string(r.hi));
     const double step = (r.hi - r.lo) / r.bins;
