@@ -24,7 +24,9 @@ using detail::ItemTraits;
 // persistent grid). Measured on the H200 with kernels_bench, histogram(256, 0, 1) of 2^28
 // float32 values, CUB HistogramEven 268 us in the same run, with the checked float path and a
 // branchy count: 3 blocks an SM and 4 vectors in flight 420 us; 3 and 2: 417 us; 2 and 4: 480
-// us. The branch-free adjacent path and its block count: bench/results/kernels-h200.md. ------
+// us. The branch-free paths at four blocks an SM, CUB 266 us in the same run: kSharedAdjacent
+// 301 us, bound by shared memory (Nsight Compute: L1 at 95%, the edge-pair loads 5-way bank
+// conflicted, 26 instructions a value); kSharedPow2, which needs no edge table, 239 us. ----
 constexpr int kThreads = 512;
 constexpr int kWarps = kThreads / 32;
 constexpr int kSmemWords = 12288;      // 48 KiB a block (static limit): counters, then edges
@@ -59,12 +61,20 @@ enum class CountPath : int32_t {
   kSharedAdjacent = 0,  // float32 / float16 with FloatBinPath::kAdjacent, shared counters
   kShared = 1,          // any other binning, shared counters
   kGlobal = 2,          // any binning, atomics into the global counts
+  kSharedPow2 = 3,      // float32 / float16 with FloatBinPath::kPow2, shared counters
 };
 
 // Blocks an SM of each kernel instance: its launch bounds and the persistent grid's size.
-// kSharedAdjacent needs no more than 32 registers, so four blocks are resident (2048 threads,
-// 4 x 48 KiB of shared memory); the others take up to 40 and three blocks.
-constexpr int BlocksPerSm(CountPath p) { return p == CountPath::kSharedAdjacent ? 4 : 3; }
+// kSharedAdjacent and kSharedPow2 need no more than 32 registers, so four blocks are resident
+// (2048 threads, 4 x 48 KiB of shared memory); the others take up to 40 and three blocks.
+constexpr int BlocksPerSm(CountPath p) {
+  return p == CountPath::kSharedAdjacent || p == CountPath::kSharedPow2 ? 4 : 3;
+}
+
+// Whether the float path reads the edge table (kPow2 needs none).
+__host__ __device__ constexpr bool UsesEdgeTable(FloatBinPath p) {
+  return p == FloatBinPath::kAdjacent || p == FloatBinPath::kChecked;
+}
 
 __device__ __forceinline__ void AddToCounts(int64_t* counts, int64_t bin, unsigned long long n) {
   atomicAdd(reinterpret_cast<unsigned long long*>(counts + bin), n);
@@ -103,6 +113,9 @@ __device__ __forceinline__ int32_t GeneralBin(typename ItemTraits<In>::Bits b, c
     if (args.fast.path == FloatBinPath::kDouble) {
       return HistogramBin(static_cast<double>(x), args.binning);
     }
+    if (args.fast.path == FloatBinPath::kPow2) {
+      return Pow2FloatBin(x, args.fast, args.binning.bins - 1, -1);
+    }
     if (!(x >= args.fast.min_in && x <= args.fast.max_in)) return -1;  // NaN fails too
     const int32_t i = FloatBinEstimate(x, args.fast);
     const FloatEdgePair edge = edges[i];
@@ -125,7 +138,7 @@ struct Counter {
   const HistArgs& args;
   uint32_t* sub;               // this warp's shared sub-histogram (null for kGlobal)
   int64_t* row_counts;         // the row's global counts (kGlobal)
-  const FloatEdgePair* edges;  // the float edge table, when args.fast.path is not kDouble
+  const FloatEdgePair* edges;  // the float edge table, when UsesEdgeTable(args.fast.path)
 
   __device__ __forceinline__ void One(Bits b) const {
     if constexpr (P == CountPath::kGlobal) {
@@ -135,6 +148,8 @@ struct Counter {
       int32_t bin;
       if constexpr (P == CountPath::kSharedAdjacent) {
         bin = AdjacentFloatBin(ToFloat<In>(b), args.fast, edges, args.binning.bins);
+      } else if constexpr (P == CountPath::kSharedPow2) {
+        bin = Pow2FloatBin(ToFloat<In>(b), args.fast, args.binning.bins - 1, args.binning.bins);
       } else {
         bin = GeneralBin<In>(b, args, edges);
         if (bin < 0) bin = args.binning.bins;
@@ -221,7 +236,7 @@ __global__ void __launch_bounds__(kThreads, BlocksPerSm(P))
   const int32_t bins = args.binning.bins;
   const int32_t sub_counters = kShared ? args.copies * args.stride : 0;
   auto* edges = reinterpret_cast<FloatEdgePair*>(s_mem + args.edges_at);
-  if (kFloatIn<In> && args.fast.path != FloatBinPath::kDouble) BuildFloatEdges(args.binning, edges);
+  if (kFloatIn<In> && UsesEdgeTable(args.fast.path)) BuildFloatEdges(args.binning, edges);
   detail::WaitForPrimaryGrids();
   const int64_t items = args.rows * args.parts;
   for (int64_t item = blockIdx.x; item < items; item += gridDim.x) {
@@ -263,6 +278,7 @@ bool ValidArgs(int64_t rows, int64_t cols, int32_t bins, double lo, double hi) {
 
 CountPath PathOf(const HistArgs& a) {
   if (a.merge == Merge::kGlobal) return CountPath::kGlobal;
+  if (a.fast.path == FloatBinPath::kPow2) return CountPath::kSharedPow2;
   return a.fast.path == FloatBinPath::kAdjacent ? CountPath::kSharedAdjacent : CountPath::kShared;
 }
 
@@ -280,9 +296,9 @@ HistArgs PlanForGrid(int64_t rows, int64_t cols, int32_t bins, double lo, double
   const bool fits_u32 = detail::CeilDiv(cols, a.parts) < (int64_t{1} << 32) - kThreads;
   const int32_t table_words = 2 * bins;  // a FloatEdgePair a bin
   const auto drop_table_unless = [&](bool keep) {
-    if (!keep) a.fast.path = FloatBinPath::kDouble;
+    if (!keep && UsesEdgeTable(a.fast.path)) a.fast.path = FloatBinPath::kDouble;
   };
-  const bool table = a.fast.path != FloatBinPath::kDouble;
+  const bool table = UsesEdgeTable(a.fast.path);
   if (bins + 1 > kSmemWords || !fits_u32) {  // not even one unpadded sub-histogram fits
     a.merge = Merge::kGlobal;
     drop_table_unless(table_words <= kSmemWords);
@@ -350,6 +366,7 @@ cudaError_t Dispatch(const In* d_in, int64_t* d_counts, const HistArgs& args,
     if (args.fast.path == FloatBinPath::kAdjacent) {
       return run(HistogramKernel<In, CountPath::kSharedAdjacent>);
     }
+    if (args.fast.path == FloatBinPath::kPow2) return run(HistogramKernel<In, CountPath::kSharedPow2>);
   }
   return run(HistogramKernel<In, CountPath::kShared>);
 }

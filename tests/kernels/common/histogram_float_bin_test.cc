@@ -36,14 +36,20 @@ std::vector<FloatEdgePair> EdgeTable(const HistogramBinning& b) {
   return edges;
 }
 
-// Checks every value of `values` and returns how many disagreed (the first few are printed).
-int CountMismatches(const Range& r, const std::vector<float>& values) {
+enum class Placement { kAdjacent, kPow2 };
+
+// Checks every value of `values` placed by `how` and returns how many disagreed (the first
+// few are printed).
+int CountMismatches(const Range& r, const std::vector<float>& values,
+                    Placement how = Placement::kAdjacent) {
   const HistogramBinning b = HistogramBinning::Make(r.bins, r.lo, r.hi);
   const FloatBinning f = PlanFloatBinning(b, true);
   const std::vector<FloatEdgePair> edges = EdgeTable(b);
   int mismatches = 0;
   for (float x : values) {
-    const int32_t got = AdjacentFloatBin(x, f, edges.data(), b.bins);
+    const int32_t got = how == Placement::kPow2
+                            ? Pow2FloatBin(x, f, b.bins - 1, b.bins)
+                            : AdjacentFloatBin(x, f, edges.data(), b.bins);
     const int32_t want = Expected(x, b);
     if (got != want && ++mismatches <= 5) {
       ADD_FAILURE() << "histogram(" << r.bins << ", " << r.lo << ", " << r.hi << "): x = "
@@ -82,9 +88,10 @@ std::vector<float> RandomValues(const Range& r, uint64_t seed) {
   return values;
 }
 
-// Ranges that take the adjacent path, from the benchmark's to ones at its limit
-// (max(|lo|, |hi|) * bins / (hi - lo) close to 2^20) and power-of-two widths, where x - lo
-// can land exactly on the next edge.
+// Ranges within the adjacent path's span limit (max(|lo|, |hi|) * bins / (hi - lo) <= 2^20),
+// from the benchmark's to ones close to the limit. Several have power-of-two widths and lo a
+// whole number of widths, so that the kernel takes kPow2 for them; the adjacent placement is
+// checked on them too (x - lo can land exactly on the next edge there).
 const std::vector<Range> kAdjacentRanges = {
     {256, 0, 1},        {64, -2, 2},           {2, -1, 1},           {256, 0, 256},
     {8, 3, 5},          {4, 0, 0x1p-124},      {4, -0x1p-120, 0x1p-120},
@@ -93,10 +100,20 @@ const std::vector<Range> kAdjacentRanges = {
     {15, 65536, 65537}, {1000, 1000, 1001},    {1, 1e6, 1e6 + 0.96}, {255, -1e-3, 7e-4},
     {4096, -1.5, 2.25}, {10, 0.1, 0.2},        {333, -7.25, -7.0}};
 
+// Ranges of the pow2 path: power-of-two widths from 2^-10 to 2^12, lo negative, zero and
+// positive, the index limit |k| + bins = 2^21 reached, and widths at the exponent limit.
+const std::vector<Range> kPow2Ranges = {
+    {256, 0, 1},       {256, 0, 256},        {64, -2, 2},           {2, -1, 1},
+    {8, 3, 5},         {1, 0, 1},            {65536, -32768, 32768}, {16, -4096, 61440},
+    {1024, -1, 0},     {3, -0.75, 0},        {5, 0.25, 1.5},        {4096, 1.0, 5.0},
+    {65536, 2031616, 2097152},               {7, -2097145, -2097138},
+    {4, 0, 0x1p-98},   {4, -0x1p-98, 0x1p-98}, {2, 0x1p100, 0x1p101}};
+
 TEST(HistogramFloatBin, AdjacentPathMatchesHistogramBinAtEveryEdge) {
   for (const Range& r : kAdjacentRanges) {
     const FloatBinning f = PlanFloatBinning(HistogramBinning::Make(r.bins, r.lo, r.hi), true);
-    ASSERT_EQ(f.path, FloatBinPath::kAdjacent) << r.bins << ", " << r.lo << ", " << r.hi;
+    ASSERT_TRUE(f.path == FloatBinPath::kAdjacent || f.path == FloatBinPath::kPow2)
+        << r.bins << ", " << r.lo << ", " << r.hi;
     EXPECT_EQ(CountMismatches(r, ValuesAtEdges(r)), 0);
   }
 }
@@ -108,13 +125,36 @@ TEST(HistogramFloatBin, AdjacentPathMatchesHistogramBinOnRandomValues) {
   }
 }
 
+TEST(HistogramFloatBin, Pow2PathMatchesHistogramBinAtEveryEdgeAndOnRandomValues) {
+  const uint64_t seed = std::random_device{}();
+  for (const Range& r : kPow2Ranges) {
+    const FloatBinning f = PlanFloatBinning(HistogramBinning::Make(r.bins, r.lo, r.hi), true);
+    ASSERT_EQ(f.path, FloatBinPath::kPow2) << r.bins << ", " << r.lo << ", " << r.hi;
+    EXPECT_EQ(CountMismatches(r, ValuesAtEdges(r), Placement::kPow2), 0);
+    EXPECT_EQ(CountMismatches(r, RandomValues(r, seed), Placement::kPow2), 0) << "seed " << seed;
+    // Values that scale below float's normal range: tiny ones either side of zero.
+    std::vector<float> tiny;
+    for (float x = std::numeric_limits<float>::denorm_min(); x < 1e-30f; x *= 3) {
+      tiny.push_back(x);
+      tiny.push_back(-x);
+    }
+    EXPECT_EQ(CountMismatches(r, tiny, Placement::kPow2), 0);
+  }
+}
+
 TEST(HistogramFloatBin, PathFollowsTheSpanLimits) {
   const auto path = [](int32_t bins, double lo, double hi, bool float_input = true) {
     return PlanFloatBinning(HistogramBinning::Make(bins, lo, hi), float_input).path;
   };
-  EXPECT_EQ(path(256, 0, 1), FloatBinPath::kAdjacent);
+  EXPECT_EQ(path(256, 0, 1), FloatBinPath::kPow2);
   EXPECT_EQ(path(256, 0, 1, false), FloatBinPath::kDouble);  // int32, float64 input
-  EXPECT_EQ(path(16, 65536, 65537), FloatBinPath::kChecked);  // span 65537 * 16 > 2^20
+  EXPECT_EQ(path(255, 0, 1), FloatBinPath::kAdjacent);        // width 1/255
+  EXPECT_EQ(path(256, 0.001, 1.001), FloatBinPath::kAdjacent);  // lo not a whole width
+  EXPECT_EQ(path(4, 0, 0x1p-99), FloatBinPath::kAdjacent);      // width 2^-101: past the limit
+  EXPECT_EQ(path(65536, 2031617, 2097153), FloatBinPath::kChecked);  // |k| + bins > 2^21
+  EXPECT_EQ(path(7, -2097146, -2097139), FloatBinPath::kChecked);    // likewise
+  EXPECT_EQ(path(17, 65536, 65537), FloatBinPath::kChecked);  // span 65537 * 17 > 2^20
+  EXPECT_EQ(path(16, 65536, 65537), FloatBinPath::kPow2);     // width 2^-4, k = 2^20
   EXPECT_EQ(path(15, 65536, 65537), FloatBinPath::kAdjacent);  // span 65537 * 15 < 2^20
   EXPECT_EQ(path(10, 1e6, 1e6 + 1), FloatBinPath::kChecked);
   EXPECT_EQ(path(10, 1e12, 1e12 + 1), FloatBinPath::kDouble);  // span 1e13 > 2^40

@@ -413,12 +413,14 @@ TEST_P(CumsumHistogramPerTypeTest, HistogramBinCountsAcrossPaths) {
   }
 }
 
-// float32 and float16 bins come from a float estimate checked against the exact edges: the
+// float32 and float16 bins come from a float estimate checked against the exact edges, or,
+// for power-of-two widths with lo a whole number of widths, from exact float arithmetic: the
 // floats next to every edge (and the edges rounded each way) land where NumPy puts them, also
 // for ranges whose edges no float represents. The later ranges have power-of-two bin widths
-// whose edges are all floats, negative and tiny ones among them, where x - lo rounded to
-// nearest can land exactly on the next edge. Each float path runs (histogram_float_bin.h):
-// adjacent for most, checked for (256, 1e6, 1e6 + 1), double for the last two.
+// whose edges are all floats, negative and tiny ones among them. Each float path runs
+// (histogram_float_bin.h): pow2 for (256, 0, 1), (64, -2, 2), (2, -1, 1), (256, 0, 256),
+// (8, 3, 5) and (65536, -32768, 32768), where 65536 bins count through global atomics;
+// checked for (256, 1e6, 1e6 + 1); double for the last two; adjacent for the rest.
 TEST_F(CumsumHistogramTest, HistogramFloatValuesAtEdges) {
   struct Range {
     int32_t bins;
