@@ -36,6 +36,12 @@ constexpr int kLookbackWarps = kLookbackThreads / 32;
 constexpr int kLookbackItemsNarrow = 32;
 constexpr int kLookbackItemsWide = 16;
 constexpr int64_t kLookbackTileMin = kLookbackThreads * kLookbackItemsWide;
+// Two look-back blocks an SM (64 registers a thread). Without the cap ptxas gave the 8-byte
+// accumulators 79 to 81 registers, one block an SM; with it, and warp 0's items parked in
+// shared memory during the look-back, int32 spills nothing and float64 24 bytes. On the H200
+// (kernels_bench, 2^26 elements, one row): int32 463 us against 515 at one block an SM,
+// float64 428 against 461; float32 (2^28) 706 against 708, float16 120 against 118.
+constexpr int kLookbackMinBlocksPerSm = 2;
 template <typename In>
 constexpr int kLookbackItems =
     sizeof(typename detail::ItemTraits<In>::Acc) == 4 ? kLookbackItemsNarrow : kLookbackItemsWide;
@@ -347,7 +353,7 @@ __device__ __forceinline__ Acc LookBack(const Status& status, int64_t tile, int6
 // and store instruction of a warp covers 512 contiguous bytes; the scan follows that layout:
 // within a vector in registers, across lanes per vector with shuffles, vectors in order.
 template <typename In>
-__global__ void __launch_bounds__(kLookbackThreads)
+__global__ void __launch_bounds__(kLookbackThreads, kLookbackMinBlocksPerSm)
     LookbackKernel(const In* d_in, typename OutOf<In>::type* d_out, int64_t row0, int64_t cols,
                    int64_t tiles_per_row, typename ItemTraits<In>::Acc* d_carry,
                    void* d_workspace) {
@@ -363,6 +369,10 @@ __global__ void __launch_bounds__(kLookbackThreads)
   __shared__ Acc s_warp_totals[kLookbackWarps];
   __shared__ long long s_tile;
   __shared__ Acc s_prefix;
+  // Warp 0's items while it looks back (item i of lane l at i * 32 + l): the look-back then
+  // gets the registers the items held, which keeps the kernel at 64 registers (see
+  // kLookbackMinBlocksPerSm).
+  __shared__ Acc s_parked[kItemsHere * 32];
   auto* base = static_cast<char*>(d_workspace);
   auto* counter = reinterpret_cast<unsigned long long*>(base);
   detail::WaitForPrimaryGrids();
@@ -437,7 +447,17 @@ __global__ void __launch_bounds__(kLookbackThreads)
       prefix = d_carry != nullptr ? __ldcg(d_carry + row) : Acc(0);
     } else {
       if (lane == 0) status.Publish(tile, tile_total, kFlagAggregate);
+#pragma unroll
+      for (int k = 0; k < kVecs; ++k) {
+#pragma unroll
+        for (int i = 0; i < kVec; ++i) s_parked[(k * kVec + i) * 32 + lane] = v[k][i];
+      }
       prefix = LookBack<Acc>(status, tile, tile - j);
+#pragma unroll
+      for (int k = 0; k < kVecs; ++k) {
+#pragma unroll
+        for (int i = 0; i < kVec; ++i) v[k][i] = s_parked[(k * kVec + i) * 32 + lane];
+      }
     }
     if (lane == 0) {
       status.Publish(tile, prefix + tile_total, kFlagPrefix);
