@@ -22,7 +22,7 @@ ncu_bin=$(command -v ncu || true)
 ours_of() {
   case $1 in
     histogram) echo HistogramKernel ;;
-    convolve) echo ConvolveTilesKernel ;;
+    convolve) echo 'Convolve(ShortTaps|Tiles)Kernel' ;;
     cumsum) echo LookbackKernel ;;
     sum-row | sum-rows) echo ReduceBlockKernel ;;
     *) echo "$1" ;;

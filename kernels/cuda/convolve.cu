@@ -1,4 +1,7 @@
-// RowConvolve / RowConvolveWindow: entry points, dispatch and the tile kernel.
+// RowConvolve / RowConvolveWindow: entry points, dispatch and the general tile kernel, which
+// takes every tap count and float16; float32 and float64 with up to kShortConvolveTaps taps go
+// to the short-tap kernel of convolve_short.cu, which shares this kernel's tile layout and
+// FMA blocks (detail/convolve_tile.cuh).
 //
 // Work item: a tile of ConvTuning::kThreads * kPerThread consecutive outputs of one row (one
 // window). The block stages the tile's input plus the (M - 1)-element halo in shared memory in
@@ -11,13 +14,7 @@
 // issues the next tile's global loads (into registers) before computing the current tile, so
 // its DRAM latency hides behind its own FMAs.
 //
-// Shared-memory layout of the staged input: logical entry i lives at Phys(i) = i + kPad *
-// (i / R), i.e. every run of R entries (one thread's outputs, or one tap block of its window)
-// is followed by 16 bytes of padding. A thread's window loads are 16-byte loads at a stride of
-// R + kPad entries between lanes; with R * sizeof(Acc) / 16 even, that stride is an odd number
-// of 16-byte units, so the 8 lanes of each quarter-warp phase hit 8 distinct 16-byte bank
-// groups: conflict-free. (Unpadded, the stride of R entries puts 2 or more lanes on each bank
-// group, and bank conflicts, not FMAs, become the limit.)
+// Shared-memory layout of the staged input: detail::ConvLayout (padded, bank-conflict-free).
 //
 // Outputs go back through shared memory so global stores are coalesced whatever d_out's
 // alignment.
@@ -32,6 +29,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/convolve.h"
+#include "kernels/cuda/detail/convolve_tile.cuh"
 #include "kernels/cuda/detail/launch.cuh"
 #include "kernels/cuda/detail/row_access.cuh"
 #include "kernels/cuda/detail/typed_access.cuh"
@@ -96,68 +94,20 @@ constexpr int TileOf() {
   return Tu::kThreads * Tu::kPerThread;
 }
 
-// The padded shared-memory layout described at the top, for compute type Acc.
-template <typename Acc>
-struct ConvSmem {
-  static constexpr int kR = ConvTuning<Acc>::kPerThread;
-  static constexpr int kPad = 16 / static_cast<int>(sizeof(Acc));  // 16 bytes
-  static constexpr int kRun = kR + kPad;
-  static_assert((kR & (kR - 1)) == 0, "outputs per thread is a power of two");
-  static_assert((kR * sizeof(Acc) / 16) % 2 == 0, "odd 16-byte stride between lanes");
-  static_assert(kMaxConvolveTaps % kR == 0, "taps are processed in whole blocks");
-  static_assert(ConvTuning<Acc>::kThreads % kR == 0, "the output loop steps whole runs");
-  // Logical entries: a tile plus the last tap block's reads (see the bound in the kernel).
-  static constexpr int kLogical = ConvTuning<Acc>::kThreads * kR + kMaxConvolveTaps;
-  static constexpr int kPhysical = kLogical / kR * kRun;
-  // Unsigned arithmetic: the entries are never negative, and signed division costs fix-ups in
-  // the staging loops.
-  __device__ static int Phys(int i) {
-    const unsigned u = static_cast<unsigned>(i);
-    return static_cast<int>(u + (u / kR) * kPad);
-  }
-};
+using detail::ConvGeometry;
+using detail::LoadSharedRun;
+using detail::StoreSharedRun;
+using detail::TapBlockFma;
 
-// 16-byte shared-memory moves of N (a multiple of 16 bytes) compute-type values.
-__device__ __forceinline__ void LoadShared16(const float* p, float* d) {
-  const float4 v = *reinterpret_cast<const float4*>(p);
-  d[0] = v.x;
-  d[1] = v.y;
-  d[2] = v.z;
-  d[3] = v.w;
-}
-__device__ __forceinline__ void LoadShared16(const double* p, double* d) {
-  const double2 v = *reinterpret_cast<const double2*>(p);
-  d[0] = v.x;
-  d[1] = v.y;
-}
-__device__ __forceinline__ void StoreShared16(float* p, const float* s) {
-  *reinterpret_cast<float4*>(p) = make_float4(s[0], s[1], s[2], s[3]);
-}
-__device__ __forceinline__ void StoreShared16(double* p, const double* s) {
-  *reinterpret_cast<double2*>(p) = make_double2(s[0], s[1]);
-}
-template <int N, typename Acc>
-__device__ __forceinline__ void LoadSharedRun(const Acc* p, Acc* d) {
-  constexpr int kV = 16 / static_cast<int>(sizeof(Acc));
-#pragma unroll
-  for (int i = 0; i < N; i += kV) LoadShared16(p + i, d + i);
-}
+template <typename Acc>
+using ConvSmem = detail::ConvLayout<Acc, ConvTuning<Acc>::kPerThread, ConvTuning<Acc>::kThreads,
+                                    kMaxConvolveTaps>;
 
 // Taps by value in the kernel parameters (4 KiB as float, 8 KiB as double; CUDA 12.1+ allows
 // 32 KiB of parameters), so a job needs no device copy of its taps.
 template <typename Acc>
 struct ConvTaps {
   Acc v[kMaxConvolveTaps];
-};
-
-// Shape of one launch: `rows` windows of identical geometry, rows apart by the strides.
-struct ConvGeometry {
-  int64_t rows;
-  int64_t in_row_stride;   // elements between consecutive rows of d_in
-  int64_t out_row_stride;  // elements between consecutive rows of d_out
-  ConvolveWindow window;
-  int64_t tiles_per_row;  // windows of TileOf<T>() outputs
-  int32_t taps;  // M
 };
 
 // The input of one tile: src[0 .. count) (element-aligned, any 16-byte alignment) goes to the
@@ -319,31 +269,18 @@ __global__ void __launch_bounds__(ConvTuning<typename ConvTraits<T>::Acc>::kThre
       Acc gk[kR];
       LoadSharedRun<kR>(xs + (kb + 1) * L::kRun, win + kR);
       LoadSharedRun<kR>(s_g + kb * kR, gk);
-#pragma unroll
-      for (int kk = 0; kk < kR; ++kk) {
-#pragma unroll
-        for (int r = 0; r < kR; ++r) acc[r] = fma(gk[kk], win[r + kk], acc[r]);
-      }
+      TapBlockFma<kR, false>(acc, win, kR, [&](int kk) { return gk[kk]; });
 #pragma unroll
       for (int r = 0; r < kR; ++r) win[r] = win[kR + r];
     }
     if (tail > 0) {
-      // Guarded, not zero-padded: a zero tap times an infinite input would be NaN.
       Acc gk[kR];
       LoadSharedRun<kR>(xs + (full_blocks + 1) * L::kRun, win + kR);
       LoadSharedRun<kR>(s_g + full_blocks * kR, gk);
-#pragma unroll
-      for (int kk = 0; kk < kR; ++kk) {
-        if (kk < tail) {
-#pragma unroll
-          for (int r = 0; r < kR; ++r) acc[r] = fma(gk[kk], win[r + kk], acc[r]);
-        }
-      }
+      TapBlockFma<kR, true>(acc, win, tail, [&](int kk) { return gk[kk]; });
     }
     __syncthreads();  // every thread is done reading s_x
-    constexpr int kV = 16 / static_cast<int>(sizeof(Acc));
-#pragma unroll
-    for (int r = 0; r < kR; r += kV) StoreShared16(s_x + threadIdx.x * L::kRun + r, acc + r);
+    StoreSharedRun<kR>(s_x + threadIdx.x * L::kRun, acc);
     __syncthreads();
     // Output i = threadIdx.x + j * kThreads sits at Phys(threadIdx.x) + j * kStep: kThreads is
     // a multiple of kR, so the layout's padding advances by a constant per step.
@@ -384,12 +321,28 @@ cudaError_t DispatchTyped(const void* d_in, void* d_out, const ConvGeometry& sha
                 static_cast<const T*>(d_in), static_cast<T*>(d_out), g, p);
 }
 
+// float32 and float64 with short taps take the short-tap kernel (convolve_short.cu). 63 taps,
+// 'same', on the H200 (kernels_bench): float32 on 2^28 849.2 us, float64 on 2^26 394.3 us,
+// against 1,022 and 543.7 us for this file's kernel in the run at 170d945 (torch conv1d 8,793
+// and 8,789 us on the float32 row in the two runs). float16 stays here: its staged copy is
+// converted to float32, which a cp.async copy cannot do.
 cudaError_t Dispatch(const void* d_in, ElementType type, void* d_out, const ConvGeometry& g,
                      const double* taps, detail::Launcher& launch) {
   if (g.window.out_count == 0 || g.rows == 0) return cudaSuccess;
+  const bool short_taps = g.taps <= detail::kShortConvolveTaps;
   switch (type) {
-    case ElementType::kFloat32: return DispatchTyped<float>(d_in, d_out, g, taps, launch);
-    case ElementType::kFloat64: return DispatchTyped<double>(d_in, d_out, g, taps, launch);
+    case ElementType::kFloat32:
+      if (short_taps) {
+        return detail::LaunchShortTapConvolve(static_cast<const float*>(d_in),
+                                              static_cast<float*>(d_out), g, taps, launch);
+      }
+      return DispatchTyped<float>(d_in, d_out, g, taps, launch);
+    case ElementType::kFloat64:
+      if (short_taps) {
+        return detail::LaunchShortTapConvolve(static_cast<const double*>(d_in),
+                                              static_cast<double*>(d_out), g, taps, launch);
+      }
+      return DispatchTyped<double>(d_in, d_out, g, taps, launch);
     case ElementType::kFloat16: return DispatchTyped<__half>(d_in, d_out, g, taps, launch);
     default: return cudaErrorInvalidValue;
   }

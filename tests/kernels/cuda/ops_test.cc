@@ -191,7 +191,11 @@ class CudaOpsTest : public ::testing::Test {
   }
 
   // Defined below the elementwise tests.
-  void StagedMatchesDirect(const std::vector<int64_t>& sizes);
+  // Every staged strategy of `stagings` (default: all of them) x stages {1, 2, 4, 8} x PDL
+  // off/on against direct and the CPU reference, bit for bit, over `sizes`.
+  void StagedMatchesDirect(const std::vector<int64_t>& sizes,
+                           const std::vector<Staging>& stagings = {
+                               std::begin(kStagedStagings), std::end(kStagedStagings)});
 
   LaunchConfig DefaultConfig() const {
     LaunchConfig c;
@@ -492,10 +496,19 @@ TEST_F(CudaOpsTest, ElementwiseStagedEdgeShapes) {
 }
 
 // A large input (256 MiB in and out) with a ragged tail: every block walks many
-// tiles, so the barriers cycle through many phases. Left out of the sanitizer runs (slow there).
-TEST_F(CudaOpsTest, ElementwiseStagedLargeRaggedTail) {
-  StagedMatchesDirect({(int64_t{1} << 26) + 7});
+// tiles, so the barriers cycle through many phases. One test per strategy, so that the
+// sanitizer runs (a test a process) take them in parallel: together, under racecheck, they
+// ran past 446 s.
+class CudaOpsPerStagedStagingTest : public CudaOpsTest,
+                                    public ::testing::WithParamInterface<Staging> {};
+
+TEST_P(CudaOpsPerStagedStagingTest, ElementwiseStagedLargeRaggedTail) {
+  StagedMatchesDirect({(int64_t{1} << 26) + 7}, {GetParam()});
 }
+
+INSTANTIATE_TEST_SUITE_P(Stagings, CudaOpsPerStagedStagingTest,
+                         ::testing::ValuesIn(kStagedStagings),
+                         ::gpupipe::testing::StagingParamName);
 
 // Every staged strategy at every depth 1..kMaxStages with per-block tile counts around the
 // barrier wrap-around: tiles per block t in {1, S, S + 1, 2S + 1} for S stages, with half the
@@ -551,7 +564,8 @@ TEST_F(CudaOpsTest, ElementwiseStagedEveryDepthAroundWrapAround) {
   }
 }
 
-void CudaOpsTest::StagedMatchesDirect(const std::vector<int64_t>& sizes) {
+void CudaOpsTest::StagedMatchesDirect(const std::vector<int64_t>& sizes,
+                                      const std::vector<Staging>& stagings) {
   const EwProgram program =
       Program({Affine(2.0f, 1.0f), Relu(), Affine(0.5f, -1.0f), Op(EwOpcode::kSqrt)});
   for (int64_t n : sizes) {
@@ -572,7 +586,7 @@ void CudaOpsTest::StagedMatchesDirect(const std::vector<int64_t>& sizes) {
     ASSERT_TRUE(BitwiseEqual(from_direct, want));
     from_direct.resize(n);  // the reference for the staged runs: values only, no guard
 
-    for (Staging staging : kStagedStagings) {
+    for (Staging staging : stagings) {
       for (int stages : {1, 2, 4, 8}) {
         for (bool pdl : {false, true}) {
           LaunchConfig config = DefaultConfig();

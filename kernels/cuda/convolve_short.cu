@@ -1,0 +1,209 @@
+// The short-tap convolution kernel: float32 and float64 rows, 1..kShortConvolveTaps taps
+// (convolve.cu dispatches here, and to its general tile kernel for longer taps and float16).
+//
+// At 63 taps the work is FMA issue (2^28 outputs x 63 FMAs), so this kernel spends as few
+// other instructions as it can around them:
+//  - the taps are kernel parameters in correlation order, unrolled over the whole tap range,
+//    so each FFMA takes its tap as a constant operand (no tap loads, no tap registers);
+//  - each tile's input is copied into shared memory with cp.async (the pipeline primitives:
+//    __pipeline_memcpy_async / __pipeline_commit / __pipeline_wait_prior), 16 bytes a copy,
+//    into the second of two buffers while the block computes the first: no registers hold
+//    the prefetch and no thread converts or stores it;
+//  - the tiles of a row are shifted by a per-row phase of 0 .. kV - 1 outputs, so that every
+//    interior tile's input starts at a 16-byte boundary of d_in whatever the pointer, the row
+//    stride or the mode (only the tiles at a window's ends copy element by element, with zeros
+//    outside the window);
+//  - outputs go back through a second shared buffer, so a tile costs two barriers.
+// Per tile the loop is: wait for this tile's copies, barrier, start the next tile's copies,
+// the FMAs, outputs to shared memory, barrier, coalesced global stores.
+// PDL: every global access comes after the grid dependency wait; the dependent is triggered
+// after the block's last store.
+#include <cuda_pipeline_primitives.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "kernels/cuda/detail/convolve_tile.cuh"
+#include "kernels/cuda/detail/element_access.cuh"
+#include "kernels/cuda/detail/launch.cuh"
+#include "kernels/cuda/detail/row_access.cuh"
+
+namespace gpupipe::kernels::cuda::detail {
+namespace {
+
+// Tile shape per type: threads per block, consecutive outputs a thread (R), blocks an SM (the
+// grid: all resident at once, which __launch_bounds__ guarantees; each block loops over
+// tiles). Doubles take 8 outputs a thread to fit the register budget.
+template <typename T>
+struct ShortTuning;
+template <>
+struct ShortTuning<float> {
+  static constexpr int kThreads = 128;
+  static constexpr int kPerThread = 16;
+  static constexpr int kBlocksPerSm = 7;  // ptxas: 65 registers; 31 KiB of shared memory a block
+};
+template <>
+struct ShortTuning<double> {
+  static constexpr int kThreads = 128;
+  static constexpr int kPerThread = 8;
+  static constexpr int kBlocksPerSm = 6;  // ptxas: 78 registers
+};
+
+template <typename T>
+using ShortLayout = ConvLayout<T, ShortTuning<T>::kPerThread, ShortTuning<T>::kThreads,
+                               kShortConvolveTaps>;
+
+// The taps, correlation order (v[k] = taps[M - 1 - k]), zero past M (never multiplied).
+template <typename T>
+struct ShortTaps {
+  T v[kShortConvolveTaps];
+};
+
+template <typename T>
+__global__ void __launch_bounds__(ShortTuning<T>::kThreads, ShortTuning<T>::kBlocksPerSm)
+    ConvolveShortTapsKernel(const T* d_in, T* d_out, ConvGeometry g, ShortTaps<T> taps) {
+  using L = ShortLayout<T>;
+  constexpr int kR = L::kR;
+  constexpr int kThreads = ShortTuning<T>::kThreads;
+  constexpr int kTile = L::kTile;
+  constexpr int kV = kVecElems<T>;  // elements of a 16-byte copy
+  constexpr int kBlocks = kShortConvolveTaps / kR;
+  static_assert(kR % kV == 0, "a 16-byte copy stays inside one run of the layout");
+  // s_x[b][Phys(i)] holds input x[x0 + i] of the tile in buffer b; s_o holds a tile's outputs,
+  // thread t's R outputs at t * kRun.
+  __shared__ alignas(16) T s_x[2][L::kPhysical];
+  __shared__ alignas(16) T s_o[kThreads * L::kRun];
+
+  const int m = g.taps;
+  const int full_blocks = m / kR;
+  const int tail = m - full_blocks * kR;  // taps of the guarded last block
+  // Entries staged: the tile plus every tap block's reads, a whole number of 16-byte copies.
+  const int span = kTile + (full_blocks + (tail > 0 ? 1 : 0)) * kR;
+  const ConvolveWindow& w = g.window;
+  const int64_t win_lo = w.in_begin;
+  const int64_t win_hi = w.in_begin + w.in_count;
+  const int64_t tiles = g.rows * g.tiles_per_row;
+  detail::WaitForPrimaryGrids();
+
+  // Tile `tile` of row `row` covers window outputs out0 .. out0 + kTile - 1 with out0 = j * kTile
+  // - phase(row); its input starts at x0 = out_begin + out0 - (m - 1), at a 16-byte boundary.
+  struct TileAt {
+    int64_t row;
+    int64_t out0;
+  };
+  auto tile_at = [&](int64_t tile) {
+    TileAt t;
+    t.row = tile / g.tiles_per_row;
+    const int64_t j = tile - t.row * g.tiles_per_row;
+    // The element address of x[out_begin - (m - 1)] in row `row`, modulo kV (unsigned wrap
+    // keeps the residue right when the offset is negative).
+    const uintptr_t at = reinterpret_cast<uintptr_t>(d_in) / sizeof(T) +
+                         static_cast<uintptr_t>(t.row * g.in_row_stride + w.out_begin -
+                                                (m - 1) - win_lo);
+    t.out0 = j * kTile - static_cast<int64_t>(at & (kV - 1));
+    return t;
+  };
+  // Starts the copies of a tile's span into `buf` (zeros outside the window) and commits them.
+  auto stage = [&](int64_t tile, T* buf) {
+    const TileAt t = tile_at(tile);
+    const int64_t x0 = w.out_begin + t.out0 - (m - 1);
+    const T* row_in = d_in + t.row * g.in_row_stride - win_lo;  // row_in[x] = x[x], x in window
+    if (x0 >= win_lo && x0 + span <= win_hi) {
+      const T* src = row_in + x0;  // 16-byte aligned: see tile_at
+      for (int v = threadIdx.x; v < span / kV; v += kThreads) {
+        __pipeline_memcpy_async(buf + L::Phys(v * kV), src + v * kV, 16);
+      }
+    } else {
+      for (int i = threadIdx.x; i < span; i += kThreads) {
+        const int64_t x = x0 + i;
+        if (x >= win_lo && x < win_hi) {
+          __pipeline_memcpy_async(buf + L::Phys(i), row_in + x, sizeof(T));
+        } else {
+          buf[L::Phys(i)] = T(0);
+        }
+      }
+    }
+    __syncwarp();  // commit from a converged warp
+    __pipeline_commit();
+  };
+
+  int b = 0;
+  if (blockIdx.x < tiles) stage(blockIdx.x, s_x[0]);
+  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x, b ^= 1) {
+    __pipeline_wait_prior(0);
+    // This tile's entries are visible to every thread; every thread is done with the other
+    // buffer (the previous tile's FMAs) and with s_o (its stores).
+    __syncthreads();
+    if (tile + gridDim.x < tiles) stage(tile + gridDim.x, s_x[b ^ 1]);
+
+    const T* xs = s_x[b] + threadIdx.x * L::kRun;  // this thread's outputs: entries o = t * kR
+    T acc[kR];
+    T win[2 * kR];  // logical entries o + kb * kR .. o + kb * kR + 2 kR - 1
+#pragma unroll
+    for (int r = 0; r < kR; ++r) acc[r] = T(0);
+    LoadSharedRun<kR>(xs, win);
+    // Largest entry read: o + (blocks + 1) kR - 1 <= kTile + blocks kR - 1 < span.
+#pragma unroll
+    for (int kb = 0; kb < kBlocks; ++kb) {
+      if (kb == full_blocks) {
+        if (tail > 0) {
+          LoadSharedRun<kR>(xs + (kb + 1) * L::kRun, win + kR);
+          TapBlockFma<kR, true>(acc, win, tail, [&](int kk) { return taps.v[kb * kR + kk]; });
+        }
+        break;
+      }
+      LoadSharedRun<kR>(xs + (kb + 1) * L::kRun, win + kR);
+      TapBlockFma<kR, false>(acc, win, kR, [&](int kk) { return taps.v[kb * kR + kk]; });
+#pragma unroll
+      for (int r = 0; r < kR; ++r) win[r] = win[kR + r];
+    }
+    StoreSharedRun<kR>(s_o + threadIdx.x * L::kRun, acc);
+    __syncthreads();
+
+    // Output i = threadIdx.x + j * kThreads of the tile sits at s_o[Phys(threadIdx.x) + j *
+    // kStep]: kThreads is a multiple of kR, so the padding advances by a constant per step.
+    const TileAt t = tile_at(tile);
+    constexpr int kStep = kThreads / kR * L::kRun;
+    const T* src = s_o + L::Phys(threadIdx.x);
+    const int64_t base = t.row * g.out_row_stride + t.out0 + threadIdx.x;
+    const int64_t lo = max(int64_t{0}, -t.out0);  // the first tile of a row starts before it
+    const int64_t hi = min(static_cast<int64_t>(kTile), w.out_count - t.out0);
+    if (lo == 0 && hi == kTile) {
+#pragma unroll
+      for (int j = 0; j < kR; ++j) d_out[base + j * kThreads] = src[j * kStep];
+    } else {
+      for (int j = 0; j < kR; ++j) {
+        const int64_t i = threadIdx.x + j * kThreads;
+        if (i >= lo && i < hi) d_out[base + j * kThreads] = src[j * kStep];
+      }
+    }
+  }
+  detail::AllowDependentGrids();
+}
+
+}  // namespace
+
+template <typename T>
+cudaError_t LaunchShortTapConvolve(const T* d_in, T* d_out, ConvGeometry g, const double* taps,
+                                   Launcher& launch) {
+  using Tu = ShortTuning<T>;
+  constexpr int kTile = ShortLayout<T>::kTile;
+  // Up to kV - 1 outputs of phase in front of a row's first tile.
+  g.tiles_per_row = CeilDiv(g.window.out_count + kVecElems<T> - 1, kTile);
+  ShortTaps<T> p;
+  for (int k = 0; k < kShortConvolveTaps; ++k) {
+    p.v[k] = taps == nullptr || k >= g.taps ? T(0) : static_cast<T>(taps[g.taps - 1 - k]);
+  }
+  const int64_t tiles = g.rows * g.tiles_per_row;
+  const int64_t grid = std::min<int64_t>(
+      tiles, static_cast<int64_t>(launch.config().multiprocessors) * Tu::kBlocksPerSm);
+  return launch("convolve.tiles", ConvolveShortTapsKernel<T>, grid, Tu::kThreads, d_in, d_out, g,
+                p);
+}
+
+template cudaError_t LaunchShortTapConvolve<float>(const float*, float*, ConvGeometry,
+                                                   const double*, Launcher&);
+template cudaError_t LaunchShortTapConvolve<double>(const double*, double*, ConvGeometry,
+                                                    const double*, Launcher&);
+
+}  // namespace gpupipe::kernels::cuda::detail
