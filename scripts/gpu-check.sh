@@ -60,9 +60,12 @@ if command -v compute-sanitizer >/dev/null; then
   # strategy and the staged-strategy tests, then the rest, the *Large* and *LongRow* ones
   # last), so a time limit cuts the cheap end of the list. The tools run one after another:
   # the GPU time-slices between processes, so a tool alone finishes sooner. On the H200,
-  # racecheck of the 87 tests of kernels_cuda_test took two device calls this way (82 tests in
-  # 545 s, the slowest, RowReduceMatchesReference/pipeline, 322 s beside seven others; the 5
-  # large ones in 353 s); sharded runs of whole binaries never finished it.
+  # racecheck of kernels_cuda_test (88 tests) takes about 16 minutes of device time, more than
+  # one call: with 16 jobs, 50 of its tests ran in 545 s, the slowest
+  # RowReduceMatchesReference/pipeline (453 s), RowReduceStagedLargeRaggedTail (438 s) and
+  # TwoWindowsEqualOneCall/float64 (420 s); the four ElementwiseStagedLargeRaggedTail tests
+  # take 190-260 s each. Split the list with SANITIZE_FILTER; sharded runs of whole binaries
+  # never finished it.
   # Knobs: SANITIZE_TOOLS narrows the tools (e.g. SANITIZE_TOOLS=racecheck); SANITIZE_TESTS
   # replaces the list of test binaries; SANITIZE_FILTER is a gtest filter that picks the tests
   # (default: all); SANITIZE_DEADLINE (seconds, default 0: none) ends every process that far
