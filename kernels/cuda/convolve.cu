@@ -27,6 +27,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/cuda/convolve.h"
 #include "kernels/cuda/detail/convolve_tile.cuh"
@@ -308,6 +309,12 @@ bool IsConvolveType(ElementType type) { return IsFloatingPoint(type); }
 template <typename T>
 cudaError_t DispatchTyped(const void* d_in, void* d_out, const ConvGeometry& shape,
                           const double* taps, detail::Launcher& launch) {
+  if constexpr (!std::is_same_v<T, __half>) {
+    if (shape.taps <= detail::kShortConvolveTaps) {
+      return detail::LaunchShortTapConvolve(static_cast<const T*>(d_in), static_cast<T*>(d_out),
+                                            shape, taps, launch);
+    }
+  }
   using Acc = typename ConvTraits<T>::Acc;
   ConvGeometry g = shape;
   g.tiles_per_row = detail::CeilDiv(g.window.out_count, TileOf<T>());
@@ -321,28 +328,17 @@ cudaError_t DispatchTyped(const void* d_in, void* d_out, const ConvGeometry& sha
                 static_cast<const T*>(d_in), static_cast<T*>(d_out), g, p);
 }
 
-// float32 and float64 with short taps take the short-tap kernel (convolve_short.cu). 63 taps,
-// 'same', on the H200 (kernels_bench): float32 on 2^28 849.2 us, float64 on 2^26 394.3 us,
-// against 1,022 and 543.7 us for this file's kernel in the run at 170d945 (torch conv1d 8,793
-// and 8,789 us on the float32 row in the two runs). float16 stays here: its staged copy is
-// converted to float32, which a cp.async copy cannot do.
+// float32 and float64 with short taps take the short-tap kernel (convolve_short.cu, chosen in
+// DispatchTyped). 63 taps, 'same', on the H200 (kernels_bench): float32 on 2^28 849.2 us,
+// float64 on 2^26 394.3 us, against 1,022 and 543.7 us for this file's kernel in the run at
+// 170d945 (torch conv1d 8,793 and 8,789 us on the float32 row in the two runs). float16 stays
+// here: its staged copy is converted to float32, which a cp.async copy cannot do.
 cudaError_t Dispatch(const void* d_in, ElementType type, void* d_out, const ConvGeometry& g,
                      const double* taps, detail::Launcher& launch) {
   if (g.window.out_count == 0 || g.rows == 0) return cudaSuccess;
-  const bool short_taps = g.taps <= detail::kShortConvolveTaps;
   switch (type) {
-    case ElementType::kFloat32:
-      if (short_taps) {
-        return detail::LaunchShortTapConvolve(static_cast<const float*>(d_in),
-                                              static_cast<float*>(d_out), g, taps, launch);
-      }
-      return DispatchTyped<float>(d_in, d_out, g, taps, launch);
-    case ElementType::kFloat64:
-      if (short_taps) {
-        return detail::LaunchShortTapConvolve(static_cast<const double*>(d_in),
-                                              static_cast<double*>(d_out), g, taps, launch);
-      }
-      return DispatchTyped<double>(d_in, d_out, g, taps, launch);
+    case ElementType::kFloat32: return DispatchTyped<float>(d_in, d_out, g, taps, launch);
+    case ElementType::kFloat64: return DispatchTyped<double>(d_in, d_out, g, taps, launch);
     case ElementType::kFloat16: return DispatchTyped<__half>(d_in, d_out, g, taps, launch);
     default: return cudaErrorInvalidValue;
   }

@@ -346,7 +346,8 @@ template <typename In>
 cudaError_t Dispatch(const In* d_in, int64_t* d_counts, const HistArgs& args,
                      detail::Launcher& launch) {
   const int mp = launch.config().multiprocessors;
-  const int64_t grid_target = static_cast<int64_t>(BlocksPerSm(PathOf(args))) * mp;
+  const CountPath path = PathOf(args);
+  const int64_t grid_target = static_cast<int64_t>(BlocksPerSm(path)) * mp;
   const int32_t bins = args.binning.bins;
   if (args.merge != Merge::kDirect && !args.accumulate) {
     const int64_t n = args.rows * bins;
@@ -360,13 +361,20 @@ cudaError_t Dispatch(const In* d_in, int64_t* d_counts, const HistArgs& args,
                      : args.merge == Merge::kAtomic ? "histogram.split"
                                                     : "histogram.global";
   const int64_t grid = std::min(args.rows * args.parts, grid_target);
-  const auto run = [&](auto kernel) { return launch(name, kernel, grid, kThreads, d_in, d_counts, args); };
-  if (args.merge == Merge::kGlobal) return run(HistogramKernel<In, CountPath::kGlobal>);
-  if constexpr (kFloatIn<In>) {
-    if (args.fast.path == FloatBinPath::kAdjacent) {
-      return run(HistogramKernel<In, CountPath::kSharedAdjacent>);
-    }
-    if (args.fast.path == FloatBinPath::kPow2) return run(HistogramKernel<In, CountPath::kSharedPow2>);
+  const auto run = [&](auto kernel) {
+    return launch(name, kernel, grid, kThreads, d_in, d_counts, args);
+  };
+  // The float bin paths are only instantiated for float inputs, whose plans are the only ones
+  // that pick them.
+  switch (path) {
+    case CountPath::kGlobal: return run(HistogramKernel<In, CountPath::kGlobal>);
+    case CountPath::kSharedAdjacent:
+      if constexpr (kFloatIn<In>) return run(HistogramKernel<In, CountPath::kSharedAdjacent>);
+      break;
+    case CountPath::kSharedPow2:
+      if constexpr (kFloatIn<In>) return run(HistogramKernel<In, CountPath::kSharedPow2>);
+      break;
+    case CountPath::kShared: break;
   }
   return run(HistogramKernel<In, CountPath::kShared>);
 }
