@@ -1,7 +1,7 @@
 // cumsum: inclusive scans along rows (contract in cumsum.h). Layout as CUB: dispatch (path and
 // grid choice, batching) at the bottom, __global__ entry points above it, and the block- and
-// warp-level scan pieces at the top.
-#include <cuda/atomic>
+// warp-level scan pieces at the top; the look-back pieces shared with the streamed kernel of
+// float32 (cumsum_streamed.cu) in detail/scan_lookback.cuh.
 #include <cuda_fp16.h>
 
 #include <algorithm>
@@ -11,16 +11,30 @@
 #include "kernels/cuda/cumsum.h"
 #include "kernels/cuda/detail/launch.cuh"
 #include "kernels/cuda/detail/row_access.cuh"
+#include "kernels/cuda/detail/scan_lookback.cuh"
 #include "kernels/cuda/detail/typed_items.cuh"
 
 namespace gpupipe::kernels::cuda {
 namespace {
 
+using detail::FromAcc;
 using detail::ItemTraits;
+using detail::kFlagAggregate;
+using detail::kFlagInvalid;
+using detail::kFlagPrefix;
+using detail::kFullMask;
+using detail::kSpinMaxNs;
+using detail::kSpinMinNs;
+using detail::OutOf;
+using detail::Round16;
+using detail::TileRecord;
+using detail::TileStatus;
+using detail::WarpInclusiveScan;
+using detail::WarpSum;
 
 // ---- tuning (sm_90; the block paths start from CUB's scan policies, 256-thread blocks and 16
-// items a thread, not yet measured. The look-back tile was measured on the H200 with
-// kernels_bench, cumsum of one float32 row of 2^28, CUB DeviceScan::InclusiveSum 678 us in the
+// items a thread, not yet measured. LookbackKernel's tile was measured on the H200 with
+// kernels_bench (before float32 moved to the streamed kernel), cumsum of one float32 row of 2^28, CUB DeviceScan::InclusiveSum 678 us in the
 // same run: 512 threads of 32 items (tiles of 16384, 2 blocks an SM) 701 us; 256 threads of
 // 32 items (tiles of 8192, 64 registers, 4 blocks an SM) 710 us; 16 items (tiles of 4096)
 // 803 us; the earlier kernel (4096, separate flag and value words) 1699 us) --
@@ -54,22 +68,7 @@ constexpr int64_t kWarpRowsMaxCols = 2048;       // rows up to this length: one 
 constexpr int kBlockRowsMinRowsPerSm = 4;        // rows >= this * SMs: one block a row
 constexpr int kWarpRowsBlocksPerSm = 16;
 constexpr int kBlockRowsBlocksPerSm = 4;
-constexpr unsigned kSpinMinNs = 8;               // look-back backoff while predecessors run
-constexpr unsigned kSpinMaxNs = 256;
 
-constexpr uint32_t kFlagInvalid = 0;    // tile not yet published
-constexpr uint32_t kFlagAggregate = 1;  // the tile's own total is published
-constexpr uint32_t kFlagPrefix = 2;     // the inclusive prefix up to and including the tile
-
-template <typename In> struct OutOf { using type = In; };
-template <> struct OutOf<int32_t> { using type = long long; };
-
-template <typename Out, typename Acc>
-__device__ __forceinline__ Out FromAcc(Acc a) { return static_cast<Out>(a); }
-template <>
-__device__ __forceinline__ __half FromAcc<__half, float>(float a) { return __float2half_rn(a); }
-
-constexpr unsigned kFullMask = 0xffffffffu;
 
 // ---- scan pieces -------------------------------------------------------------------------------
 
@@ -79,25 +78,6 @@ __device__ __forceinline__ Acc ThreadScan(Acc (&v)[N]) {
 #pragma unroll
   for (int k = 1; k < N; ++k) v[k] += v[k - 1];
   return v[N - 1];
-}
-
-// Inclusive scan over the lanes of a warp.
-template <typename Acc>
-__device__ __forceinline__ Acc WarpInclusiveScan(Acc x) {
-  const int lane = threadIdx.x & 31;
-#pragma unroll
-  for (int offset = 1; offset < 32; offset <<= 1) {
-    const Acc y = __shfl_up_sync(kFullMask, x, offset);
-    if (lane >= offset) x += y;
-  }
-  return x;
-}
-
-template <typename Acc>
-__device__ __forceinline__ Acc WarpSum(Acc x) {
-#pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1) x += __shfl_xor_sync(kFullMask, x, offset);
-  return x;
 }
 
 // Exclusive prefix of `thread_total` over the block's threads, and the block's total.
@@ -145,16 +125,10 @@ struct ItemRun {
   }
 };
 
-// ---- look-back workspace -----------------------------------------------------------------------
+// ---- look-back workspace (layout in detail/scan_lookback.cuh) -----------------------------------
 //
-// Layout: counter (16 bytes), then per tile either one 64-bit status word (4-byte accumulators:
-// the value's bits above the flag, so one load sees a flag and the value it announces) or a
-// 32-bit flag plus an aggregate and an inclusive value (8-byte accumulators, which do not fit a
-// word with a flag: the value is written first and the flag released after it; two value slots,
-// since a reader that saw "aggregate" must not read an inclusive value written meanwhile).
-// LookbackBytes covers the larger layout, so the size depends on the tile count only.
-
-__host__ __device__ constexpr size_t Round16(size_t n) { return (n + 15) / 16 * 16; }
+// LookbackBytes covers the larger of the two layouts, so the size depends on the tile count
+// only.
 
 size_t LookbackBytes(int64_t tiles) {
   const auto t = static_cast<size_t>(tiles);
@@ -165,81 +139,6 @@ size_t LookbackBytes(int64_t tiles) {
 int64_t LookbackStatusWords(int64_t tiles, size_t acc_bytes) {
   return acc_bytes == 4 ? 2 * tiles : tiles;
 }
-
-struct TileRecord {
-  uint32_t flag;
-  uint64_t bits;  // the value's bits (valid unless flag is kFlagInvalid)
-};
-
-// Tile status for 4-byte accumulators: one relaxed 64-bit store publishes flag and value at
-// once (aligned 64-bit accesses are single-copy atomic), one relaxed load reads both.
-template <typename Acc>
-struct PackedStatus {
-  static_assert(sizeof(Acc) == 4);
-  unsigned long long* words;
-
-  static __device__ __forceinline__ PackedStatus Make(char* base, int64_t /*tiles*/) {
-    return {reinterpret_cast<unsigned long long*>(base + 16)};
-  }
-  __device__ __forceinline__ void Publish(int64_t tile, Acc value, uint32_t flag) const {
-    uint32_t v;
-    memcpy(&v, &value, 4);
-    ::cuda::atomic_ref<unsigned long long, ::cuda::thread_scope_device>(words[tile])
-        .store((static_cast<unsigned long long>(v) << 32) | flag, ::cuda::memory_order_relaxed);
-  }
-  __device__ __forceinline__ TileRecord Load(int64_t tile) const {
-    const unsigned long long w =
-        ::cuda::atomic_ref<unsigned long long, ::cuda::thread_scope_device>(words[tile])
-            .load(::cuda::memory_order_relaxed);
-    return {static_cast<uint32_t>(w), w >> 32};
-  }
-  static __device__ __forceinline__ Acc Value(uint64_t bits) {
-    const auto v = static_cast<uint32_t>(bits);
-    Acc a;
-    memcpy(&a, &v, 4);
-    return a;
-  }
-};
-
-// Tile status for 8-byte accumulators: value first, then the flag with release; the reader
-// loads the flag with acquire and only then the value it announces.
-template <typename Acc>
-struct SplitStatus {
-  static_assert(sizeof(Acc) == 8);
-  uint32_t* flags;
-  Acc* aggregates;
-  Acc* inclusives;
-
-  static __device__ __forceinline__ SplitStatus Make(char* base, int64_t tiles) {
-    const auto t = static_cast<size_t>(tiles);
-    return {reinterpret_cast<uint32_t*>(base + 16),
-            reinterpret_cast<Acc*>(base + 16 + Round16(4 * t)),
-            reinterpret_cast<Acc*>(base + 16 + Round16(4 * t) + Round16(8 * t))};
-  }
-  __device__ __forceinline__ void Publish(int64_t tile, Acc value, uint32_t flag) const {
-    (flag == kFlagPrefix ? inclusives : aggregates)[tile] = value;
-    ::cuda::atomic_ref<uint32_t, ::cuda::thread_scope_device>(flags[tile])
-        .store(flag, ::cuda::memory_order_release);
-  }
-  __device__ __forceinline__ TileRecord Load(int64_t tile) const {
-    const uint32_t flag = ::cuda::atomic_ref<uint32_t, ::cuda::thread_scope_device>(flags[tile])
-                              .load(::cuda::memory_order_acquire);
-    uint64_t bits = 0;
-    if (flag != kFlagInvalid) {
-      const Acc v = __ldcg((flag == kFlagPrefix ? inclusives : aggregates) + tile);
-      memcpy(&bits, &v, 8);
-    }
-    return {flag, bits};
-  }
-  static __device__ __forceinline__ Acc Value(uint64_t bits) {
-    Acc a;
-    memcpy(&a, &bits, 8);
-    return a;
-  }
-};
-
-template <typename Acc>
-using TileStatus = std::conditional_t<sizeof(Acc) == 4, PackedStatus<Acc>, SplitStatus<Acc>>;
 
 // ---- kernels -----------------------------------------------------------------------------------
 
@@ -542,8 +441,12 @@ cudaError_t Dispatch(const In* d_in, typename OutOf<In>::type* d_out, int64_t ro
     case CumsumPath::kLookback:
       break;
   }
-  const int64_t tiles_per_row = detail::CeilDiv(cols, kLookbackTile<In>);
-  const int64_t batch_rows = LookbackRowsPerBatch(rows, cols, kLookbackTile<In>);
+  // float32 takes the streamed look-back (cumsum_streamed.cu, measured there against this
+  // file's LookbackKernel for every type), the other types LookbackKernel.
+  constexpr bool kStreamed = std::is_same_v<In, float>;
+  const int64_t tile = kStreamed ? detail::kStreamedTile : kLookbackTile<In>;
+  const int64_t tiles_per_row = detail::CeilDiv(cols, tile);
+  const int64_t batch_rows = LookbackRowsPerBatch(rows, cols, tile);
   for (int64_t row0 = 0; row0 < rows; row0 += batch_rows) {
     const int64_t n = std::min(batch_rows, rows - row0);
     const int64_t tiles = n * tiles_per_row;
@@ -552,8 +455,13 @@ cudaError_t Dispatch(const In* d_in, typename OutOf<In>::type* d_out, int64_t ro
     cudaError_t err = launch("cumsum.init", LookbackInitKernel, init_grid, kThreads,
                              static_cast<unsigned long long*>(d_workspace), words);
     if (err != cudaSuccess) return err;
-    err = launch("cumsum.lookback", LookbackKernel<In>, tiles, kLookbackThreads, d_in, d_out,
-                 row0, cols, tiles_per_row, d_carry, d_workspace);
+    if constexpr (kStreamed) {
+      err = detail::LaunchStreamedLookback(d_in, d_out, row0, cols, tiles_per_row, tiles,
+                                           d_carry, d_workspace, launch);
+    } else {
+      err = launch("cumsum.lookback", LookbackKernel<In>, tiles, kLookbackThreads, d_in, d_out,
+                   row0, cols, tiles_per_row, d_carry, d_workspace);
+    }
     if (err != cudaSuccess) return err;
   }
   return cudaSuccess;
@@ -571,7 +479,8 @@ size_t RowCumsumWorkspaceBytes(int64_t rows, int64_t cols) {
   if (!ValidShape(rows, cols) || cols <= kWarpRowsMaxCols) return 0;
   // The most tiles a launch of any input type covers (the workspace does not depend on it).
   int64_t tiles = 0;
-  for (const int64_t tile : {kLookbackThreads * int64_t{kLookbackItemsNarrow}, kLookbackTileMin}) {
+  for (const int64_t tile : {kLookbackThreads * int64_t{kLookbackItemsNarrow}, kLookbackTileMin,
+                             detail::kStreamedTile}) {
     tiles = std::max(tiles, LookbackRowsPerBatch(rows, cols, tile) * detail::CeilDiv(cols, tile));
   }
   return LookbackBytes(tiles);

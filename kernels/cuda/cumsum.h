@@ -34,19 +34,22 @@ namespace gpupipe::kernels::cuda {
 // Workspace RowCumsum needs for rows x cols (a function of the shape only; 0 for shapes that
 // need none). The single-pass scan of long rows keeps one status record per tile of 8192
 // or 16384 elements there, for at most kCumsumMaxTilesPerLaunch tiles (or one row's tiles, if
-// more).
+// more), and the counter its blocks take their tiles from.
 size_t RowCumsumWorkspaceBytes(int64_t rows, int64_t cols);
 
 // Inclusive scan of each of `rows` rows of `cols` elements (rows, cols >= 1) into d_out (which
 // must not overlap d_in). Kernels, by shape:
 //   cols <= 2048:        cumsum.warp-rows: one warp scans a row (many short rows);
 //   many longer rows:    cumsum.block-rows: one block scans a row, tile after tile;
-//   few long rows:       cumsum.init + cumsum.lookback per batch of rows: a single-pass scan
-//                        with decoupled look-back (tiles of 16384, 8192 for float64 and int32,
-//                        claimed in order through an atomic counter, per-tile aggregate /
-//                        inclusive-prefix records in d_workspace, reset by cumsum.init, never
-//                        by a memset; float32 and float16 pack flag and value into one 64-bit
-//                        word).
+//   few long rows:       per batch of rows, cumsum.init and a single-pass scan with decoupled
+//                        look-back: tiles claimed in order through an atomic counter, per-tile
+//                        aggregate / inclusive-prefix records in d_workspace, reset by
+//                        cumsum.init, never by a memset (float32 and float16 pack flag and
+//                        value into one 64-bit word). float32: cumsum.streamed, a persistent
+//                        block an SM (tiles of 8192 copied in by cp.async.bulk; each block's
+//                        look-back stops at its own previous tile); the other types:
+//                        cumsum.lookback, a block a tile (16384 for float16, 8192 for float64
+//                        and int32).
 cudaError_t RowCumsum(const void* d_in, ElementType in_type, void* d_out, int64_t rows,
                       int64_t cols, void* d_carry, void* d_workspace, size_t workspace_bytes,
                       const LaunchConfig& config, int* kernels = nullptr);

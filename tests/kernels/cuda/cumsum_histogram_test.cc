@@ -320,6 +320,18 @@ TEST_F(CumsumHistogramTest, CumsumOneLongRow) {
   CheckCumsum(ElementType::kFloat64, 1, n, /*integral=*/false);
 }
 
+// Few multiprocessors for many look-back tiles: each block takes tile after tile, across row
+// boundaries, and a single block takes them all.
+TEST_P(CumsumHistogramPerTypeTest, CumsumFewBlocksManyTiles) {
+  const ElementType t = GetParam();
+  for (auto [mp, rows, cols] : std::vector<std::tuple<int, int64_t, int64_t>>{
+           {1, 1, 100003}, {1, 3, 30001}, {2, 7, 20001}, {2, 5, 50000}, {5, 19, 9000}}) {
+    config_.multiprocessors = mp;
+    SCOPED_TRACE("multiprocessors " + std::to_string(mp));
+    CheckCumsum(t, rows, cols, /*integral=*/true);
+  }
+}
+
 TEST_F(CumsumHistogramTest, CumsumManyLongRows) {
   CheckCumsum(ElementType::kFloat32, 2048, 16384, true);
   CheckCumsum(ElementType::kInt32, 1024, 16384, true);
@@ -550,9 +562,15 @@ TEST(CumsumHistogramDescribe, PathsByShape) {
   EXPECT_EQ(names(DescribeRowCumsum(ElementType::kFloat32, 16384, 16384, config)),
             "cumsum.block-rows");
   EXPECT_EQ(names(DescribeRowCumsum(ElementType::kFloat32, 1, int64_t{1} << 28, config)),
-            "cumsum.init cumsum.lookback");
+            "cumsum.init cumsum.streamed");
   EXPECT_EQ(DescribeRowCumsum(ElementType::kFloat32, 1, int64_t{1} << 28, config)[1].blocks,
-            16384);  // tiles of 16384
+            132);  // a persistent block an SM
+  EXPECT_EQ(DescribeRowCumsum(ElementType::kFloat32, 1, 20000, config)[1].blocks,
+            3);  // no more blocks than tiles of 8192
+  EXPECT_EQ(names(DescribeRowCumsum(ElementType::kFloat64, 1, int64_t{1} << 28, config)),
+            "cumsum.init cumsum.lookback");
+  EXPECT_EQ(DescribeRowCumsum(ElementType::kFloat64, 1, int64_t{1} << 28, config)[1].blocks,
+            32768);  // a block a tile of 8192
   EXPECT_TRUE(DescribeRowCumsum(ElementType::kInt64, 1, 10, config).empty());
   EXPECT_EQ(names(DescribeRowHistogram(ElementType::kFloat32, 1, int64_t{1} << 28, 256, false,
                                        config)),
