@@ -25,13 +25,16 @@
 //  - scanned[b] (1: compute thread 0): mail_tile / mail_total of tile u are set (mail_tile < 0:
 //    no more tiles). Only the look-back warp's lane 0 waits on it and reads the mail.
 //  - prefixed[b] (1: the look-back warp's lane 0): mail_prefix of tile u is set.
-// No barrier can be waited on a phase late (kStreamLag < kStreamMailboxes): the producer
-// refills slot s only after every compute thread released it; thread 0 writes mailbox b for
-// tile u only after it waited for tile u - kStreamLag - 1's prefix, and arrives on scanned[b]
-// for tile u + kStreamMailboxes only after every compute thread took tile u's prefix (before
-// the compute barrier of tile u + kStreamLag + 1); the look-back warp arrives on prefixed[b]
-// for tile u + kStreamMailboxes only after scanned[b] for it. Every thread observes the phase
-// of a barrier it arrived on before it arrives on it again, and again before it exits.
+//  - consumed[b] (one arrival a compute thread, after it read mail_prefix of tile u): the
+//    look-back warp may write mailbox b's prefix for tile u + kStreamMailboxes.
+// Mailbox b is rewritten only after its readers are done: thread 0 writes mail_tile /
+// mail_total for tile u only after it waited for tile u - kStreamLag - 1's prefix (the look-back
+// warp read tile u - kStreamMailboxes's mail before it mailed that prefix), and the look-back
+// warp writes mail_prefix for tile u only after consumed[b] for tile u - kStreamMailboxes. No
+// barrier can be waited on a phase late (kStreamLag < kStreamMailboxes): each phase a waiter
+// waits for needs an arrival that comes after the waiter's previous wait on that barrier.
+// Every thread observes the phase of a barrier it arrived on before it arrives on it again,
+// and again before it exits.
 //
 // Tuning, measured on the H200 (kernels_bench, one float32 row of 2^28, CUB
 // DeviceScan::InclusiveSum 673-688 us in the same runs; medians of the direct column, us):
@@ -85,6 +88,7 @@ struct StreamSmem {
   uint64_t empty[kStreamMaxSlots];
   uint64_t scanned[kStreamMailboxes];
   uint64_t prefixed[kStreamMailboxes];
+  uint64_t consumed[kStreamMailboxes];
   long long slot_tile[kStreamMaxSlots];  // the tile in the slot, or -1: no more tiles
   long long slot_row[kStreamMaxSlots];   // its row in the batch
   long long slot_j[kStreamMaxSlots];     // its index within the row
@@ -214,6 +218,7 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
     for (int b = 0; b < kStreamMailboxes; ++b) {
       ::cuda::ptx::mbarrier_init(&sm.scanned[b], 1);
       ::cuda::ptx::mbarrier_init(&sm.prefixed[b], 1);
+      ::cuda::ptx::mbarrier_init(&sm.consumed[b], kStreamComputeThreads);
     }
     ::cuda::ptx::fence_mbarrier_init(::cuda::ptx::sem_release, ::cuda::ptx::scope_cluster);
   }
@@ -312,10 +317,13 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
       if (lane == 0) {
         status.Publish(tile, inclusive, kFlagPrefix);
         if (d_carry != nullptr && j == tiles_per_row - 1) d_carry[row0 + row] = inclusive;
-        sm.mail_prefix[b] = prefix;
         if (u >= kStreamMailboxes) {
+          // Every compute thread has read tile u - kStreamMailboxes's prefix from mailbox b
+          // (long since: they store that tile kStreamLag tiles after scanning it).
+          detail::WaitParity(&sm.consumed[b], u / kStreamMailboxes - 1);
           detail::WaitParity(&sm.prefixed[b], u / kStreamMailboxes - 1);
         }
+        sm.mail_prefix[b] = prefix;
         (void)::cuda::ptx::mbarrier_arrive(&sm.prefixed[b]);
       }
       known = tile;
@@ -335,8 +343,11 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
     int64_t pend_valid[kLag];
     // Stores pending tile `l` (local index v) once the look-back warp has mailed its prefix.
     const auto store = [&](const Acc (&x)[kVecs][kVec], Out* out, int64_t out_valid, int64_t v) {
-      detail::WaitParity(&sm.prefixed[v % kStreamMailboxes], v / kStreamMailboxes);
-      const Acc prefix = sm.mail_prefix[v % kStreamMailboxes];
+      const int vb = static_cast<int>(v % kStreamMailboxes);
+      detail::WaitParity(&sm.prefixed[vb], v / kStreamMailboxes);
+      const Acc prefix = sm.mail_prefix[vb];
+      if (v >= kStreamMailboxes) detail::WaitParity(&sm.consumed[vb], v / kStreamMailboxes - 1);
+      (void)::cuda::ptx::mbarrier_arrive(&sm.consumed[vb]);  // done with mailbox vb's prefix
       if (out_valid >= kWarpSpan && detail::Aligned16(out)) {
         constexpr int kChunks = kVec * sizeof(Out) / 16;  // 16-byte stores a vector
 #pragma unroll
@@ -480,6 +491,10 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
       for (int64_t k = u >= kStreamMailboxes ? u - kStreamMailboxes + 1 : 0; k <= u; ++k) {
         detail::WaitParity(&sm.scanned[k % kStreamMailboxes], k / kStreamMailboxes);
       }
+    }
+    // Tiles 0 .. u - 1 were stored, each arriving on its mailbox's consumed barrier.
+    for (int64_t k = u >= kStreamMailboxes ? u - kStreamMailboxes : 0; k < u; ++k) {
+      detail::WaitParity(&sm.consumed[k % kStreamMailboxes], k / kStreamMailboxes);
     }
   }
   detail::AllowDependentGrids();
