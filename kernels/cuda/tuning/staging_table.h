@@ -71,87 +71,87 @@ inline constexpr StagingTableEntry kStagingTable[] = {
     Unmeasured(StagingFamily::kRowReduce, ElementType::kInt32),
     // BEGIN measured entries: written by bench/kernels/make_staging_table.py from a run's
     // auto-staging.json; edit the run, not these lines.
-    // affine, float32, 2^0 x 2^28 (elementwise): direct 510.9 us; runner-up pipeline2 548.3 us.
-    // NVIDIA H200, 580.159.04, 2026-12-01 21:12 UTC, commit bcc9a6e.
+    // affine, float32, 2^0 x 2^28 (elementwise): direct 509.4 us; runner-up pipeline2 546.4 us.
+    // NVIDIA H200, 580.159.04, 2026-12-01 22:16 UTC, commit eeb73d0.
     {StagingFamily::kElementwise, ElementType::kFloat32, SizeClass::kElementwise,
      Staging::kDirect, 0,
-     "bench/results/kernels-h200.md @ bcc9a6e: affine direct 510.9 us, direct 510.9 us"},
-    // affine, float64, 2^0 x 2^26 (elementwise): direct 255.2 us; runner-up bulk1 275.6 us. NVIDIA
-    // H200, 580.159.04, 2026-12-01 21:12 UTC, commit bcc9a6e.
+     "bench/results/kernels-h200.md @ eeb73d0: affine direct 509.4 us, direct 509.4 us"},
+    // affine, float64, 2^0 x 2^26 (elementwise): direct 254.4 us; runner-up bulk1 274.1 us. NVIDIA
+    // H200, 580.159.04, 2026-12-01 22:16 UTC, commit eeb73d0.
     {StagingFamily::kElementwise, ElementType::kFloat64, SizeClass::kElementwise,
      Staging::kDirect, 0,
-     "bench/results/kernels-h200.md @ bcc9a6e: affine direct 255.2 us, direct 255.2 us"},
-    // affine, float16, 2^0 x 2^26 (elementwise): direct 65.10 us; runner-up pipeline-thread2 72.58
-    // us. NVIDIA H200, 580.159.04, 2026-12-01 21:12 UTC, commit bcc9a6e.
+     "bench/results/kernels-h200.md @ eeb73d0: affine direct 254.4 us, direct 254.4 us"},
+    // affine, float16, 2^0 x 2^26 (elementwise): direct 65.06 us; runner-up pipeline-thread2 71.94
+    // us. NVIDIA H200, 580.159.04, 2026-12-01 22:16 UTC, commit eeb73d0.
     {StagingFamily::kElementwise, ElementType::kFloat16, SizeClass::kElementwise,
      Staging::kDirect, 0,
-     "bench/results/kernels-h200.md @ bcc9a6e: affine direct 65.10 us, direct 65.10 us"},
-    // affine, int32, 2^0 x 2^26 (elementwise): direct 129.5 us; runner-up bulk1 138.6 us. NVIDIA
-    // H200, 580.159.04, 2026-12-01 21:12 UTC, commit bcc9a6e.
+     "bench/results/kernels-h200.md @ eeb73d0: affine direct 65.06 us, direct 65.06 us"},
+    // affine, int32, 2^0 x 2^26 (elementwise): direct 128.9 us; runner-up bulk1 137.7 us. NVIDIA
+    // H200, 580.159.04, 2026-12-01 22:16 UTC, commit eeb73d0.
     {StagingFamily::kElementwise, ElementType::kInt32, SizeClass::kElementwise,
      Staging::kDirect, 0,
-     "bench/results/kernels-h200.md @ bcc9a6e: affine direct 129.5 us, direct 129.5 us"},
-    // sum-row, float32, 2^0 x 2^28 (few-long-rows): direct 239.7 us; runner-up primitives1 251.1
-    // us. NVIDIA H200, 580.159.04, 2026-12-01 21:12 UTC, commit bcc9a6e.
+     "bench/results/kernels-h200.md @ eeb73d0: affine direct 128.9 us, direct 128.9 us"},
+    // sum-row, float32, 2^0 x 2^28 (few-long-rows): direct 244.7 us; runner-up primitives2 255.4
+    // us. NVIDIA H200, 580.159.04, 2026-12-01 22:16 UTC, commit eeb73d0.
     {StagingFamily::kRowReduce, ElementType::kFloat32, SizeClass::kFewLongRows,
      Staging::kDirect, 0,
-     "bench/results/kernels-h200.md @ bcc9a6e: sum-row direct 239.7 us, direct 239.7 us"},
-    // sum-rows, float32, 2^14 x 2^14 (many-long-rows): direct 232.8 us; runner-up primitives1
-    // 239.3 us. NVIDIA H200, 580.159.04, 2026-12-01 21:12 UTC, commit bcc9a6e.
+     "bench/results/kernels-h200.md @ eeb73d0: sum-row direct 244.7 us, direct 244.7 us"},
+    // sum-rows, float32, 2^14 x 2^14 (many-long-rows): direct 237.5 us; runner-up primitives1
+    // 242.4 us. NVIDIA H200, 580.159.04, 2026-12-01 22:16 UTC, commit eeb73d0.
     {StagingFamily::kRowReduce, ElementType::kFloat32, SizeClass::kManyLongRows,
      Staging::kDirect, 0,
-     "bench/results/kernels-h200.md @ bcc9a6e: sum-rows direct 232.8 us, direct 232.8 us"},
-    // sum-rows, float64, 2^13 x 2^13 (short-rows): direct 125.1 us; runner-up primitives1 135.0
-    // us. NVIDIA H200, 580.159.04, 2026-12-01 21:12 UTC, commit bcc9a6e.
+     "bench/results/kernels-h200.md @ eeb73d0: sum-rows direct 237.5 us, direct 237.5 us"},
+    // sum-rows, float64, 2^13 x 2^13 (short-rows): direct 126.5 us; runner-up primitives1 136.2
+    // us. NVIDIA H200, 580.159.04, 2026-12-01 22:16 UTC, commit eeb73d0.
     {StagingFamily::kRowReduce, ElementType::kFloat64, SizeClass::kShortRows,
      Staging::kDirect, 0,
-     "bench/results/kernels-h200.md @ bcc9a6e: sum-rows direct 125.1 us, direct 125.1 us"},
-    // sum-row, float64, 2^0 x 2^26 (few-long-rows): direct 124.0 us; runner-up pipeline-thread1
-    // 127.6 us. Also measured: min-row direct, max-row direct. NVIDIA H200, 580.159.04, 2026-12-01
-    // 21:12 UTC, commit bcc9a6e.
+     "bench/results/kernels-h200.md @ eeb73d0: sum-rows direct 126.5 us, direct 126.5 us"},
+    // sum-row, float64, 2^0 x 2^26 (few-long-rows): direct 126.9 us; runner-up pipeline-thread1
+    // 130.0 us. Also measured: min-row direct, max-row direct. NVIDIA H200, 580.159.04, 2026-12-01
+    // 22:16 UTC, commit eeb73d0.
     {StagingFamily::kRowReduce, ElementType::kFloat64, SizeClass::kFewLongRows,
      Staging::kDirect, 0,
-     "bench/results/kernels-h200.md @ bcc9a6e: sum-row direct 124.0 us, direct 124.0 us"},
-    // sum-long-rows, float64, 2^12 x 2^14 (many-long-rows): direct 124.8 us; runner-up
-    // pipeline-thread2 134.8 us. Also measured: max-long-rows direct. NVIDIA H200, 580.159.04,
-    // 2026-12-01 21:12 UTC, commit bcc9a6e.
+     "bench/results/kernels-h200.md @ eeb73d0: sum-row direct 126.9 us, direct 126.9 us"},
+    // sum-long-rows, float64, 2^12 x 2^14 (many-long-rows): direct 126.6 us; runner-up primitives1
+    // 136.7 us. Also measured: max-long-rows direct. NVIDIA H200, 580.159.04, 2026-12-01 22:16
+    // UTC, commit eeb73d0.
     {StagingFamily::kRowReduce, ElementType::kFloat64, SizeClass::kManyLongRows,
      Staging::kDirect, 0,
-     "bench/results/kernels-h200.md @ bcc9a6e: sum-long-rows direct 124.8 us, direct 124.8 us"},
-    // sum-rows, float16, 2^13 x 2^13 (short-rows): direct 43.23 us; runner-up primitives1 47.94
-    // us. NVIDIA H200, 580.159.04, 2026-12-01 21:12 UTC, commit bcc9a6e.
+     "bench/results/kernels-h200.md @ eeb73d0: sum-long-rows direct 126.6 us, direct 126.6 us"},
+    // sum-rows, float16, 2^13 x 2^13 (short-rows): direct 43.10 us; runner-up pipeline-thread1
+    // 47.70 us. NVIDIA H200, 580.159.04, 2026-12-01 22:16 UTC, commit eeb73d0.
     {StagingFamily::kRowReduce, ElementType::kFloat16, SizeClass::kShortRows,
      Staging::kDirect, 0,
-     "bench/results/kernels-h200.md @ bcc9a6e: sum-rows direct 43.23 us, direct 43.23 us"},
-    // sum-row, float16, 2^0 x 2^26 (few-long-rows): direct 37.97 us; runner-up pipeline-thread2
-    // 40.24 us. Also measured: min-row direct, max-row direct. NVIDIA H200, 580.159.04, 2026-12-01
-    // 21:12 UTC, commit bcc9a6e.
+     "bench/results/kernels-h200.md @ eeb73d0: sum-rows direct 43.10 us, direct 43.10 us"},
+    // sum-row, float16, 2^0 x 2^26 (few-long-rows): direct 38.77 us; runner-up bulk1 40.93 us.
+    // Also measured: min-row direct, max-row direct. NVIDIA H200, 580.159.04, 2026-12-01 22:16
+    // UTC, commit eeb73d0.
     {StagingFamily::kRowReduce, ElementType::kFloat16, SizeClass::kFewLongRows,
      Staging::kDirect, 0,
-     "bench/results/kernels-h200.md @ bcc9a6e: sum-row direct 37.97 us, direct 37.97 us"},
-    // sum-long-rows, float16, 2^12 x 2^14 (many-long-rows): direct 37.36 us; runner-up
-    // pipeline-thread1 42.14 us. Also measured: max-long-rows direct. NVIDIA H200, 580.159.04,
-    // 2026-12-01 21:12 UTC, commit bcc9a6e.
+     "bench/results/kernels-h200.md @ eeb73d0: sum-row direct 38.77 us, direct 38.77 us"},
+    // sum-long-rows, float16, 2^12 x 2^14 (many-long-rows): direct 37.30 us; runner-up
+    // pipeline-thread1 42.10 us. Also measured: max-long-rows direct. NVIDIA H200, 580.159.04,
+    // 2026-12-01 22:16 UTC, commit eeb73d0.
     {StagingFamily::kRowReduce, ElementType::kFloat16, SizeClass::kManyLongRows,
      Staging::kDirect, 0,
-     "bench/results/kernels-h200.md @ bcc9a6e: sum-long-rows direct 37.36 us, direct 37.36 us"},
-    // sum-rows, int32, 2^13 x 2^13 (short-rows): direct 64.56 us; runner-up pipeline-thread1 81.92
-    // us. NVIDIA H200, 580.159.04, 2026-12-01 21:12 UTC, commit bcc9a6e.
+     "bench/results/kernels-h200.md @ eeb73d0: sum-long-rows direct 37.30 us, direct 37.30 us"},
+    // sum-rows, int32, 2^13 x 2^13 (short-rows): direct 65.49 us; runner-up pipeline-thread1 81.63
+    // us. NVIDIA H200, 580.159.04, 2026-12-01 22:16 UTC, commit eeb73d0.
     {StagingFamily::kRowReduce, ElementType::kInt32, SizeClass::kShortRows,
      Staging::kDirect, 0,
-     "bench/results/kernels-h200.md @ bcc9a6e: sum-rows direct 64.56 us, direct 64.56 us"},
-    // sum-row, int32, 2^0 x 2^26 (few-long-rows): direct 67.30 us; runner-up primitives2 67.70 us.
-    // Also measured: min-row direct, max-row direct. NVIDIA H200, 580.159.04, 2026-12-01 21:12
-    // UTC, commit bcc9a6e.
+     "bench/results/kernels-h200.md @ eeb73d0: sum-rows direct 65.49 us, direct 65.49 us"},
+    // sum-row, int32, 2^0 x 2^26 (few-long-rows): direct 68.45 us; runner-up pipeline-thread1
+    // 69.14 us. Also measured: min-row direct, max-row direct. NVIDIA H200, 580.159.04, 2026-12-01
+    // 22:16 UTC, commit eeb73d0.
     {StagingFamily::kRowReduce, ElementType::kInt32, SizeClass::kFewLongRows,
      Staging::kDirect, 0,
-     "bench/results/kernels-h200.md @ bcc9a6e: sum-row direct 67.30 us, direct 67.30 us"},
-    // sum-long-rows, int32, 2^12 x 2^14 (many-long-rows): direct 65.78 us; runner-up primitives1
-    // 72.58 us. Also measured: max-long-rows direct. NVIDIA H200, 580.159.04, 2026-12-01 21:12
-    // UTC, commit bcc9a6e.
+     "bench/results/kernels-h200.md @ eeb73d0: sum-row direct 68.45 us, direct 68.45 us"},
+    // sum-long-rows, int32, 2^12 x 2^14 (many-long-rows): direct 66.37 us; runner-up primitives1
+    // 72.78 us. Also measured: max-long-rows direct. NVIDIA H200, 580.159.04, 2026-12-01 22:16
+    // UTC, commit eeb73d0.
     {StagingFamily::kRowReduce, ElementType::kInt32, SizeClass::kManyLongRows,
      Staging::kDirect, 0,
-     "bench/results/kernels-h200.md @ bcc9a6e: sum-long-rows direct 65.78 us, direct 65.78 us"},
+     "bench/results/kernels-h200.md @ eeb73d0: sum-long-rows direct 66.37 us, direct 66.37 us"},
     // END measured entries
 };
 
