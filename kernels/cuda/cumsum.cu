@@ -304,30 +304,12 @@ __global__ void __launch_bounds__(kLookbackThreads, kLookbackMinBlocksPerSm)
       for (int i = 0; i < kVec; ++i) v[k][i] = ItemTraits<In>::ToAcc(e[i]);
     }
   } else {
-#pragma unroll
-    for (int k = 0; k < kVecs; ++k) {
-      const int64_t at = static_cast<int64_t>(k * 32 + lane) * kVec;
-#pragma unroll
-      for (int i = 0; i < kVec; ++i) {
-        v[k][i] = at + i < valid ? ItemTraits<In>::ToAcc(__ldcg(bits + at + i)) : Acc(0);
-      }
-    }
+    detail::LoadSpanElements<In>(in, valid, v);
   }
 
-  // Scan: each vector in registers, then each vector's totals across the lanes; vec_base[k] is
-  // what precedes vector k of this lane within the warp's span.
+  // Scan (vec_base[k]: what precedes vector k of this lane within the warp's span).
   Acc vec_base[kVecs];
-  Acc warp_total = Acc(0);
-#pragma unroll
-  for (int k = 0; k < kVecs; ++k) {
-#pragma unroll
-    for (int i = 1; i < kVec; ++i) v[k][i] += v[k][i - 1];
-    const Acc inclusive = WarpInclusiveScan(v[k][kVec - 1]);
-    Acc exclusive = __shfl_up_sync(kFullMask, inclusive, 1);
-    if (lane == 0) exclusive = Acc(0);
-    vec_base[k] = warp_total + exclusive;
-    warp_total += __shfl_sync(kFullMask, inclusive, 31);
-  }
+  const Acc warp_total = detail::ScanSpan(v, vec_base);
   if (lane == 0) s_warp_totals[warp] = warp_total;
   __syncthreads();
   Acc warp_prefix = Acc(0);
@@ -369,31 +351,8 @@ __global__ void __launch_bounds__(kLookbackThreads, kLookbackMinBlocksPerSm)
 
   // Store, in the layout of the load.
   const Acc start = prefix + warp_prefix;
-  if (valid >= kWarpSpan && detail::Aligned16(out)) {
-    constexpr int kChunks = kVec * sizeof(Out) / 16;  // 16-byte stores a vector
-#pragma unroll
-    for (int k = 0; k < kVecs; ++k) {
-      const Acc b = start + vec_base[k];
-      Out o[kVec];
-#pragma unroll
-      for (int i = 0; i < kVec; ++i) o[i] = FromAcc<Out>(b + v[k][i]);
-      uint4 raw[kChunks];
-      memcpy(raw, o, sizeof(o));
-      auto* dst = reinterpret_cast<uint4*>(out) + static_cast<int64_t>(k * 32 + lane) * kChunks;
-#pragma unroll
-      for (int c = 0; c < kChunks; ++c) dst[c] = raw[c];
-    }
-  } else {
-#pragma unroll
-    for (int k = 0; k < kVecs; ++k) {
-      const Acc b = start + vec_base[k];
-      const int64_t at = static_cast<int64_t>(k * 32 + lane) * kVec;
-#pragma unroll
-      for (int i = 0; i < kVec; ++i) {
-        if (at + i < valid) out[at + i] = FromAcc<Out>(b + v[k][i]);
-      }
-    }
-  }
+  detail::StoreSpan<Out, kVecs, kVec>(out, valid,
+                                      [&](int k, int i) { return start + vec_base[k] + v[k][i]; });
   if (d_carry != nullptr && j == tiles_per_row - 1 && threadIdx.x == 0) {
     d_carry[row] = prefix + tile_total;
   }

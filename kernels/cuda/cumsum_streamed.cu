@@ -350,29 +350,7 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
       const Acc prefix = sm.mail_prefix[vb];
       if (v >= kStreamMailboxes) detail::WaitParity(&sm.consumed[vb], v / kStreamMailboxes - 1);
       (void)::cuda::ptx::mbarrier_arrive(&sm.consumed[vb]);  // done with mailbox vb's prefix
-      if (out_valid >= kWarpSpan && detail::Aligned16(out)) {
-        constexpr int kChunks = kVec * sizeof(Out) / 16;  // 16-byte stores a vector
-#pragma unroll
-        for (int k = 0; k < kVecs; ++k) {
-          Out o[kVec];
-#pragma unroll
-          for (int i = 0; i < kVec; ++i) o[i] = FromAcc<Out>(prefix + x[k][i]);
-          uint4 raw[kChunks];
-          memcpy(raw, o, sizeof(o));
-          auto* dst = reinterpret_cast<uint4*>(out) + static_cast<int64_t>(k * 32 + lane) * kChunks;
-#pragma unroll
-          for (int c = 0; c < kChunks; ++c) dst[c] = raw[c];
-        }
-      } else {
-#pragma unroll
-        for (int k = 0; k < kVecs; ++k) {
-          const int64_t at = static_cast<int64_t>(k * 32 + lane) * kVec;
-#pragma unroll
-          for (int i = 0; i < kVec; ++i) {
-            if (at + i < out_valid) out[at + i] = FromAcc<Out>(prefix + x[k][i]);
-          }
-        }
-      }
+      StoreSpan<Out, kVecs, kVec>(out, out_valid, [&](int k, int i) { return prefix + x[k][i]; });
     };
     int64_t u = 0;
     for (int s = 0, use = 0;; ++u, s = s + 1 == slots ? 0 : s + 1, use += s == 0) {
@@ -399,15 +377,7 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
             for (int i = 0; i < kVec; ++i) v[k][i] = ItemTraits<In>::ToAcc(e[i]);
           }
         } else {
-          const auto* bits = reinterpret_cast<const Bits*>(d_in + (row0 + row) * cols + warp_first);
-#pragma unroll
-          for (int k = 0; k < kVecs; ++k) {
-            const int64_t at = static_cast<int64_t>(k * 32 + lane) * kVec;
-#pragma unroll
-            for (int i = 0; i < kVec; ++i) {
-              v[k][i] = at + i < valid ? ItemTraits<In>::ToAcc(__ldcg(bits + at + i)) : Acc(0);
-            }
-          }
+          LoadSpanElements<In>(d_in + (row0 + row) * cols + warp_first, valid, v);
         }
       }
       if (use > 0) detail::WaitParity(&sm.empty[s], use - 1);
@@ -415,17 +385,7 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
 
       if (tile >= 0) {
         Acc vec_base[kVecs];
-        Acc warp_total = Acc(0);
-#pragma unroll
-        for (int k = 0; k < kVecs; ++k) {
-#pragma unroll
-          for (int i = 1; i < kVec; ++i) v[k][i] += v[k][i - 1];
-          const Acc inclusive = WarpInclusiveScan(v[k][kVec - 1]);
-          Acc exclusive = __shfl_up_sync(kFullMask, inclusive, 1);
-          if (lane == 0) exclusive = Acc(0);
-          vec_base[k] = warp_total + exclusive;
-          warp_total += __shfl_sync(kFullMask, inclusive, 31);
-        }
+        const Acc warp_total = ScanSpan(v, vec_base);
         if (lane == 0) sm.warp_totals[b][warp] = warp_total;
         ComputeBarrier();
         Acc warp_prefix = Acc(0);

@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include "kernels/cuda/detail/launch.cuh"
+#include "kernels/cuda/detail/typed_items.cuh"
 
 namespace gpupipe::kernels::cuda::detail {
 
@@ -51,6 +52,79 @@ __device__ __forceinline__ Acc WarpSum(Acc x) {
 #pragma unroll
   for (int offset = 16; offset > 0; offset >>= 1) x += __shfl_xor_sync(kFullMask, x, offset);
   return x;
+}
+
+// ---- a warp's span of a look-back tile ----------------------------------------------------------
+//
+// Both look-back kernels give each warp 32 * N * V consecutive elements, held warp-striped:
+// lane l holds vectors l, l + 32, ... of V elements (16 bytes of the input type), v[k][i] being
+// element (32 k + l) V + i of the span, so every warp-wide load and store instruction covers
+// 512 contiguous bytes.
+
+// The span's elements below `valid` read one by one (the ragged or unaligned case), 0 beyond.
+template <typename In, int N, int V, typename Acc>
+__device__ __forceinline__ void LoadSpanElements(const In* in, int64_t valid, Acc (&v)[N][V]) {
+  using Bits = typename ItemTraits<In>::Bits;
+  const int lane = threadIdx.x & 31;
+  const auto* bits = reinterpret_cast<const Bits*>(in);
+#pragma unroll
+  for (int k = 0; k < N; ++k) {
+    const int64_t at = static_cast<int64_t>(k * 32 + lane) * V;
+#pragma unroll
+    for (int i = 0; i < V; ++i) {
+      v[k][i] = at + i < valid ? ItemTraits<In>::ToAcc(__ldcg(bits + at + i)) : Acc(0);
+    }
+  }
+}
+
+// Scans the span in place: each vector in registers, then the vectors' totals across the lanes.
+// vec_base[k] is what precedes vector k of this lane within the span; returns the span's total
+// (the same in every lane).
+template <typename Acc, int N, int V>
+__device__ __forceinline__ Acc ScanSpan(Acc (&v)[N][V], Acc (&vec_base)[N]) {
+  const int lane = threadIdx.x & 31;
+  Acc span_total = Acc(0);
+#pragma unroll
+  for (int k = 0; k < N; ++k) {
+#pragma unroll
+    for (int i = 1; i < V; ++i) v[k][i] += v[k][i - 1];
+    const Acc inclusive = WarpInclusiveScan(v[k][V - 1]);
+    Acc exclusive = __shfl_up_sync(kFullMask, inclusive, 1);
+    if (lane == 0) exclusive = Acc(0);
+    vec_base[k] = span_total + exclusive;
+    span_total += __shfl_sync(kFullMask, inclusive, 31);
+  }
+  return span_total;
+}
+
+// Stores value(k, i) (already in Acc) for the span's elements below `valid`: 16-byte stores
+// when the whole span is there and `out` is 16-byte aligned, element by element otherwise.
+template <typename Out, int N, int V, typename Value>
+__device__ __forceinline__ void StoreSpan(Out* out, int64_t valid, Value&& value) {
+  const int lane = threadIdx.x & 31;
+  if (valid >= 32 * N * V && Aligned16(out)) {
+    constexpr int kChunks = V * sizeof(Out) / 16;  // 16-byte stores a vector
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      Out o[V];
+#pragma unroll
+      for (int i = 0; i < V; ++i) o[i] = FromAcc<Out>(value(k, i));
+      uint4 raw[kChunks];
+      memcpy(raw, o, sizeof(o));
+      auto* dst = reinterpret_cast<uint4*>(out) + static_cast<int64_t>(k * 32 + lane) * kChunks;
+#pragma unroll
+      for (int c = 0; c < kChunks; ++c) dst[c] = raw[c];
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      const int64_t at = static_cast<int64_t>(k * 32 + lane) * V;
+#pragma unroll
+      for (int i = 0; i < V; ++i) {
+        if (at + i < valid) out[at + i] = FromAcc<Out>(value(k, i));
+      }
+    }
+  }
 }
 
 // ---- look-back workspace ------------------------------------------------------------------------
