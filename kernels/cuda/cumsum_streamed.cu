@@ -45,8 +45,8 @@
 //   windows 16 with slots 3 / 4: 596.8 / 600.2; lag 3 (ptxas spills 44 bytes at the 168
 //   registers it allows a 320-thread block): windows 12 / 16: 640.4 / 648.2;
 //   tiles of 4096 (16 items a thread) at lag 1: 741 to 847.
-// Adopted: lag 2, 16 windows, 2 slots; bench/results/kernels-h200.md at eeb73d0 (with the
-// consumed barriers): 603.4 us against CUB's 675.6.
+// Adopted: lag 2, 16 windows, 2 slots; bench/results/kernels-h200.md at a73584a: 604.4 us
+// against CUB's 672.8.
 // Nsight Compute at lag 1, windows 16: 42% of the warp samples were compute warps waiting for
 // a prefix (hence lag 2); waiting for a staged tile, 1%.
 // Other types (lag 2, windows 16, slots 2; in one run against LookbackKernel, one row of
