@@ -52,10 +52,11 @@ constexpr int kLookbackItemsWide = 16;
 constexpr int64_t kLookbackTileMin = kLookbackThreads * kLookbackItemsWide;
 // Two look-back blocks an SM (64 registers a thread). Without the cap ptxas gave the 8-byte
 // accumulators 79 to 81 registers, one block an SM; with it, and warp 0's items parked in
-// shared memory during the look-back, int32 spills nothing and float64 24 bytes. On the H200
-// (kernels_bench, one row of 2^26, in one run): int32 463 us against 515 at one block an SM,
-// float64 428 against 461. bench/results/kernels-h200.md at 170d945: int32 459, float64 427,
-// float16 113 and float32 (2^28) 698 us, against 523, 461, 118 and 708 at fd00965.
+// shared memory during the look-back, int32 spills nothing and float64 16 bytes (24 before
+// a73584a). On the H200 (kernels_bench, one row of 2^26, in one run): int32 463 us against
+// 515 at one block an SM, float64 428 against 461. bench/results/kernels-h200.md at 170d945:
+// int32 459, float64 427, float16 113 and float32 (2^28) 698 us, against 523, 461, 118 and
+// 708 at fd00965; at a73584a: int32 455, float64 413, float16 111.
 constexpr int kLookbackMinBlocksPerSm = 2;
 template <typename In>
 constexpr int kLookbackItems =
