@@ -34,10 +34,11 @@ using detail::WarpSum;
 
 // ---- tuning (sm_90; the block paths start from CUB's scan policies, 256-thread blocks and 16
 // items a thread, not yet measured. LookbackKernel's tile was measured on the H200 with
-// kernels_bench (before float32 moved to the streamed kernel), cumsum of one float32 row of 2^28, CUB DeviceScan::InclusiveSum 678 us in the
-// same run: 512 threads of 32 items (tiles of 16384, 2 blocks an SM) 701 us; 256 threads of
-// 32 items (tiles of 8192, 64 registers, 4 blocks an SM) 710 us; 16 items (tiles of 4096)
-// 803 us; the earlier kernel (4096, separate flag and value words) 1699 us) --
+// kernels_bench (before float32 moved to the streamed kernel), cumsum of one float32 row of
+// 2^28, CUB DeviceScan::InclusiveSum 678 us in the same run: 512 threads of 32 items (tiles
+// of 16384, 2 blocks an SM) 701 us; 256 threads of 32 items (tiles of 8192, 64 registers, 4
+// blocks an SM) 710 us; 16 items (tiles of 4096) 803 us; the earlier kernel (4096, separate
+// flag and value words) 1699 us) --
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr int kItems = 16;                       // per thread, block-rows path

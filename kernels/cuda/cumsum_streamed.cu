@@ -81,7 +81,8 @@ constexpr int kStreamItems = 32;     // a compute thread's items a tile
 constexpr int kStreamMailboxes = 4;  // > kStreamLag: see the barrier notes above
 constexpr int kStreamBarrierId = 1;  // the compute warps' named barrier (0: __syncthreads)
 static_assert(int64_t{kStreamComputeThreads} * kStreamItems == kStreamedTile);
-static_assert(kStreamSlots >= 2 && kStreamSlots <= kStreamMaxSlots && kStreamLag < kStreamMailboxes);
+static_assert(kStreamSlots >= 2 && kStreamSlots <= kStreamMaxSlots);
+static_assert(kStreamLag < kStreamMailboxes);
 
 template <typename In>
 struct StreamSmem {
@@ -154,7 +155,9 @@ __device__ __forceinline__ Acc StreamLookBack(const Status& status, int64_t tile
       for (int i = 0; i < K; ++i) {
         // Windows older than the newest prefix found so far never count (flags only advance,
         // so that prefix can only be overtaken by a newer one).
-        if (i <= stop_window && r[i].flag == kFlagInvalid) r[i] = status.Load(newest - (32 * i + lane));
+        if (i <= stop_window && r[i].flag == kFlagInvalid) {
+          r[i] = status.Load(newest - (32 * i + lane));
+        }
       }
       bool ready = true;  // every tile newer than the newest prefix has published
       stop_window = K;
@@ -179,7 +182,9 @@ __device__ __forceinline__ Acc StreamLookBack(const Status& status, int64_t tile
     Acc sum = Acc(0);
 #pragma unroll
     for (int i = 0; i < K; ++i) {
-      if (i < stop_window || (i == stop_window && lane <= stop_lane)) sum += Status::Value(r[i].bits);
+      if (i < stop_window || (i == stop_window && lane <= stop_lane)) {
+        sum += Status::Value(r[i].bits);
+      }
     }
     prefix += WarpSum(sum);
     if (stop_window < K) return prefix;
@@ -367,7 +372,8 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
         const int64_t warp_first = j * kTileHere + static_cast<int64_t>(warp) * kWarpSpan;
         valid = cols - warp_first;
         if (staged) {
-          const auto* src = reinterpret_cast<const uint4*>(slot_data(s)) + warp * (kWarpSpan / kVec);
+          const auto* src =
+              reinterpret_cast<const uint4*>(slot_data(s)) + warp * (kWarpSpan / kVec);
 #pragma unroll
           for (int k = 0; k < kVecs; ++k) {
             const uint4 raw = src[k * 32 + lane];

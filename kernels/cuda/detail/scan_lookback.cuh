@@ -213,7 +213,7 @@ struct SplitStatus {
 template <typename Acc>
 using TileStatus = std::conditional_t<sizeof(Acc) == 4, PackedStatus<Acc>, SplitStatus<Acc>>;
 
-// ---- the streamed look-back (cumsum_streamed.cu) -------------------------------------------------
+// ---- the streamed look-back (cumsum_streamed.cu) ------------------------------------------------
 
 // Elements a tile of the streamed kernel (float32).
 inline constexpr int64_t kStreamedTile = 8192;
