@@ -71,7 +71,6 @@ constexpr int kBlockRowsMinRowsPerSm = 4;        // rows >= this * SMs: one bloc
 constexpr int kWarpRowsBlocksPerSm = 16;
 constexpr int kBlockRowsBlocksPerSm = 4;
 
-
 // ---- scan pieces -------------------------------------------------------------------------------
 
 // In-place inclusive scan of a thread's items; returns their total.

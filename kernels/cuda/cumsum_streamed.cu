@@ -93,8 +93,10 @@ struct StreamSmem {
   uint64_t prefixed[kStreamMailboxes];
   uint64_t consumed[kStreamMailboxes];
   long long slot_tile[kStreamMaxSlots];  // the tile in the slot, or -1: no more tiles
-  long long slot_row[kStreamMaxSlots];   // its row in the batch
-  long long slot_j[kStreamMaxSlots];     // its index within the row
+  // The tile's row in the batch and index within the row: derivable from slot_tile, but the
+  // producer's lane divides once where 256 compute threads would each divide 64-bit.
+  long long slot_row[kStreamMaxSlots];
+  long long slot_j[kStreamMaxSlots];
   int slot_staged[kStreamMaxSlots];  // 1: the slot's data holds it; 0: read it from global
   long long mail_tile[kStreamMailboxes];
   Acc mail_total[kStreamMailboxes];
