@@ -78,13 +78,17 @@ Runs the gpupipe job service: a gRPC daemon that owns one GPU.
                              (default 25%)
   --chunk-mib N              input MiB per chunk of a job's copy/compute/copy pipeline, also
                              the most a job's options.chunk_bytes may ask for (default 16)
-  --pinned-input-mib N       pinned host memory allocated at start for inputs streamed with
-                             Run, copied to the GPU without a staging copy; an upload that
-                             finds no room uses pageable memory (cuda only; 0: none;
-                             default 256)
+  --input-ring-mib N         the most memory one upload streamed with Run holds: its input
+                             lands in a ring of chunk buffers of at most N MiB (at least one
+                             chunk of the job), refilled as the job consumes it (default 64)
+  --input-ring-total-mib N   memory allocated at start for the rings of every upload in
+                             progress (page-locked on the cuda backend, so chunks are copied
+                             to the GPU straight from it); an upload that finds no room is
+                             refused with RESOURCE_EXHAUSTED (0: no streamed uploads;
+                             default 512)
   --priority-hold-ms N       while a job of a higher priority runs, a job holds its next
                              chunk back for at most N ms, then sends it and asks again
-                             (cuda only; 0: priorities only order the streams; default 20)
+                             (0: priorities only order the streams; default 20)
   --max-queued-jobs N        accepted jobs waiting for a lane before new ones are refused
                              with RESOURCE_EXHAUSTED (default 1024)
   --max-queued-mib N         input bytes waiting for a lane, likewise (default 2048)
@@ -151,8 +155,9 @@ absl::StatusOr<DaemonOptions> ParseFlags(const std::vector<std::string>& args) {
            [&](int64_t v) { o.streams_per_priority = static_cast<int>(v); }},
           {"--max-input-mib", 1, 1024, [&](int64_t v) { o.max_input_bytes = v << 20; }},
           {"--chunk-mib", 1, 1024, [&](int64_t v) { o.chunk_bytes = v << 20; }},
-          {"--pinned-input-mib", 0, 1 << 20,
-           [&](int64_t v) { o.pinned_input_bytes = v << 20; }},
+          {"--input-ring-mib", 1, 1 << 16, [&](int64_t v) { o.input_ring_bytes = v << 20; }},
+          {"--input-ring-total-mib", 0, 1 << 20,
+           [&](int64_t v) { o.input_ring_total_bytes = v << 20; }},
           {"--priority-hold-ms", 0, 60000, [&](int64_t v) { o.priority_hold_us = v * 1000; }},
           {"--max-stream-input-gib", 1, 1024,
            [&](int64_t v) { o.max_stream_input_bytes = v << 30; }},
@@ -174,6 +179,11 @@ absl::StatusOr<DaemonOptions> ParseFlags(const std::vector<std::string>& args) {
       if (absl::Status s = ParseInt(flag, *v, match->lo, match->hi, &n); !s.ok()) return s;
       match->set(n);
     }
+  }
+  if (o.input_ring_total_bytes > 0 && o.input_ring_total_bytes < o.input_ring_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--input-ring-total-mib (", o.input_ring_total_bytes >> 20,
+        ") must be at least --input-ring-mib (", o.input_ring_bytes >> 20, ")"));
   }
   return o;
 }

@@ -21,7 +21,8 @@ struct DaemonOptions {
   double device_memory_fraction = 0.25;
   int64_t device_memory_bytes = 0;
   int64_t chunk_bytes = int64_t{16} << 20;  // --chunk-mib
-  int64_t pinned_input_bytes = int64_t{256} << 20;  // --pinned-input-mib
+  int64_t input_ring_bytes = int64_t{64} << 20;         // --input-ring-mib
+  int64_t input_ring_total_bytes = int64_t{512} << 20;  // --input-ring-total-mib
   // --priority-hold-ms: the longest a job holds its next chunk back while a job of a higher
   // priority runs (0: no holding).
   int64_t priority_hold_us = 20000;

@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -87,15 +88,13 @@ int Run(const DaemonOptions& options) {
   engine::CudaBackendOptions cuda_options;
   cuda_options.device = options.device;
   cuda_options.lanes_per_level = options.streams_per_priority;
-  cuda_options.max_input_bytes = options.max_input_bytes;
   cuda_options.device_memory_fraction = options.device_memory_fraction;
   cuda_options.device_memory_bytes = options.device_memory_bytes;
   cuda_options.chunk_bytes = options.chunk_bytes;
-  cuda_options.pinned_input_bytes = options.pinned_input_bytes;
-  cuda_options.max_priority_hold_us = options.priority_hold_us;
   engine::CpuBackendOptions cpu_options;
   cpu_options.lanes_per_level = options.streams_per_priority;
   cpu_options.chunk_bytes = options.chunk_bytes;
+  cpu_options.chunk_capacity_bytes = std::max(cpu_options.chunk_capacity_bytes, options.chunk_bytes);
 
   absl::StatusOr<engine::BackendSelection> selection =
       engine::CreateBackend(options.backend, cuda_options, cpu_options);
@@ -120,6 +119,9 @@ int Run(const DaemonOptions& options) {
   engine::EngineOptions engine_options;
   engine_options.limits.max_input_bytes = options.max_input_bytes;
   engine_options.limits.max_stream_input_bytes = options.max_stream_input_bytes;
+  engine_options.limits.input_ring_bytes = options.input_ring_bytes;
+  engine_options.limits.input_ring_total_bytes = options.input_ring_total_bytes;
+  engine_options.chunk_policy.priority_hold_us = options.priority_hold_us;
   engine_options.max_queued_jobs = options.max_queued_jobs;
   engine_options.max_queued_bytes = options.max_queued_bytes;
   if (options.log_jobs) {

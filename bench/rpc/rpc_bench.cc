@@ -152,11 +152,9 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "usage: rpc_bench [--bytes N] [--reps R] [--backend auto|cuda|cpu]\n");
     return 2;
   }
-  // The CUDA backend holds a job's whole input on the device until the engine's chunked
-  // pipeline lands, so its buffers are sized for the benchmark's input; one lane per level.
+  // One lane per level; the upload lands in the engine's default input ring.
   engine::CudaBackendOptions cuda;
   cuda.lanes_per_level = 1;
-  cuda.max_input_bytes = o.bytes;
   engine::CpuBackendOptions cpu;
   cpu.lanes_per_level = 1;
   absl::StatusOr<engine::BackendSelection> selection = engine::CreateBackend(o.backend, cuda, cpu);

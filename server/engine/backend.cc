@@ -1,6 +1,7 @@
 #include "server/engine/backend.h"
 
 #include <algorithm>
+#include <new>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -22,8 +23,14 @@ std::string Names(const std::vector<T>& values, NameFn name) {
 
 }  // namespace
 
-std::shared_ptr<InputSource> Backend::NewInput(int64_t size) {
-  return InputSource::Streaming(size);
+absl::StatusOr<HostBlock> Backend::AllocateInputMemory(int64_t bytes) {
+  // Left untouched, so pages become resident only as rings use them.
+  char* data = new (std::nothrow) char[static_cast<size_t>(std::max<int64_t>(bytes, 1))];
+  if (data == nullptr) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("cannot allocate ", bytes, " bytes of host memory for input rings"));
+  }
+  return HostBlock{data, /*pinned=*/false, [](char* p) { delete[] p; }};
 }
 
 absl::Status Backend::CheckOptions(const JobSpec& spec) const {

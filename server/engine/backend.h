@@ -1,6 +1,7 @@
-// The backend seam: what runs a planned job on some hardware. The engine owns scheduling and
-// the job's lifecycle; a backend owns its lanes (streams and buffers) and runs one job per lane
-// at a time. Engine tests run against the CPU backend, so they need no GPU.
+// The backend seam: what runs planned chunks on some hardware. The engine owns scheduling, the
+// job's lifecycle and the chunk pipeline (chunk_pipeline.h); a backend owns its lanes (streams
+// and buffers) and offers per-chunk verbs on each (LaneExecutor). Engine tests run against the
+// CPU backend, so they need no GPU.
 #pragma once
 
 #include <cstdint>
@@ -10,9 +11,11 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "server/engine/chunk_plan.h"
 #include "server/engine/input_source.h"
-#include "server/engine/plan.h"
 #include "server/engine/job_sink.h"
+#include "server/engine/plan.h"
 #include "server/engine/types.h"
 
 namespace gpupipe::engine {
@@ -44,9 +47,45 @@ struct GraphCacheStats {
   int capacity = 0;
 };
 
-// Hands result bytes to the sink in chunks of at most `max_chunk_bytes`; returns false as soon
-// as the sink reports the reader gone.
-using ChunkEmitter = std::function<bool(int64_t offset, const char* data, int64_t size)>;
+// A host block for the engine's input rings: `bytes` at `data`, page-locked when `pinned`,
+// handed back through `free` once nothing uses it.
+struct HostBlock {
+  char* data = nullptr;
+  bool pinned = false;
+  std::function<void(char*)> free;
+};
+
+// One lane's per-chunk verbs, called by the chunk pipeline for one job at a time, from that
+// job's worker thread, in this order per job: Begin; per chunk k (in order) Stage, Enqueue,
+// (Profile), then Ready any number of times and Finish once, oldest first, with at most
+// window() chunks enqueued and not finished; End. A result returned by Finish stays valid
+// until the next Enqueue.
+class LaneExecutor {
+ public:
+  virtual ~LaneExecutor() = default;
+
+  // Chunks the lane can have enqueued and not finished at once.
+  virtual int window() const = 0;
+  // A job starts on the lane. Fills the lane's fields of `timing` (stream, staging).
+  virtual absl::Status Begin(const JobSpec& spec, const Plan& plan, const ChunkLayout& layout,
+                             JobTiming* timing) = 0;
+  // Host-side work on chunk's input before it may take a slot (the CUDA lane copies pageable
+  // bytes into pinned staging here, while earlier chunks are still in flight). `input` stays
+  // acquired until the chunk is finished.
+  virtual absl::Status Stage(const Chunk& chunk, const InputChunk& input) = 0;
+  // Starts the chunk's work: copy in, the plan's kernels, copy out (the CPU lane runs it).
+  virtual absl::Status Enqueue(const Chunk& chunk) = 0;
+  // With JobSpec::profile, after Enqueue: adds each kernel's and step's time to `timing`.
+  virtual absl::Status Profile(const Chunk& chunk, JobTiming* timing) = 0;
+  // Whether the chunk's result is on the host; never blocks.
+  virtual absl::StatusOr<bool> Ready(const Chunk& chunk) = 0;
+  // Waits for the chunk's result and returns it (chunk.out_elements of the output dtype);
+  // adds the chunk's stage times to `timing`.
+  virtual absl::StatusOr<const char*> Finish(const Chunk& chunk, JobTiming* timing) = 0;
+  // The job ends with `status`: on OK fills the rest of `timing` (kernels, launch, graph);
+  // otherwise leaves no work behind that could touch the lane's buffers under the next job.
+  virtual void End(const absl::Status& status, JobTiming* timing) = 0;
+};
 
 class Backend {
  public:
@@ -73,22 +112,17 @@ class Backend {
   // the daemon's start-up log; empty where nothing was.
   virtual std::string MemorySummary() const { return {}; }
 
-  // Runs `plan` on `input` (validated size; its bytes may still be arriving: wait for them
-  // with InputSource::WaitForBytes, and return its failure if the upload fails) on the given
-  // lane in chunks (chunk_plan.h), and emits the output through `emit` chunk by chunk, in
-  // increasing offset, as each chunk's result reaches the host. Fills the device phases of
-  // `timing` and the fields it knows; sets timing->output_ready when the last result byte is on
-  // the host. Only one call per lane at a time; calls on different lanes may run concurrently.
-  // Returns CANCELLED if `emit` returned false, RESOURCE_EXHAUSTED if a row does not fit in
-  // the lane's chunk buffers and cannot be split.
-  // A streaming input of `size` bytes for a job this backend will run: in memory the device
-  // can copy from directly where the backend keeps such memory and has room (the CUDA
-  // backend's pinned input pool), else pageable (InputSource::Streaming(size)).
-  virtual std::shared_ptr<InputSource> NewInput(int64_t size);
+  // Input bytes per chunk when a job does not ask, and the most a chunk's largest tensor
+  // (input, intermediate or output) may take on a lane.
+  virtual int64_t default_chunk_bytes() const = 0;
+  virtual int64_t chunk_capacity_bytes() const = 0;
 
-  virtual absl::Status Run(const JobSpec& spec, const Plan& plan, InputSource& input,
-                           Priority priority, int lane, const ChunkEmitter& emit,
-                           JobTiming* timing) = 0;
+  // `bytes` of host memory for input rings, in the memory the lanes copy from fastest (the
+  // CUDA backend's is page-locked); RESOURCE_EXHAUSTED when it cannot be had.
+  virtual absl::StatusOr<HostBlock> AllocateInputMemory(int64_t bytes);
+
+  // The lane's verbs. Only one job uses a lane at a time; lanes may run concurrently.
+  virtual LaneExecutor& lane(Priority priority, int lane) = 0;
 };
 
 }  // namespace gpupipe::engine

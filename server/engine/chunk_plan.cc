@@ -340,8 +340,8 @@ void SplitRowCombiner::Add(const Chunk& chunk, const void* partial, const void* 
   }
   if (step_.kind == StepKind::kRowArgmax) {
     const int64_t local = LoadAs<int64_t>(partial);
-    const double v = PrologueValue(step_.program, static_cast<const char*>(input),
-                                   chunk.in_offset + local, step_.in_dtype);
+    const double v =
+        PrologueValue(step_.program, static_cast<const char*>(input), local, step_.in_dtype);
     const int64_t column = chunk.in_offset - chunk.out_offset * cols_ + local;
     // The first maximum wins: a later piece replaces it only when strictly greater, or when it
     // holds the row's first NaN.

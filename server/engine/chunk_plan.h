@@ -119,7 +119,8 @@ class SplitRowCombiner {
   SplitRowCombiner(const Plan& plan, const ChunkLayout& layout);
 
   // Adds `chunk`'s partial: `partial` points to its one output value (see above); `input` is
-  // the whole job's input bytes, of the step's input dtype (for argmax values).
+  // the chunk's own input bytes (chunk.in_elements of the step's input dtype, for argmax
+  // values).
   void Add(const Chunk& chunk, const void* partial, const void* input);
   // The row's result in the output dtype's bytes, after its last piece was added.
   std::string Finish(const Chunk& chunk);

@@ -1,15 +1,16 @@
 #include "server/engine/cpu_backend.h"
 
+#include <array>
 #include <chrono>
 #include <cstring>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/reference_ops.h"
 #include "server/engine/chunk_plan.h"
-#include "server/engine/chunking.h"
 #include "server/engine/cpu_row_ops.h"
-#include "server/engine/split_row_merge.h"
 
 namespace gpupipe::engine {
 namespace {
@@ -124,9 +125,91 @@ absl::Status RunPieceOnHost(const Chunk& chunk, const char* input, CpuSplitRowSt
   return absl::OkStatus();
 }
 
+// A CPU lane runs one chunk at a time: Enqueue computes it, so it is ready at once.
+class CpuLane final : public LaneExecutor {
+ public:
+  explicit CpuLane(std::string name) : name_(std::move(name)) {}
+
+  int window() const override { return 1; }
+
+  absl::Status Begin(const JobSpec& spec, const Plan& plan, const ChunkLayout& layout,
+                     JobTiming* timing) override {
+    spec_ = &spec;
+    plan_ = &plan;
+    layout_ = &layout;
+    timing_ = timing;
+    start_ = Clock::now();
+    step_us_.assign(plan.steps.size(), 0.0);
+    split_state_ = CpuSplitRowState{};
+    timing->stream = name_;
+    timing->staging = "none";
+    timing->launch = "none";
+    timing->kernels = 0;
+    return absl::OkStatus();
+  }
+
+  absl::Status Stage(const Chunk&, const InputChunk& input) override {
+    input_ = input.data;
+    return absl::OkStatus();
+  }
+
+  absl::Status Enqueue(const Chunk& chunk) override {
+    const auto chunk_start = Clock::now();
+    if (absl::Status s = layout_->mode == ChunkLayout::Mode::kSplitRowResize
+                             ? RunPieceOnHost(chunk, input_, &split_state_, &values_, &step_us_)
+                             : RunPlanOnHost(chunk.plan, input_, &values_, &step_us_);
+        !s.ok()) {
+      return s;
+    }
+    const auto chunk_end = Clock::now();
+    timing_->compute_us += MicrosBetween(chunk_start, chunk_end);
+    if (spec_->timeline) {
+      timing_->timeline.push_back({"compute", "compute", static_cast<int>(chunk.index),
+                                   MicrosBetween(start_, chunk_start),
+                                   MicrosBetween(start_, chunk_end)});
+    }
+    return absl::OkStatus();
+  }
+
+  // Step times are summed in Enqueue and reported once, at End.
+  absl::Status Profile(const Chunk&, JobTiming*) override { return absl::OkStatus(); }
+  absl::StatusOr<bool> Ready(const Chunk&) override { return true; }
+  absl::StatusOr<const char*> Finish(const Chunk&, JobTiming*) override {
+    return static_cast<const char*>(values_.data());
+  }
+
+  void End(const absl::Status& status, JobTiming* timing) override {
+    if (status.ok() && spec_->profile) {
+      for (size_t i = 0; i < step_us_.size(); ++i) {
+        timing->steps.push_back({static_cast<int>(i), plan_->steps[i].ops, 0, step_us_[i]});
+      }
+    }
+    input_ = nullptr;
+  }
+
+ private:
+  const std::string name_;
+  const JobSpec* spec_ = nullptr;
+  const Plan* plan_ = nullptr;
+  const ChunkLayout* layout_ = nullptr;
+  JobTiming* timing_ = nullptr;
+  Clock::time_point start_;
+  std::vector<double> step_us_;
+  CpuSplitRowState split_state_;
+  const char* input_ = nullptr;
+  Buffer values_;
+};
+
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(const CpuBackendOptions& options) : options_(options) {}
+  explicit CpuBackend(const CpuBackendOptions& options) : options_(options) {
+    for (int p = 0; p < kPriorityLevels; ++p) {
+      for (int lane = 0; lane < options_.lanes_per_level; ++lane) {
+        lanes_[p].push_back(
+            std::make_unique<CpuLane>(LaneName(static_cast<Priority>(p), lane)));
+      }
+    }
+  }
 
   std::string name() const override { return "cpu"; }
   std::optional<DeviceDescription> device() const override { return std::nullopt; }
@@ -161,82 +244,16 @@ class CpuBackend final : public Backend {
     return d;
   }
 
-  // Chunk by chunk, as the CUDA backend's pipeline (without the overlap): each chunk waits only
-  // for its own input bytes, and its result is emitted before the next chunk runs.
-  absl::Status Run(const JobSpec& spec, const Plan& plan, InputSource& input,
-                   Priority priority, int lane, const ChunkEmitter& emit,
-                   JobTiming* timing) override {
-    const auto start = Clock::now();
-    absl::StatusOr<ChunkLayout> layout =
-        MakeChunkLayout(spec, plan, spec.chunk_bytes > 0 ? spec.chunk_bytes : options_.chunk_bytes,
-                        options_.chunk_capacity_bytes);
-    if (!layout.ok()) return layout.status();
-    timing->stream = LaneName(priority, lane);
-    timing->staging = "none";
-    timing->launch = "none";
-    timing->kernels = 0;
-    timing->chunks = static_cast<int>(layout->chunk_count);
-    std::vector<double> step_us(plan.steps.size(), 0.0);
-    SplitRowCombiner combiner(plan, *layout);
-    SplitRowResizeMerger merger(plan, *layout);
-    CpuSplitRowState split_state;
-    Buffer values;
-    for (int64_t k = 0; k < layout->chunk_count; ++k) {
-      const Chunk chunk = ChunkAt(plan, *layout, k);
-      absl::StatusOr<const char*> bytes =
-          input.WaitForBytes((chunk.in_offset + chunk.in_elements) * layout->in_itemsize);
-      if (!bytes.ok()) return bytes.status();
-      const char* all = *bytes;
-      const auto chunk_start = Clock::now();
-      const char* chunk_input = all + chunk.in_offset * layout->in_itemsize;
-      if (absl::Status s =
-              layout->mode == ChunkLayout::Mode::kSplitRowResize
-                  ? RunPieceOnHost(chunk, chunk_input, &split_state, &values, &step_us)
-                  : RunPlanOnHost(chunk.plan, chunk_input, &values, &step_us);
-          !s.ok()) {
-        return s;
-      }
-      const auto chunk_end = Clock::now();
-      timing->compute_us += MicrosBetween(chunk_start, chunk_end);
-      if (spec.timeline) {
-        timing->timeline.push_back({"compute", "compute", static_cast<int>(k),
-                                    MicrosBetween(start, chunk_start),
-                                    MicrosBetween(start, chunk_end)});
-      }
-      const char* result = static_cast<const char*>(values.data());
-      if (k == layout->chunk_count - 1) timing->output_ready = Clock::now();
-      bool delivered = true;
-      if (layout->mode == ChunkLayout::Mode::kSplitRow) {
-        combiner.Add(chunk, result, all);
-        if (chunk.last_piece) {
-          const std::string row = combiner.Finish(chunk);
-          delivered = emit(chunk.out_offset * layout->out_itemsize, row.data(),
-                           static_cast<int64_t>(row.size()));
-        }
-      } else if (layout->mode == ChunkLayout::Mode::kSplitRowResize) {
-        absl::StatusOr<SplitRowEmission> out = merger.Add(chunk, result);
-        if (!out.ok()) return out.status();
-        delivered = EmitInChunks(out->data, out->size, options_.max_chunk_bytes, emit,
-                                 out->offset);
-      } else {
-        delivered = EmitInChunks(result, chunk.out_elements * layout->out_itemsize,
-                                 options_.max_chunk_bytes, emit,
-                                 chunk.out_offset * layout->out_itemsize);
-      }
-      if (!delivered) {
-        return absl::CancelledError("the client went away while the result was streamed");
-      }
-    }
-    if (spec.profile) {
-      for (size_t i = 0; i < plan.steps.size(); ++i) {
-        timing->steps.push_back({static_cast<int>(i), plan.steps[i].ops, 0, step_us[i]});
-      }
-    }
-    return absl::OkStatus();
+  int64_t default_chunk_bytes() const override { return options_.chunk_bytes; }
+  int64_t chunk_capacity_bytes() const override { return options_.chunk_capacity_bytes; }
+
+  LaneExecutor& lane(Priority priority, int lane) override {
+    return *lanes_[static_cast<int>(priority)][static_cast<size_t>(lane)];
   }
 
  private:
   CpuBackendOptions options_;
+  std::array<std::vector<std::unique_ptr<CpuLane>>, kPriorityLevels> lanes_;
 };
 
 }  // namespace

@@ -10,13 +10,13 @@ namespace gpupipe::engine {
 
 struct CpuBackendOptions {
   int lanes_per_level = 1;
-  int64_t max_chunk_bytes = (int64_t{1} << 20) - 4096;
   // Input bytes per chunk when a job does not ask (JobSpec::chunk_bytes): jobs run chunk by
   // chunk exactly as on the CUDA backend (see chunk_plan.h), so chunk invariance is tested here.
   int64_t chunk_bytes = int64_t{16} << 20;
-  // What a chunk may hold at most (a row op's row must fit unless it can be split); the CUDA
-  // backend's is its lane buffers. Large by default: host memory is not pre-allocated here.
-  int64_t chunk_capacity_bytes = int64_t{1} << 40;
+  // What a chunk's largest tensor may hold (a row op's row must fit unless it can be split);
+  // the CUDA backend's is its lane buffers. Bounded, so that a lane's working memory (a few
+  // chunk-sized buffers) follows the configuration, never the job.
+  int64_t chunk_capacity_bytes = int64_t{64} << 20;
 };
 
 std::unique_ptr<Backend> CreateCpuBackend(const CpuBackendOptions& options);

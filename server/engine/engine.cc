@@ -6,11 +6,13 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <limits>
 #include <mutex>
 #include <random>
 #include <thread>
 
 #include "absl/strings/str_format.h"
+#include "server/engine/host_block_pool.h"
 #include "server/engine/plan.h"
 #include "server/engine/validate.h"
 
@@ -28,6 +30,7 @@ struct QueuedJob {
   JobSpec spec;
   std::shared_ptr<InputSource> input;
   Plan plan;
+  ChunkLayout layout;
   std::shared_ptr<JobSink> sink;
   Clock::time_point accepted_at;
 };
@@ -40,6 +43,16 @@ class Engine::Impl {
       : backend_(std::move(backend)), options_(std::move(options)) {
     std::random_device rd;
     id_prefix_ = absl::StrFormat("%06x", rd() & 0xffffff);
+    const int64_t pool_bytes = options_.limits.input_ring_total_bytes;
+    if (pool_bytes > 0) {
+      absl::StatusOr<HostBlock> block = backend_->AllocateInputMemory(pool_bytes);
+      if (block.ok()) {
+        ring_pool_ = std::make_shared<HostBlockPool>(block->data, pool_bytes, block->pinned,
+                                                     std::move(block->free));
+      } else {
+        ring_pool_error_ = block.status();
+      }
+    }
     for (const PriorityLevel& level : backend_->levels()) {
       for (int lane = 0; lane < level.lanes; ++lane) {
         workers_.emplace_back([this, p = level.priority, lane] { WorkerLoop(p, lane); });
@@ -49,11 +62,12 @@ class Engine::Impl {
 
   ~Impl() { Shutdown(); }
 
-  // `take_input` is called only once the job is accepted, so a rejected job leaves the
-  // caller's bytes alone.
+  // `take_input` is called once the job is planned and its chunks are known, and returns its
+  // input (or why it has none); the job is accepted only after it succeeded.
+  using TakeInput = std::function<absl::StatusOr<std::shared_ptr<InputSource>>(
+      const Plan& plan, const ChunkLayout& layout)>;
   absl::Status Submit(JobSpec spec, int64_t input_size, InputPath path,
-                      const std::function<std::shared_ptr<InputSource>()>& take_input,
-                      std::shared_ptr<JobSink> sink) {
+                      const TakeInput& take_input, std::shared_ptr<JobSink> sink) {
     if (absl::Status s = ValidateJob(spec, input_size, options_.limits, path);
         !s.ok()) {
       return s;
@@ -62,6 +76,9 @@ class Engine::Impl {
     absl::StatusOr<Plan> plan = PlanJob(spec);
     if (!plan.ok()) return plan.status();
     if (spec.dry_run) return RunDry(std::move(spec), *plan, *sink);
+    absl::StatusOr<ChunkLayout> layout =
+        ChooseLayout(spec, *plan, *backend_, options_.chunk_policy);
+    if (!layout.ok()) return layout.status();
 
     auto job = std::make_unique<QueuedJob>();
     {
@@ -77,11 +94,14 @@ class Engine::Impl {
             "the server is busy: %d jobs (%d bytes) queued; retry later", queued_jobs_,
             queued_bytes_));
       }
+      absl::StatusOr<std::shared_ptr<InputSource>> input = take_input(*plan, *layout);
+      if (!input.ok()) return input.status();
       job->id = absl::StrFormat("%s-%06d", id_prefix_, ++next_id_);
       job->accepted_at = Clock::now();
       job->spec = std::move(spec);
-      job->input = take_input();
+      job->input = *std::move(input);
       job->plan = *std::move(plan);
+      job->layout = *std::move(layout);
       job->sink = std::move(sink);
       job->sink->OnAccepted(AcceptedInfo{job->id, job->plan.output_dtype, job->plan.output_shape,
                                          backend_->name()});
@@ -93,6 +113,54 @@ class Engine::Impl {
     }
     cv_.notify_all();
     return absl::OkStatus();
+  }
+
+  // The ring a streamed upload of `size` bytes lands in: buffers of the layout's largest chunk
+  // (chunk_plan.h: the first chunks and the last are the largest of any layout), as many as
+  // Limits::input_ring_bytes holds, from the pool.
+  absl::StatusOr<std::shared_ptr<InputRing>> NewRing(int64_t size, const Plan& plan,
+                                                     const ChunkLayout& layout) {
+    const int64_t count = layout.chunk_count;
+    int64_t chunk_bytes = 0;
+    for (int64_t k : {int64_t{0}, int64_t{1}, int64_t{2}, count - 1}) {
+      if (k >= 0 && k < count) chunk_bytes = std::max(chunk_bytes, ChunkInputRange(plan, layout, k).size());
+    }
+    // Whole pool pages, so that rings never share a page.
+    chunk_bytes = (chunk_bytes + HostBlockPool::kAlignment - 1) / HostBlockPool::kAlignment *
+                  HostBlockPool::kAlignment;
+    const int64_t ring_limit = options_.limits.input_ring_bytes;
+    const auto mib = [](int64_t b) { return static_cast<double>(b) / double(1 << 20); };
+    if (chunk_bytes > ring_limit) {
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "input: one chunk of this job takes %.1f MiB, over the %.1f MiB an upload's ring "
+          "holds (gpupiped --input-ring-mib)",
+          mib(chunk_bytes), mib(ring_limit)));
+    }
+    const int64_t buffers =
+        chunk_bytes == 0 ? 1 : std::max<int64_t>(1, std::min(count, ring_limit / chunk_bytes));
+    const int64_t bytes = buffers * chunk_bytes;
+    char* memory = nullptr;
+    std::function<void()> release;
+    bool pinned = false;
+    if (bytes > 0) {
+      if (!ring_pool_) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "input: streamed uploads are off on this server (gpupiped --input-ring-total-mib",
+            ring_pool_error_.ok() ? " 0" : absl::StrCat(": ", ring_pool_error_.message()), ")"));
+      }
+      memory = ring_pool_->Allocate(bytes);
+      if (memory == nullptr) {
+        return absl::ResourceExhaustedError(absl::StrFormat(
+            "input: the upload pool (%.1f MiB, gpupiped --input-ring-total-mib) has no room for "
+            "this upload's %.1f MiB ring (%.1f MiB in use by other uploads); retry later",
+            mib(ring_pool_->capacity()), mib(bytes), mib(ring_pool_->used())));
+      }
+      pinned = ring_pool_->pinned();
+      release = [pool = ring_pool_, memory] { pool->Free(memory); };
+    }
+    return std::make_shared<InputRing>(
+        size, count, [plan, layout](int64_t k) { return ChunkInputRange(plan, layout, k); },
+        memory, buffers, chunk_bytes, pinned, std::move(release));
   }
 
   EngineDescription Describe() const {
@@ -131,8 +199,6 @@ class Engine::Impl {
     stopping_accepting_ = true;
     return idle_.wait_for(lock, timeout, [&] { return in_flight_.load() == 0; });
   }
-
-  std::shared_ptr<InputSource> NewInput(int64_t size) { return backend_->NewInput(size); }
 
  private:
   // A dry run is accepted, planned and done at once; it never queues.
@@ -180,11 +246,13 @@ class Engine::Impl {
       Finish(job, absl::CancelledError("the client went away before the job ran"), timing);
       return;
     }
-    const ChunkEmitter emit = [&](int64_t offset, const char* data, int64_t size) {
-      return job.sink->OnChunk(offset, data, size);
-    };
-    absl::Status status =
-        backend_->Run(job.spec, job.plan, *job.input, priority, lane, emit, &timing);
+    const ChunkJob chunk_job{job.spec,  job.plan, job.layout,
+                             *job.input, *job.sink, &timing,
+                             options_.limits.max_chunk_bytes};
+    absl::Status status = RunChunkPipeline(chunk_job, backend_->lane(priority, lane), gate_,
+                                           options_.chunk_policy);
+    // An upload still arriving learns that its job is over.
+    if (!status.ok()) job.input->Fail(status);
     const Clock::time_point finished = Clock::now();
     if (timing.output_ready == Clock::time_point{}) timing.output_ready = finished;
     timing.total_us = MicrosBetween(job.accepted_at, timing.output_ready);
@@ -212,6 +280,10 @@ class Engine::Impl {
   std::unique_ptr<Backend> backend_;
   EngineOptions options_;
   std::string id_prefix_;
+  PriorityGate gate_{kPriorityLevels};
+  // Memory for input rings (NewRing); held by the rings it lends, so it outlives them.
+  std::shared_ptr<HostBlockPool> ring_pool_;
+  absl::Status ring_pool_error_;  // why there is no pool, when allocating it failed
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
@@ -237,19 +309,48 @@ std::unique_ptr<Engine> Engine::Create(std::unique_ptr<Backend> backend, EngineO
 absl::Status Engine::Submit(JobSpec spec, std::string& input, std::shared_ptr<JobSink> sink) {
   return impl_->Submit(
       std::move(spec), static_cast<int64_t>(input.size()), InputPath::kInline,
-      [&input] { return InputSource::Complete(std::move(input)); }, std::move(sink));
+      [&input](const Plan&, const ChunkLayout&) -> absl::StatusOr<std::shared_ptr<InputSource>> {
+        return InputSource::Complete(std::move(input));
+      },
+      std::move(sink));
 }
 
 absl::Status Engine::Submit(JobSpec spec, std::shared_ptr<InputSource> input,
                             std::shared_ptr<JobSink> sink) {
   const int64_t size = input->size();
   return impl_->Submit(
-      std::move(spec), size, InputPath::kStreamed, [&input] { return std::move(input); }, std::move(sink));
+      std::move(spec), size, InputPath::kInline,
+      [&input](const Plan&, const ChunkLayout&) -> absl::StatusOr<std::shared_ptr<InputSource>> {
+        return std::move(input);
+      },
+      std::move(sink));
+}
+
+absl::StatusOr<std::shared_ptr<InputRing>> Engine::SubmitStreamed(JobSpec spec,
+                                                                  std::shared_ptr<JobSink> sink) {
+  const int64_t elements = ElementCount(spec.shape);
+  const int64_t itemsize = DTypeSize(spec.dtype);
+  const int64_t size =
+      elements < 0 || elements > std::numeric_limits<int64_t>::max() / itemsize
+          ? -1
+          : elements * itemsize;
+  std::shared_ptr<InputRing> ring;
+  absl::Status status = impl_->Submit(
+      std::move(spec), size, InputPath::kStreamed,
+      [&](const Plan& plan,
+          const ChunkLayout& layout) -> absl::StatusOr<std::shared_ptr<InputSource>> {
+        absl::StatusOr<std::shared_ptr<InputRing>> made = impl_->NewRing(size, plan, layout);
+        if (!made.ok()) return made.status();
+        ring = *made;
+        return std::shared_ptr<InputSource>(ring);
+      },
+      std::move(sink));
+  if (!status.ok()) return status;
+  return ring;
 }
 
 EngineDescription Engine::Describe() const { return impl_->Describe(); }
 
-std::shared_ptr<InputSource> Engine::NewInput(int64_t size) { return impl_->NewInput(size); }
 void Engine::Shutdown() { impl_->Shutdown(); }
 bool Engine::Drain(std::chrono::milliseconds timeout) { return impl_->Drain(timeout); }
 int64_t Engine::jobs_in_flight() const { return impl_->jobs_in_flight(); }

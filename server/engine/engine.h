@@ -18,6 +18,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "server/engine/backend.h"
+#include "server/engine/chunk_pipeline.h"
+#include "server/engine/input_ring.h"
 #include "server/engine/input_source.h"
 #include "server/engine/job_sink.h"
 #include "server/engine/limits.h"
@@ -36,6 +38,7 @@ struct JobRecord {
 
 struct EngineOptions {
   Limits limits;
+  ChunkPolicy chunk_policy;
   // Queued (accepted, not yet running) jobs beyond which Submit answers RESOURCE_EXHAUSTED.
   int max_queued_jobs = 1024;
   int64_t max_queued_bytes = int64_t{2} << 30;
@@ -62,19 +65,21 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  // Validates, plans and queues a job. On error nothing was accepted and `sink` is not called.
-  // On OK the sink has received OnAccepted and will receive the rest of the job's events.
-  // `input` is moved from only on success.
+  // Validates, plans and queues a job whose input bytes are all present (`input`, moved from
+  // only on success; the limit is Limits::max_input_bytes). On error nothing was accepted and
+  // `sink` is not called. On OK the sink has received OnAccepted and will receive the rest of
+  // the job's events.
   absl::Status Submit(JobSpec spec, std::string& input, std::shared_ptr<JobSink> sink);
-  // As above, for an input that may still be arriving: its size() must match the spec, and the
-  // job may start before the last byte is there. A failed upload (InputSource::Fail) ends the
-  // job with that status. The streamed-input limit (Limits::max_stream_input_bytes) applies.
+  // As above for a complete input that may be shared with other jobs (it is read-only).
   absl::Status Submit(JobSpec spec, std::shared_ptr<InputSource> input,
                       std::shared_ptr<JobSink> sink);
-
-  // A streaming input of `size` bytes for Submit, in the memory the backend copies from
-  // fastest (Backend::NewInput): callers that fill an input themselves (the Run RPC) use it.
-  std::shared_ptr<InputSource> NewInput(int64_t size);
+  // As above for an input the caller streams in (the Run RPC; the limit is
+  // Limits::max_stream_input_bytes): returns the ring the caller writes the input's bytes into,
+  // in order (InputRing::Write). The job may start before the last byte is there. A failed
+  // upload (InputRing::Fail) ends the job with that status; a job that ends first fails the
+  // ring with its own status. RESOURCE_EXHAUSTED when the input ring pool has no room.
+  absl::StatusOr<std::shared_ptr<InputRing>> SubmitStreamed(JobSpec spec,
+                                                            std::shared_ptr<JobSink> sink);
 
   EngineDescription Describe() const;
 

@@ -44,11 +44,4 @@ int64_t HostBlockPool::used() const {
   return used_bytes_;
 }
 
-std::shared_ptr<InputSource> HostBlockPool::NewInput(int64_t size) {
-  char* p = Allocate(size);
-  if (p == nullptr) return nullptr;
-  std::shared_ptr<HostBlockPool> self = shared_from_this();
-  return InputSource::Streaming(size, p, pinned_, [self, p] { self->Free(p); });
-}
-
 }  // namespace gpupipe::engine

@@ -1,10 +1,11 @@
-// Sub-allocation of one host block that was allocated once at start (the CUDA backend's pinned
-// input pool): first fit over aligned ranges, so a job's input can land in page-locked memory
-// without a cudaHostAlloc per job (which costs milliseconds and synchronizes the device).
+// Sub-allocation of one host block that was allocated once at start (the engine's input ring
+// pool, page-locked on the CUDA backend): first fit over aligned ranges, so a job's input ring
+// can be page-locked without a cudaHostAlloc per job (which costs milliseconds and
+// synchronizes the device).
 //
 // Thread safety: Allocate and Free may be called from any thread. The pool frees the block
-// (through `free_block`) when it is destroyed; sources that lend its ranges hold it through a
-// shared_ptr, so it outlives them even when the backend goes first.
+// (through `free_block`) when it is destroyed; rings that use its ranges hold it through a
+// shared_ptr, so it outlives them even when the engine goes first.
 #pragma once
 
 #include <cstdint>
@@ -13,11 +14,10 @@
 #include <memory>
 #include <mutex>
 
-#include "server/engine/input_source.h"
 
 namespace gpupipe::engine {
 
-class HostBlockPool : public std::enable_shared_from_this<HostBlockPool> {
+class HostBlockPool {
  public:
   // Ranges start at multiples of kAlignment from `base`.
   static constexpr int64_t kAlignment = 4096;
@@ -33,11 +33,8 @@ class HostBlockPool : public std::enable_shared_from_this<HostBlockPool> {
   // Returns a range from Allocate.
   void Free(char* p);
 
-  // A streaming source of `size` bytes in a range of the pool, released when the source is
-  // destroyed; nullptr when the pool has no room (the caller falls back to pageable memory).
-  std::shared_ptr<InputSource> NewInput(int64_t size);
-
   int64_t capacity() const { return capacity_; }
+  bool pinned() const { return pinned_; }
   int64_t used() const;
 
  private:

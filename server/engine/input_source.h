@@ -1,17 +1,20 @@
-// A job's input bytes, which may still be arriving while the job runs (the streaming upload
-// RPC). The total size is known up front, from the spec's shape and dtype; the bytes fill one
-// contiguous host buffer front to back, so a backend can start on the first chunks while later
-// ones are on the wire.
+// A job's input as the chunk pipeline consumes it: one chunk at a time, in order. Chunk k's
+// bytes are a byte range of the input (chunk_plan.h: consecutive ranges may overlap, as a
+// split convolve's pieces share their halo) that the pipeline holds from Acquire until
+// Release, so a backend may copy from it (or DMA from it, when pinned) while the chunk is in
+// flight.
 //
-// Thread safety: one producer (Append/Finish/Fail) and any number of consumers (WaitForBytes)
-// may use a source concurrently.
+// Two kinds: a complete input (the bytes of a Submit request, all present, any number of
+// chunks held at once), and a streamed upload (input_ring.h), which lands in a bounded ring of
+// chunk buffers and lets the producer write only into buffers the pipeline has released.
+//
+// Thread safety: implementations are safe for one consumer (the job's lane) beside one
+// producer.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
-#include <functional>
+#include <limits>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "absl/status/status.h"
@@ -19,55 +22,44 @@
 
 namespace gpupipe::engine {
 
+// Bytes [begin, end) of a job's input.
+struct ByteRange {
+  int64_t begin = 0;
+  int64_t end = 0;
+  int64_t size() const { return end - begin; }
+  bool operator==(const ByteRange& o) const { return begin == o.begin && end == o.end; }
+};
+
+// One acquired chunk: `range.size()` bytes at `data`, valid until the chunk is released.
+struct InputChunk {
+  const char* data = nullptr;
+  ByteRange range;
+  // Page-locked host memory: a device may copy from it directly.
+  bool pinned = false;
+};
+
 class InputSource {
  public:
-  // A source whose bytes are all present: `bytes` is moved in.
+  virtual ~InputSource() = default;
+
+  // A source whose bytes are all present: `bytes` is moved in. Read-only, so one source may
+  // serve several jobs.
   static std::shared_ptr<InputSource> Complete(std::string bytes);
-  // A source of `size` bytes that Append fills; allocates the (uninitialized) buffer at once.
-  static std::shared_ptr<InputSource> Streaming(int64_t size);
-  // A source of `size` bytes that Append fills, in a buffer the caller lends: `data` holds
-  // `size` bytes and stays valid until `release` runs (when the source is destroyed).
-  // `pinned`: the buffer is page-locked host memory, which a device may copy from directly
-  // (the CUDA backend then skips its staging copy).
-  static std::shared_ptr<InputSource> Streaming(int64_t size, char* data, bool pinned,
-                                                std::function<void()> release);
-  ~InputSource();
-  InputSource(const InputSource&) = delete;
-  InputSource& operator=(const InputSource&) = delete;
 
-  int64_t size() const { return size_; }
-  bool pinned() const { return pinned_; }
+  virtual int64_t size() const = 0;
+  // Chunks the consumer may hold at once (acquired, not released). Acquiring one more blocks
+  // until the producer fails, so the pipeline keeps its window below this.
+  virtual int64_t max_held_chunks() const { return std::numeric_limits<int64_t>::max(); }
 
-  // Blocks until the first `bytes` bytes (0 <= bytes <= size()) are present, then returns the
-  // start of the buffer: data()[0, bytes) never changes afterwards and stays valid for the
-  // source's lifetime. Returns the failure instead if the upload failed first (Fail).
-  absl::StatusOr<const char*> WaitForBytes(int64_t bytes);
-  // Bytes present so far, without blocking.
-  int64_t available() const;
-  // True once every byte is present.
-  bool complete() const { return available() == size_; }
-
-  // Producer side. Append copies `n` bytes after the ones present; INVALID_ARGUMENT (and
-  // nothing copied) if they would exceed size(). Fail wakes every waiter with `status` (not OK);
-  // later Appends fail with it.
-  absl::Status Append(const char* data, int64_t n);
-  void Fail(absl::Status status);
-  // The failure, if any (OK otherwise).
-  absl::Status failure() const;
-
- private:
-  InputSource(std::string buffer, int64_t available);
-  InputSource(int64_t size, char* data, bool pinned, std::function<void()> release);
-
-  const int64_t size_;
-  std::string buffer_;  // owned bytes (Complete)
-  char* const data_;    // buffer_.data(), or the lent buffer
-  const bool pinned_;
-  std::function<void()> release_;
-  mutable std::mutex mu_;
-  std::condition_variable arrived_;
-  int64_t available_ = 0;
-  absl::Status failure_;
+  // Whether chunk `k` (bytes `range`) could be acquired now without blocking.
+  virtual bool Ready(int64_t k, const ByteRange& range) const = 0;
+  // Blocks until chunk `k`'s bytes are present and returns them; chunks are acquired in
+  // increasing k. Returns the upload's failure instead if it failed first.
+  virtual absl::StatusOr<InputChunk> Acquire(int64_t k, const ByteRange& range) = 0;
+  // The consumer is done with chunk `k` and every chunk before it.
+  virtual void Release(int64_t k) = 0;
+  // The job ends: waiters and the producer learn `status` (not OK) from now on. Idempotent.
+  virtual void Fail(absl::Status status) = 0;
 };
 
 }  // namespace gpupipe::engine

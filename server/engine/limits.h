@@ -23,6 +23,12 @@ struct Limits {
   // message stays under 1 MiB.
   int64_t max_chunk_bytes = (int64_t{1} << 20) - 4096;
   int max_client_tag_bytes = 128;
+  // A streamed upload lands in a ring of chunk buffers of at most this many bytes (at least one
+  // chunk: a job whose chunk is larger is RESOURCE_EXHAUSTED), taken from a pool of
+  // input_ring_total_bytes shared by every upload in progress (page-locked on the CUDA backend,
+  // allocated at start). An upload that finds no room in the pool is RESOURCE_EXHAUSTED.
+  int64_t input_ring_bytes = int64_t{64} << 20;
+  int64_t input_ring_total_bytes = int64_t{512} << 20;
 };
 
 }  // namespace gpupipe::engine

@@ -384,6 +384,8 @@ v1::DescribeResponse EncodeDescription(const engine::EngineDescription& d,
   limits->set_max_ops(d.limits.max_ops);
   limits->set_max_chunk_bytes(d.limits.max_chunk_bytes);
   limits->set_max_rank(d.limits.max_rank);
+  limits->set_input_ring_bytes(d.limits.input_ring_bytes);
+  limits->set_input_ring_total_bytes(d.limits.input_ring_total_bytes);
   for (engine::Staging s : d.stagings) response.add_stagings(EncodeStaging(s));
   for (engine::LaunchMode m : d.launch_modes) response.add_launch_modes(EncodeLaunchMode(m));
   v1::GraphCacheStats* graphs = response.mutable_graph_cache();

@@ -10,18 +10,6 @@
 #include "server/rpc/status_mapping.h"
 
 namespace gpupipe::rpc {
-namespace {
-
-// prod(shape) * sizeof(dtype), or -1 when that does not fit (validation then says why).
-int64_t InputBytes(const engine::JobSpec& spec) {
-  const int64_t elements = engine::ElementCount(spec.shape);
-  const int64_t itemsize = engine::DTypeSize(spec.dtype);
-  if (elements < 0 || elements > std::numeric_limits<int64_t>::max() / itemsize) return -1;
-  return elements * itemsize;
-}
-
-}  // namespace
-
 RunReactor::RunReactor(engine::Engine* engine, grpc::CallbackServerContext* context,
                        int max_queued_events)
     : engine_(engine),
@@ -42,7 +30,7 @@ void RunReactor::OnReadDone(bool ok) {
       more = OnSpec(request_.mutable_spec());
       break;
     case v1::RunRequest::kData:
-      more = OnData(request_.data());
+      more = OnData();
       break;
     case v1::RunRequest::KIND_NOT_SET:
       if (have_spec_) {
@@ -63,9 +51,9 @@ void RunReactor::OnReadDone(bool ok) {
 
 bool RunReactor::OnSpec(v1::SubmitRequest* spec_message) {
   if (have_spec_) {
-    const std::shared_ptr<engine::InputSource> source = input();
+    const std::shared_ptr<engine::InputRing> source = input();
     Break(absl::InvalidArgumentError(absl::StrCat(
-        "spec: a second spec arrived after ", source ? source->available() : 0,
+        "spec: a second spec arrived after ", source ? source->received() : 0,
         " input bytes; a Run call carries one job (its spec first, then data messages)")));
     return false;
   }
@@ -81,45 +69,54 @@ bool RunReactor::OnSpec(v1::SubmitRequest* spec_message) {
     Reject(spec.status());
     return false;
   }
-  // Validate before the input buffer is allocated, so an oversized shape costs nothing.
-  const int64_t bytes = InputBytes(*spec);
-  if (absl::Status s = engine::ValidateJob(*spec, bytes, engine_->Describe().limits,
-                                           engine::InputPath::kStreamed);
-      !s.ok()) {
-    Reject(s);
+  absl::StatusOr<std::shared_ptr<engine::InputRing>> ring =
+      engine_->SubmitStreamed(*std::move(spec), stream_);
+  if (!ring.ok()) {
+    Reject(ring.status());
     return false;
   }
-  // Pinned where the backend has room, so the upload's copy is the only host copy.
-  std::shared_ptr<engine::InputSource> source = engine_->NewInput(bytes);
   {
     std::lock_guard<std::mutex> lock(input_mu_);
-    input_ = source;
-  }
-  if (absl::Status s = engine_->Submit(*std::move(spec), source, stream_); !s.ok()) {
-    Reject(s);
-    return false;
+    input_ = *ring;
   }
   // A client that cancelled while the job was being submitted may have missed the input.
-  if (context_->IsCancelled()) source->Fail(absl::CancelledError("the client cancelled the upload"));
+  if (context_->IsCancelled()) {
+    (*ring)->Fail(absl::CancelledError("the client cancelled the upload"));
+  }
   return true;
 }
 
-bool RunReactor::OnData(const std::string& data) {
-  const std::shared_ptr<engine::InputSource> source = input();
-  if (!have_spec_ || source == nullptr) {
+bool RunReactor::OnData() {
+  if (!have_spec_ || input() == nullptr) {
     Reject(absl::InvalidArgumentError(
         "RunRequest: the first message must carry the spec (RunRequest.spec), not data"));
     return false;
   }
-  if (absl::Status s = source->Append(data.data(), static_cast<int64_t>(data.size())); !s.ok()) {
-    Break(s);
+  pending_ = std::move(*request_.mutable_data());
+  pending_taken_ = 0;
+  return WriteRest();
+}
+
+bool RunReactor::WriteRest() {
+  const std::shared_ptr<engine::InputRing> ring = input();
+  absl::StatusOr<int64_t> taken =
+      ring->Write(pending_.data() + pending_taken_,
+                  static_cast<int64_t>(pending_.size() - pending_taken_), [this] {
+                    // The job freed a buffer: finish this message, then read the next one.
+                    if (WriteRest() && !stream_->finishing()) StartRead(&request_);
+                  });
+  if (!taken.ok()) {
+    // A ring that failed already belongs to a job that is ending (or an upload that broke):
+    // the job's own Done finishes the call. Otherwise the client sent too much.
+    if (ring->failure().ok()) Break(taken.status());
     return false;
   }
-  return true;
+  pending_taken_ += static_cast<size_t>(*taken);
+  return pending_taken_ == pending_.size();
 }
 
 void RunReactor::OnInputEnded() {
-  const std::shared_ptr<engine::InputSource> source = input();
+  const std::shared_ptr<engine::InputRing> source = input();
   if (context_->IsCancelled()) {
     if (source) source->Fail(absl::CancelledError("the client cancelled the upload"));
     return;  // OnCancel ends the call
@@ -130,18 +127,18 @@ void RunReactor::OnInputEnded() {
     return;
   }
   if (source == nullptr || source->complete()) return;  // rejected already, or all there
-  Break(absl::InvalidArgumentError(absl::StrCat("input ended after ", source->available(),
+  Break(absl::InvalidArgumentError(absl::StrCat("input ended after ", source->received(),
                                                 " of ", source->size(), " bytes")));
 }
 
 void RunReactor::Reject(const absl::Status& status) { stream_->FinishNow(ToGrpcStatus(status)); }
 
 void RunReactor::Break(const absl::Status& status) {
-  if (const std::shared_ptr<engine::InputSource> source = input()) source->Fail(status);
+  if (const std::shared_ptr<engine::InputRing> source = input()) source->Fail(status);
   stream_->Abort(ToGrpcStatus(status));
 }
 
-std::shared_ptr<engine::InputSource> RunReactor::input() const {
+std::shared_ptr<engine::InputRing> RunReactor::input() const {
   std::lock_guard<std::mutex> lock(input_mu_);
   return input_;
 }
@@ -149,13 +146,15 @@ std::shared_ptr<engine::InputSource> RunReactor::input() const {
 void RunReactor::OnWriteDone(bool ok) { stream_->WriteDone(ok); }
 
 void RunReactor::OnCancel() {
-  if (const std::shared_ptr<engine::InputSource> source = input()) {
+  if (const std::shared_ptr<engine::InputRing> source = input()) {
     source->Fail(absl::CancelledError("the client cancelled the upload"));
   }
   stream_->Cancel();
 }
 
 void RunReactor::OnDone() {
+  // The ring may outlive this reactor (the job holds it): its callback must not call back.
+  if (const std::shared_ptr<engine::InputRing> source = input()) source->ForgetRoomCallback();
   stream_->Detach();
   delete this;
 }

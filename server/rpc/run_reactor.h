@@ -1,12 +1,15 @@
 // One Run call (the streaming upload): a ServerBidiReactor that reads the spec, submits the job
-// as soon as the spec is valid, and appends the input chunks that follow into the job's
-// InputSource while the engine's events are written back through an EventStream.
+// as soon as the spec is valid, and writes the input bytes that follow into the job's input
+// ring (input_ring.h) while the engine's events are written back through an EventStream.
 //
-// Flow control: one read outstanding at a time, so a client can be at most one message (under
-// 1 MiB) plus gRPC's flow-control window ahead of the server; writes are bounded by the
-// EventStream's queue. Errors of the upload (bytes beyond the size, an early half-close, a
-// second spec) fail the InputSource, so a job waiting for bytes ends, and end the call at once
-// with INVALID_ARGUMENT; a client that cancels fails the InputSource with CANCELLED.
+// Flow control: one read outstanding at a time, and the next read starts only once the ring
+// took the whole message: when the ring is full, the rest of the message waits here until the
+// job releases a chunk buffer (the ring's room callback, on the job's thread), so a client is
+// at most one message (under 1 MiB) plus gRPC's flow-control window ahead of its job, and the
+// daemon holds the ring, never the whole input. Writes are bounded by the EventStream's queue.
+// Errors of the upload (bytes beyond the size, an early half-close, a second spec) fail the
+// ring, so a job waiting for bytes ends, and end the call at once with INVALID_ARGUMENT; a
+// client that cancels fails the ring with CANCELLED.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -17,7 +20,7 @@
 #include "absl/status/status.h"
 #include "gpupipe/v1/gpupipe.pb.h"
 #include "server/engine/engine.h"
-#include "server/engine/input_source.h"
+#include "server/engine/input_ring.h"
 #include "server/rpc/event_stream.h"
 
 namespace gpupipe::rpc {
@@ -40,21 +43,28 @@ class RunReactor final : public grpc::ServerBidiReactor<v1::RunRequest, v1::JobE
 
   // Handlers of one read; each returns whether to read on.
   bool OnSpec(v1::SubmitRequest* spec);
-  bool OnData(const std::string& data);
+  bool OnData();
+  // Writes the rest of the message read last into the ring; true once all of it is there,
+  // false when the ring is full (the room callback then calls WriteRest again) or failed.
+  bool WriteRest();
   void OnInputEnded();
   // A request rejected before any job exists.
   void Reject(const absl::Status& status);
   // A broken upload of an accepted job: the input fails and the call ends with `status`.
   void Break(const absl::Status& status);
-  std::shared_ptr<engine::InputSource> input() const;
+  std::shared_ptr<engine::InputRing> input() const;
 
   engine::Engine* const engine_;
   grpc::CallbackServerContext* const context_;
   std::shared_ptr<EventStream> stream_;
   v1::RunRequest request_;  // the read in flight; reads are serialized
   bool have_spec_ = false;  // reaction state: touched only by OnReadDone
+  // The data message read last and how much of it the ring took: touched by OnReadDone and,
+  // while no read is outstanding, by the ring's room callback, never by both at once.
+  std::string pending_;
+  size_t pending_taken_ = 0;
   mutable std::mutex input_mu_;  // OnCancel may run beside OnReadDone
-  std::shared_ptr<engine::InputSource> input_;
+  std::shared_ptr<engine::InputRing> input_;
 };
 
 }  // namespace gpupipe::rpc

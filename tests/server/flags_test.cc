@@ -36,16 +36,23 @@ TEST(Flags, BadDeviceMemoryNamesTheFlag) {
   EXPECT_FALSE(ParseFlags({"--chunk-mib", "0"}).ok());
 }
 
-TEST(Flags, PinnedInputPoolDefaultsTo256MiBAndZeroTurnsItOff) {
+TEST(Flags, InputRingsDefaultTo64MiBPerUploadIn512MiBAndZeroTurnsUploadsOff) {
   absl::StatusOr<DaemonOptions> o = ParseFlags({});
   ASSERT_TRUE(o.ok()) << o.status();
-  EXPECT_EQ(o->pinned_input_bytes, int64_t{256} << 20);
-  o = ParseFlags({"--pinned-input-mib=0"});
+  EXPECT_EQ(o->input_ring_bytes, int64_t{64} << 20);
+  EXPECT_EQ(o->input_ring_total_bytes, int64_t{512} << 20);
+  o = ParseFlags({"--input-ring-mib=8", "--input-ring-total-mib", "0"});
   ASSERT_TRUE(o.ok()) << o.status();
-  EXPECT_EQ(o->pinned_input_bytes, 0);
-  o = ParseFlags({"--pinned-input-mib", "-1"});
+  EXPECT_EQ(o->input_ring_bytes, int64_t{8} << 20);
+  EXPECT_EQ(o->input_ring_total_bytes, 0);
+  o = ParseFlags({"--input-ring-mib", "0"});
   ASSERT_FALSE(o.ok());
-  EXPECT_NE(o.status().message().find("--pinned-input-mib"), std::string::npos) << o.status();
+  EXPECT_NE(o.status().message().find("--input-ring-mib"), std::string::npos) << o.status();
+  // A pool smaller than one upload's ring could never serve an upload.
+  o = ParseFlags({"--input-ring-mib", "64", "--input-ring-total-mib", "32"});
+  ASSERT_FALSE(o.ok());
+  EXPECT_NE(o.status().message().find("--input-ring-total-mib"), std::string::npos)
+      << o.status();
 }
 
 TEST(Flags, PriorityHoldDefaultsTo20MsAndZeroTurnsItOff) {

@@ -1,16 +1,9 @@
 #include "server/engine/cuda/graph_cache.h"
 
 #include "absl/strings/str_cat.h"
+#include "server/engine/cuda/cuda_status.h"
 
 namespace gpupipe::engine {
-namespace {
-
-absl::Status GraphError(cudaError_t err, const char* what) {
-  return absl::InternalError(
-      absl::StrCat(what, ": ", cudaGetErrorName(err), " (", cudaGetErrorString(err), ")"));
-}
-
-}  // namespace
 
 const char* GraphOutcomeName(GraphCache::Outcome outcome) {
   switch (outcome) {
@@ -31,14 +24,14 @@ absl::StatusOr<cudaGraph_t> GraphCache::Capture(cudaStream_t stream,
   // none of them is ours to forbid.
   if (cudaError_t err = cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal);
       err != cudaSuccess) {
-    return GraphError(err, "cudaStreamBeginCapture");
+    return CudaError(err, "cudaStreamBeginCapture");
   }
   const cudaError_t launched = enqueue();
   cudaGraph_t graph = nullptr;
   const cudaError_t ended = cudaStreamEndCapture(stream, &graph);
   if (launched != cudaSuccess || ended != cudaSuccess) {
     if (graph) cudaGraphDestroy(graph);
-    return GraphError(launched != cudaSuccess ? launched : ended, "capturing the plan");
+    return CudaError(launched != cudaSuccess ? launched : ended, "capturing the plan");
   }
   return graph;
 }
@@ -74,7 +67,7 @@ absl::StatusOr<GraphCache::Lookup> GraphCache::Get(const std::string& topology,
     if (err != cudaSuccess) {
       entries_.pop_front();
       --size_;
-      return GraphError(err, "cudaGraphInstantiate");
+      return CudaError(err, "cudaGraphInstantiate");
     }
     entry.params = params;
     ++misses_;
@@ -86,7 +79,7 @@ absl::StatusOr<GraphCache::Lookup> GraphCache::Get(const std::string& topology,
   cudaGraphExec_t exec = nullptr;
   const cudaError_t err = cudaGraphInstantiate(&exec, *graph, 0);
   cudaGraphDestroy(*graph);
-  if (err != cudaSuccess) return GraphError(err, "cudaGraphInstantiate");
+  if (err != cudaSuccess) return CudaError(err, "cudaGraphInstantiate");
   if (static_cast<int>(entries_.size()) >= capacity_) {
     // Safe to destroy: the lane waits for each job's work before it takes the next job.
     cudaGraphExecDestroy(entries_.back().exec);

@@ -172,14 +172,17 @@ TEST(ChunkedEngine, ResultsStreamWhileTheInputIsStillArriving) {
   const int64_t rows = 64, cols = 256;
   std::vector<float> x = gpupipe::testing::RandomFloats(rows * cols, 7);
   const std::string bytes = AsBytes(x);
-  auto input = InputSource::Streaming(static_cast<int64_t>(bytes.size()));
   auto sink = std::make_shared<RecordingSink>();
   // One row per chunk: the first rows' results can leave before the last rows arrive.
-  ASSERT_TRUE(engine->Submit(Spec({rows, cols}, {{OpKind::kSoftmax}}, 4 * cols), input, sink).ok());
+  absl::StatusOr<std::shared_ptr<InputRing>> input =
+      engine->SubmitStreamed(Spec({rows, cols}, {{OpKind::kSoftmax}}, 4 * cols), sink);
+  ASSERT_TRUE(input.ok()) << input.status();
   const size_t half = bytes.size() / 2;
-  ASSERT_TRUE(input->Append(bytes.data(), static_cast<int64_t>(half)).ok());
+  ASSERT_TRUE(WriteAll(**input, bytes.data(), static_cast<int64_t>(half)).ok());
   EXPECT_EQ(sink->WaitForOutput(half), half) << "the first half's rows were not emitted";
-  ASSERT_TRUE(input->Append(bytes.data() + half, static_cast<int64_t>(bytes.size() - half)).ok());
+  ASSERT_TRUE(WriteAll(**input, bytes.data() + half,
+                                         static_cast<int64_t>(bytes.size() - half))
+                  .ok());
   ASSERT_TRUE(sink->WaitDone());
   ASSERT_TRUE(sink->status().ok()) << sink->status();
   auto whole = RunJob(*engine, Spec({rows, cols}, {{OpKind::kSoftmax}}), x);
@@ -204,13 +207,15 @@ TEST(ChunkedEngine, TimelineHasOneComputeEntryPerChunk) {
   EXPECT_GT(t.gbps, 0.0);
 }
 
-TEST(ChunkedEngine, ARowOverTheCapacityIsResourceExhausted) {
+TEST(ChunkedEngine, ARowOverTheCapacityIsResourceExhaustedBeforeItIsAccepted) {
   CpuBackendOptions cpu;
   cpu.chunk_capacity_bytes = 1024;
   auto engine = Engine::Create(CreateCpuBackend(cpu), {});
-  auto sink = RunJob(*engine, Spec({2, 1000}, {{OpKind::kStandardize}}),
-                     gpupipe::testing::RandomFloats(2000, 5));
-  EXPECT_EQ(sink->status().code(), absl::StatusCode::kResourceExhausted) << sink->status();
+  auto rejected = std::make_shared<RecordingSink>();
+  std::string bytes = AsBytes(gpupipe::testing::RandomFloats(2000, 5));
+  const absl::Status s = engine->Submit(Spec({2, 1000}, {{OpKind::kStandardize}}), bytes, rejected);
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  EXPECT_FALSE(rejected->accepted());
   // A reduction splits the same rows instead.
   auto sum = RunJob(*engine, Spec({2, 1000}, {{OpKind::kSum}}),
                     gpupipe::testing::RandomFloats(2000, 5));

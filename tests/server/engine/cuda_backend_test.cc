@@ -26,7 +26,6 @@ class CudaBackendTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     CudaBackendOptions options;
-    options.max_input_bytes = 64 << 20;
     options.lanes_per_level = 1;
     absl::StatusOr<std::unique_ptr<Backend>> backend = CreateCudaBackend(options);
     if (!backend.ok()) {
@@ -34,7 +33,7 @@ class CudaBackendTest : public ::testing::Test {
       return;
     }
     EngineOptions engine_options;
-    engine_options.limits.max_input_bytes = options.max_input_bytes;
+    engine_options.limits.max_input_bytes = 64 << 20;
     cuda_ = Engine::Create(*std::move(backend), engine_options).release();
     cpu_ = Engine::Create(CreateCpuBackend({}), engine_options).release();
   }
@@ -361,13 +360,12 @@ class CudaLaunchModesTest : public ::testing::Test {
  protected:
   void SetUp() override {
     CudaBackendOptions options;
-    options.max_input_bytes = 16 << 20;
     options.lanes_per_level = 1;
     options.graph_cache_capacity = 2;
     absl::StatusOr<std::unique_ptr<Backend>> backend = CreateCudaBackend(options);
     if (!backend.ok()) GTEST_SKIP() << "no usable CUDA device: " << backend.status();
     EngineOptions engine_options;
-    engine_options.limits.max_input_bytes = options.max_input_bytes;
+    engine_options.limits.max_input_bytes = 64 << 20;
     engine_ = Engine::Create(*std::move(backend), engine_options);
   }
 

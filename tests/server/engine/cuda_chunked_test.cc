@@ -52,20 +52,20 @@ int64_t ReducedPerOutput(int64_t count, const RecordingSink& want) {
 // A small arena: 2 lanes per level, each with 3 slots of 2 buffers of 1 MiB.
 std::unique_ptr<Engine> MakeCudaEngine(std::string* skip, int64_t chunk_bytes = 1 << 20,
                                        int64_t device_memory = 64 << 20,
-                                       int64_t pinned_input_bytes = 0) {
+                                       int64_t input_ring_total_bytes = 64 << 20) {
   CudaBackendOptions options;
-  options.pinned_input_bytes = pinned_input_bytes;
   options.lanes_per_level = 2;
   options.chunk_bytes = chunk_bytes;
   options.device_memory_bytes = device_memory;
-  options.max_input_bytes = int64_t{512} << 20;
   absl::StatusOr<std::unique_ptr<Backend>> backend = CreateCudaBackend(options);
   if (!backend.ok()) {
     *skip = backend.status().ToString();
     return nullptr;
   }
   EngineOptions engine_options;
-  engine_options.limits.max_input_bytes = options.max_input_bytes;
+  engine_options.limits.max_input_bytes = int64_t{512} << 20;
+  engine_options.limits.input_ring_bytes = 4 << 20;
+  engine_options.limits.input_ring_total_bytes = input_ring_total_bytes;
   return Engine::Create(*std::move(backend), engine_options);
 }
 
@@ -264,18 +264,20 @@ TEST(CudaChunked, ResultsStreamWhileTheInputIsStillArriving) {
   const int64_t rows = 64, cols = 4096;
   std::vector<float> x = gpupipe::testing::RandomFloats(rows * cols, gpupipe::testing::FreshSeed());
   const std::string bytes = AsBytes(x);
-  auto input = InputSource::Streaming(static_cast<int64_t>(bytes.size()));
   auto sink = std::make_shared<RecordingSink>();
   JobSpec spec;
   spec.shape = {rows, cols};
   spec.ops = {{OpKind::kAbs}, {OpKind::kSoftmax}};
   spec.chunk_bytes = 4 * cols;  // one row per chunk
-  ASSERT_TRUE(cuda->Submit(spec, input, sink).ok());
+  absl::StatusOr<std::shared_ptr<InputRing>> input = cuda->SubmitStreamed(spec, sink);
+  ASSERT_TRUE(input.ok()) << input.status();
   const size_t half = bytes.size() / 2;
-  ASSERT_TRUE(input->Append(bytes.data(), static_cast<int64_t>(half)).ok());
+  ASSERT_TRUE(WriteAll(**input, bytes.data(), static_cast<int64_t>(half)).ok());
   // The first half's rows leave while the second half is on its way.
   EXPECT_EQ(sink->WaitForOutput(half), half) << "results waited for the whole input";
-  ASSERT_TRUE(input->Append(bytes.data() + half, static_cast<int64_t>(bytes.size() - half)).ok());
+  ASSERT_TRUE(WriteAll(**input, bytes.data() + half,
+                                         static_cast<int64_t>(bytes.size() - half))
+                  .ok());
   ASSERT_TRUE(sink->WaitDone());
   ASSERT_TRUE(sink->status().ok()) << sink->status();
   spec.chunk_bytes = 0;
@@ -283,12 +285,14 @@ TEST(CudaChunked, ResultsStreamWhileTheInputIsStillArriving) {
   EXPECT_EQ(Compare(*sink, *want, false, 1, false), "");
 }
 
-// Inputs from the pinned pool are copied to the device straight from it, chunk by chunk as
-// their bytes arrive; once the pool is full, inputs fall back to pageable memory; both give the
-// reference's results, and so does every priority (low-priority jobs run in smaller chunks).
-TEST(CudaChunked, PinnedInputsAndLowPriorityJobsMatchTheCpuReference) {
+// Streamed inputs land in page-locked rings and are copied to the device straight from them,
+// chunk by chunk as their bytes arrive; inline inputs go through pinned staging; an upload
+// that finds the ring pool full is refused; all give the reference's results, and so does
+// every priority (low-priority jobs run in smaller chunks).
+TEST(CudaChunked, StreamedInlineAndLowPriorityJobsMatchTheCpuReference) {
   std::string skip;
-  auto cuda = MakeCudaEngine(&skip, 1 << 20, 64 << 20, /*pinned_input_bytes=*/8 << 20);
+  // Room for two 4 MiB rings.
+  auto cuda = MakeCudaEngine(&skip, 1 << 20, 64 << 20, /*input_ring_total_bytes=*/8 << 20);
   if (!cuda) GTEST_SKIP() << "no usable CUDA device: " << skip;
   auto cpu = MakeCpuEngine();
   const uint64_t seed = gpupipe::testing::FreshSeed();
@@ -304,25 +308,35 @@ TEST(CudaChunked, PinnedInputsAndLowPriorityJobsMatchTheCpuReference) {
     spec.ops = ops;
     auto want = RunJob(*cpu, spec, x);
     ASSERT_TRUE(want->status().ok()) << want->status();
-    std::shared_ptr<InputSource> first = cuda->NewInput(static_cast<int64_t>(bytes.size()));
-    std::shared_ptr<InputSource> second = cuda->NewInput(static_cast<int64_t>(bytes.size()));
-    if (ops.size() == 2) {  // the first case, on a fresh pool
-      EXPECT_TRUE(first->pinned());
-      EXPECT_FALSE(second->pinned()) << "8 MiB hold one 4.7 MiB input";
-    }
-    for (const auto& input : {first, second}) {
-      auto sink = std::make_shared<RecordingSink>();
-      ASSERT_TRUE(cuda->Submit(spec, input, sink).ok());
-      const size_t half = bytes.size() / 2;
-      ASSERT_TRUE(input->Append(bytes.data(), static_cast<int64_t>(half)).ok());
-      ASSERT_TRUE(
-          input->Append(bytes.data() + half, static_cast<int64_t>(bytes.size() - half)).ok());
+    auto first = std::make_shared<RecordingSink>();
+    auto second = std::make_shared<RecordingSink>();
+    absl::StatusOr<std::shared_ptr<InputRing>> a = cuda->SubmitStreamed(spec, first);
+    absl::StatusOr<std::shared_ptr<InputRing>> b = cuda->SubmitStreamed(spec, second);
+    ASSERT_TRUE(a.ok() && b.ok()) << a.status() << " " << b.status();
+    EXPECT_TRUE((*a)->pinned_memory());
+    auto refused = std::make_shared<RecordingSink>();
+    EXPECT_EQ(cuda->SubmitStreamed(spec, refused).status().code(),
+              absl::StatusCode::kResourceExhausted)
+        << "8 MiB hold two 4 MiB rings";
+    EXPECT_FALSE(refused->accepted());
+    std::thread writer_a([&] { EXPECT_TRUE(WriteAll(**a, bytes).ok()); });
+    std::thread writer_b([&] { EXPECT_TRUE(WriteAll(**b, bytes).ok()); });
+    writer_a.join();
+    writer_b.join();
+    a->reset();
+    b->reset();
+    for (const auto& sink : {first, second}) {
       ASSERT_TRUE(sink->WaitDone(std::chrono::seconds(60)));
       ASSERT_TRUE(sink->status().ok()) << sink->status();
       EXPECT_EQ(Compare(*sink, *want, Exact(ops), ReducedPerOutput(rows * cols, *want), false),
                 "")
-          << (input->pinned() ? "pinned" : "pageable");
+          << "streamed";
     }
+    auto inline_job = RunJob(*cuda, spec, x);
+    ASSERT_TRUE(inline_job->status().ok()) << inline_job->status();
+    EXPECT_EQ(
+        Compare(*inline_job, *want, Exact(ops), ReducedPerOutput(rows * cols, *want), false), "")
+        << "inline";
     for (Priority priority : {Priority::kLow, Priority::kHigh}) {
       spec.priority = priority;
       auto got = RunJob(*cuda, spec, x);

@@ -25,7 +25,7 @@ std::unique_ptr<Engine> MakeEngine(int lanes = 1, int64_t max_chunk_bytes = 1 <<
                                    EngineOptions options = {}) {
   CpuBackendOptions cpu;
   cpu.lanes_per_level = lanes;
-  cpu.max_chunk_bytes = max_chunk_bytes;
+  options.limits.max_chunk_bytes = max_chunk_bytes;
   return Engine::Create(CreateCpuBackend(cpu), std::move(options));
 }
 

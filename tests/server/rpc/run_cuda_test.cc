@@ -66,7 +66,6 @@ class RunCudaTest : public ::testing::Test {
  protected:
   void SetUp() override {
     engine::CudaBackendOptions options;
-    options.max_input_bytes = kBuffers;
     options.lanes_per_level = 1;
     absl::StatusOr<std::unique_ptr<engine::Backend>> backend =
         engine::CreateCudaBackend(options);
