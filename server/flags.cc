@@ -86,6 +86,9 @@ Runs the gpupipe job service: a gRPC daemon that owns one GPU.
                              to the GPU straight from it); an upload that finds no room is
                              refused with RESOURCE_EXHAUSTED (0: no streamed uploads;
                              default 512)
+  --rpc-memory-mib N         gRPC's own buffers (reads in progress, every stream's
+                             flow-control window) share this quota; under pressure gRPC
+                             offers clients smaller windows (default 128)
   --priority-hold-ms N       while a job of a higher priority runs, a job holds its next
                              chunk back for at most N ms, then sends it and asks again
                              (0: priorities only order the streams; default 20)
@@ -158,6 +161,7 @@ absl::StatusOr<DaemonOptions> ParseFlags(const std::vector<std::string>& args) {
           {"--input-ring-mib", 1, 1 << 16, [&](int64_t v) { o.input_ring_bytes = v << 20; }},
           {"--input-ring-total-mib", 0, 1 << 20,
            [&](int64_t v) { o.input_ring_total_bytes = v << 20; }},
+          {"--rpc-memory-mib", 16, 1 << 20, [&](int64_t v) { o.rpc_memory_bytes = v << 20; }},
           {"--priority-hold-ms", 0, 60000, [&](int64_t v) { o.priority_hold_us = v * 1000; }},
           {"--max-stream-input-gib", 1, 1024,
            [&](int64_t v) { o.max_stream_input_bytes = v << 30; }},

@@ -143,6 +143,12 @@ int Run(const DaemonOptions& options) {
   // Room for the largest input plus the rest of the request; larger requests are refused by
   // gRPC with RESOURCE_EXHAUSTED before they reach the service.
   builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_input_bytes + (1 << 20)));
+  // gRPC's own buffers (read buffers, flow-control windows of every stream) come from this
+  // quota: under pressure gRPC shrinks the windows it offers, so many uploads at once cost
+  // bounded memory rather than a window each.
+  grpc::ResourceQuota quota("gpupiped");
+  quota.Resize(static_cast<size_t>(options.rpc_memory_bytes));
+  builder.SetResourceQuota(quota);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || port == 0) {
     Log("cannot listen on " + options.listen);

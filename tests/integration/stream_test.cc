@@ -36,15 +36,20 @@ void FillPattern(uint64_t first, float* out, size_t n) {
   for (size_t k = 0; k < n; ++k) out[k] = PatternValue(first + k);
 }
 
-// The daemon's resident memory (VmRSS), in bytes; -1 if unreadable.
-int64_t ResidentBytes(pid_t pid) {
+// A field of /proc/<pid>/status in bytes (VmRSS: resident now, VmHWM: its peak); -1 if
+// unreadable.
+int64_t StatusBytes(pid_t pid, const std::string& field) {
   std::ifstream status("/proc/" + std::to_string(pid) + "/status");
   std::string line;
   while (std::getline(status, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::atoll(line.c_str() + 6) * 1024;
+    if (line.rfind(field + ":", 0) == 0) {
+      return std::atoll(line.c_str() + field.size() + 1) * 1024;
+    }
   }
   return -1;
 }
+
+int64_t ResidentBytes(pid_t pid) { return StatusBytes(pid, "VmRSS"); }
 
 class StreamTest : public ::testing::Test {
  protected:
@@ -199,6 +204,86 @@ TEST_F(StreamTest, ASlowReaderHoldsTheJobNotTheDaemonsMemory) {
   EXPECT_EQ(expected_offset, bytes);
   std::printf("peak daemon VmRSS while the reader stalled: %lld MiB (bound %lld MiB)\n",
               static_cast<long long>(peak >> 20), static_cast<long long>(bound >> 20));
+}
+
+// 14 uploads of 256 MiB each that stop 4 KiB before their end, from clients that read their
+// results: each holds at most its ring, so the daemon stays within the configured ring pool
+// (plus its lanes' working memory) instead of holding 3.5 GiB, and serves a job afterwards.
+TEST(StalledUploads, HoldOnlyTheirRings) {
+  DaemonProcess daemon(DaemonBinary(), {"--backend", "cpu", "--quiet", "--input-ring-mib", "16",
+                                        "--input-ring-total-mib", "256"});
+  ASSERT_NE(daemon.port(), 0) << daemon.error();
+  const int64_t baseline = ResidentBytes(daemon.pid());
+  constexpr int kUploads = 14;
+  const int64_t n = int64_t{1} << 26;  // 256 MiB of float32
+  const int64_t stop_at = n * 4 - 4096;
+  auto channel = grpc::CreateChannel(daemon.target(), grpc::InsecureChannelCredentials());
+  auto stub = v1::JobService::NewStub(channel);
+  struct Upload {
+    grpc::ClientContext context;
+    std::unique_ptr<grpc::ClientReaderWriter<v1::RunRequest, v1::JobEvent>> stream;
+    std::thread writer, reader;
+    std::atomic<int64_t> sent{0};
+  };
+  std::vector<std::unique_ptr<Upload>> uploads;
+  for (int u = 0; u < kUploads; ++u) {
+    auto up = std::make_unique<Upload>();
+    up->stream = stub->Run(&up->context);
+    Upload* p = up.get();
+    up->writer = std::thread([p, n, stop_at] {
+      v1::RunRequest message;
+      v1::SubmitRequest* spec = message.mutable_spec();
+      spec->mutable_input()->set_dtype(v1::DTYPE_FLOAT32);
+      spec->mutable_input()->add_shape(n);
+      spec->add_ops()->mutable_relu();
+      if (!p->stream->Write(message)) return;
+      v1::RunRequest data;
+      const int64_t piece = (1 << 20) - 4096;
+      for (int64_t at = 0; at < stop_at; at += piece) {
+        const int64_t len = std::min(piece, stop_at - at);
+        data.mutable_data()->assign(static_cast<size_t>(len), '\1');
+        if (!p->stream->Write(data)) return;
+        p->sent = at + len;
+      }
+    });
+    up->reader = std::thread([p] {
+      v1::JobEvent event;
+      while (p->stream->Read(&event)) {
+      }
+    });
+    uploads.push_back(std::move(up));
+  }
+  // Wait until no upload moves for 2 s: each is stalled at its end, or on its full ring.
+  int64_t last = -1, total = 0;
+  for (int i = 0; i < 120; ++i) {
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    total = 0;
+    for (const auto& up : uploads) total += up->sent;
+    if (total == last) break;
+    last = total;
+  }
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  const int64_t resident = ResidentBytes(daemon.pid());
+  const int64_t peak = StatusBytes(daemon.pid(), "VmHWM");
+  // The pool (256 MiB) and what the running jobs' lanes work in (two CPU lanes of normal
+  // priority, a few 16 MiB chunk buffers each), with room for gRPC's buffers.
+  const int64_t bound = baseline + (int64_t{256} << 20) + (int64_t{192} << 20);
+  EXPECT_LT(peak, bound) << "peak " << (peak >> 20) << " MiB, baseline " << (baseline >> 20)
+                         << " MiB, after " << (total >> 20) << " MiB sent";
+  std::printf("14 stalled uploads: %lld MiB sent, daemon VmRSS %lld MiB, VmHWM %lld MiB "
+              "(baseline %lld MiB, bound %lld MiB)\n",
+              static_cast<long long>(total >> 20), static_cast<long long>(resident >> 20),
+              static_cast<long long>(peak >> 20), static_cast<long long>(baseline >> 20),
+              static_cast<long long>(bound >> 20));
+  for (const auto& up : uploads) up->context.TryCancel();
+  for (const auto& up : uploads) {
+    up->writer.join();
+    up->reader.join();
+    up->stream->Finish();
+  }
+  // The daemon serves a normal job afterwards.
+  CommandResult r = RunCommand({CliBinary(), "describe", "--target", daemon.target()});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
 }
 
 }  // namespace
