@@ -17,9 +17,10 @@ namespace client {
 namespace {
 
 // Feeds every event of `stream` (a Submit reader or a Run reader-writer) to `assembler`, then
-// to `on_event`, and returns the first event the assembler rejected (OK if none). On such a
-// broken stream it stops the job rather than wait for the rest of it (after a Done the server
-// is finishing anyway), and drains the stream, as Finish requires.
+// to `on_event`, and returns the error of the first event the assembler rejected (a protocol
+// breach, a failed Done, or its sink's error; OK if none). Then it stops the job rather than
+// wait for the rest of it (after a Done the server is finishing anyway), and drains the stream,
+// as Finish requires.
 template <typename Stream>
 absl::Status ReadJobEvents(Stream& stream, grpc::ClientContext& context,
                            ResultAssembler& assembler, const EventCallback& on_event) {
@@ -83,11 +84,11 @@ absl::StatusOr<v1::DescribeResponse> JobClient::Describe() {
 }
 
 absl::StatusOr<JobResult> JobClient::Submit(const v1::SubmitRequest& request,
-                                            EventCallback on_event) {
+                                            EventCallback on_event, ResultSink* sink) {
   grpc::ClientContext context;
   SetDeadline(&context);
   std::unique_ptr<grpc::ClientReader<v1::JobEvent>> reader = stub_->Submit(&context, request);
-  ResultAssembler assembler(request.dry_run());
+  ResultAssembler assembler(request.dry_run(), sink);
   const absl::Status stream_error = ReadJobEvents(*reader, context, assembler, on_event);
   const grpc::Status rpc_status = reader->Finish();
   // A failed Done is the job's own verdict and carries the server's message; report it even
@@ -99,7 +100,7 @@ absl::StatusOr<JobResult> JobClient::Submit(const v1::SubmitRequest& request,
 
 absl::StatusOr<JobResult> JobClient::Run(const v1::SubmitRequest& spec, int64_t input_bytes,
                                          const InputReader& read, EventCallback on_event,
-                                         UploadProgress on_progress) {
+                                         UploadProgress on_progress, ResultSink* sink) {
   if (!spec.input().data().empty()) {
     return absl::InvalidArgumentError(
         "Run: the spec's input must carry no data (the bytes are streamed)");
@@ -134,7 +135,7 @@ absl::StatusOr<JobResult> JobClient::Run(const v1::SubmitRequest& spec, int64_t 
     stream->WritesDone();
   });
 
-  ResultAssembler assembler(spec.dry_run());
+  ResultAssembler assembler(spec.dry_run(), sink);
   const absl::Status stream_error = ReadJobEvents(*stream, context, assembler, on_event);
   upload.join();
   const grpc::Status rpc_status = stream->Finish();

@@ -1,7 +1,7 @@
 // A blocking client for gpupiped's JobService.
 //
 // Thread-safety: a JobClient may be used from several threads at once; each call runs its own
-// RPC on the shared channel. The EventCallback runs on the calling thread.
+// RPC on the shared channel. The EventCallback and the ResultSink run on the calling thread.
 #ifndef GPUPIPE_CLIENT_JOB_CLIENT_H_
 #define GPUPIPE_CLIENT_JOB_CLIENT_H_
 
@@ -59,17 +59,20 @@ class JobClient {
   // Runs one job and waits for its result. Errors carry the RPC's status, or the code and
   // message of the job's Done event, unchanged; a broken event stream (see ResultAssembler)
   // yields DATA_LOSS. On an error the RPC is cancelled. With request.dry_run the result holds
-  // the plan and no output data.
-  absl::StatusOr<JobResult> Submit(const v1::SubmitRequest& request, EventCallback on_event = {});
+  // the plan and no output data. With a `sink`, the output bytes go to it as they arrive (see
+  // ResultSink; a sink's error cancels the job and is returned) and the result holds none.
+  // `on_event` sees each event after the sink took its bytes.
+  absl::StatusOr<JobResult> Submit(const v1::SubmitRequest& request, EventCallback on_event = {},
+                                   ResultSink* sink = nullptr);
 
   // Runs one job through the streaming upload RPC (Run): `spec` is the job with an input that
   // has shape and dtype but no data; `read` supplies the input's `input_bytes` bytes in
   // kUploadChunkBytes pieces, on an upload thread, while this thread reads the job's events, so
-  // results that come back during the upload are consumed. Results and errors as for Submit;
-  // a failing `read` cancels the RPC and its error is returned.
+  // results that come back during the upload are consumed. Results, errors and `sink` as for
+  // Submit; a failing `read` cancels the RPC and its error is returned.
   absl::StatusOr<JobResult> Run(const v1::SubmitRequest& spec, int64_t input_bytes,
                                 const InputReader& read, EventCallback on_event = {},
-                                UploadProgress on_progress = {});
+                                UploadProgress on_progress = {}, ResultSink* sink = nullptr);
 
   const ClientOptions& options() const { return options_; }
 

@@ -5,9 +5,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -172,9 +175,11 @@ class LiteralParser {
   size_t pos_ = 0;
 };
 
+// The value of `key` in `dict`; of a key given more than once, the last value, as a Python dict
+// literal (and so NumPy) takes it.
 const PyValue* FindKey(const PyValue& dict, absl::string_view key) {
-  for (const auto& entry : dict.entries) {
-    if (entry.first == key) return &entry.second;
+  for (auto it = dict.entries.rbegin(); it != dict.entries.rend(); ++it) {
+    if (it->first == key) return &it->second;
   }
   return nullptr;
 }
@@ -256,6 +261,13 @@ absl::StatusOr<NpyFileInfo> ParseHeader(absl::string_view bytes, uint64_t file_s
     return error("truncated file (", bytes.size(), " bytes, header length missing)");
   }
   const size_t header_len = ReadLe(bytes, kMagicLen + 2, len_width);
+  // From the length field alone, before anything reads or allocates that many bytes. (NumPy
+  // compares the decoded header's length after reading it: the same number for the ASCII
+  // headers that it writes.)
+  if (header_len > static_cast<size_t>(kNpyMaxHeaderBytes)) {
+    return error("header is ", header_len, " bytes, over NumPy's limit of ", kNpyMaxHeaderBytes,
+                 " (numpy.load's max_header_size); the file is refused unread");
+  }
   const size_t data_start = header_start + header_len;
   if (bytes.size() < data_start) {
     return error("truncated header (file is ", file_size, " bytes, header ends at byte ",
@@ -324,21 +336,22 @@ absl::StatusOr<NpyArray> ParseNpy(std::string bytes, absl::string_view name) {
   return array;
 }
 
-absl::StatusOr<std::string> SerializeNpy(const NpyArray& array) {
-  const absl::string_view descr = NpyDescr(array.dtype);
+namespace {
+
+// Everything of a .npy file before its data: magic, version, header length and the padded
+// header dict, `extra` bytes reserved beyond it. Fails on an unsupported dtype or a shape
+// without a valid byte size.
+absl::StatusOr<std::string> FileHeader(v1::DType dtype, const std::vector<int64_t>& shape,
+                                       size_t extra = 0) {
+  const absl::string_view descr = NpyDescr(dtype);
   if (descr.empty()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("cannot write dtype ", DTypeName(array.dtype), " to .npy"));
+        absl::StrCat("cannot write dtype ", DTypeName(dtype), " to .npy"));
   }
-  absl::StatusOr<int64_t> want = TensorBytes(array.dtype, array.shape);
-  if (!want.ok()) return want.status();
-  if (array.data.size() != static_cast<uint64_t>(*want)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("data is ", array.data.size(), " bytes but shape ", ShapeTuple(array.shape),
-                     " of ", descr, " needs ", *want));
-  }
+  absl::StatusOr<int64_t> bytes = TensorBytes(dtype, shape);
+  if (!bytes.ok()) return bytes.status();
   std::string dict = absl::StrCat("{'descr': '", descr, "', 'fortran_order': False, 'shape': ",
-                                  ShapeTuple(array.shape), ", }");
+                                  ShapeTuple(shape), ", }");
   // Pad with spaces and a final newline so that the data starts on a 64-byte boundary.
   int major = 1;
   size_t prefix = kMagicLen + 2 + 2;
@@ -353,7 +366,7 @@ absl::StatusOr<std::string> SerializeNpy(const NpyArray& array) {
   dict.push_back('\n');
 
   std::string out;
-  out.reserve(total + array.data.size());
+  out.reserve(total + extra);
   out.append(kMagic, kMagicLen);
   out.push_back(static_cast<char>(major));
   out.push_back(0);
@@ -361,17 +374,33 @@ absl::StatusOr<std::string> SerializeNpy(const NpyArray& array) {
     out.push_back(static_cast<char>((header_len >> (8 * i)) & 0xff));
   }
   out += dict;
-  out += array.data;
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> SerializeNpy(const NpyArray& array) {
+  absl::StatusOr<std::string> out = FileHeader(array.dtype, array.shape, array.data.size());
+  if (!out.ok()) return out.status();
+  const int64_t want = *TensorBytes(array.dtype, array.shape);  // FileHeader checked it
+  if (array.data.size() != static_cast<uint64_t>(want)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("data is ", array.data.size(), " bytes but shape ", ShapeTuple(array.shape),
+                     " of ", NpyDescr(array.dtype), " needs ", want));
+  }
+  *out += array.data;
   return out;
 }
 
 namespace {
 
 // "path: what: strerror(errno)", with errno's status code.
-absl::Status ErrnoError(const std::string& path, const char* what) {
-  const int err = errno;
+absl::Status ErrnoError(const std::string& path, absl::string_view what, int err) {
   return absl::Status(absl::ErrnoToStatusCode(err),
                       absl::StrCat(path, ": ", what, ": ", std::strerror(err)));
+}
+absl::Status ErrnoError(const std::string& path, const char* what) {
+  return ErrnoError(path, what, errno);
 }
 
 // A regular file open for reading, closed when this goes away.
@@ -429,7 +458,12 @@ absl::StatusOr<NpyFileInfo> ReadNpyHeader(const std::string& path) {
     const size_t len_width = major == 1 ? 2 : 4;
     if (prefix.size() >= kMagicLen + 2 + len_width) {
       const size_t header_len = ReadLe(prefix, kMagicLen + 2, len_width);
-      if (absl::Status s = read_prefix(kMagicLen + 2 + len_width + header_len); !s.ok()) return s;
+      // ParseHeader refuses a longer header from its length field; reading it would be waste.
+      if (header_len <= static_cast<size_t>(kNpyMaxHeaderBytes)) {
+        if (absl::Status s = read_prefix(kMagicLen + 2 + len_width + header_len); !s.ok()) {
+          return s;
+        }
+      }
     }
   }
   return ParseHeader(prefix, file.size(), path);
@@ -466,6 +500,170 @@ absl::Status WriteNpy(const std::string& path, const NpyArray& array) {
   if (!out) {
     return absl::DataLossError(absl::StrCat(path, ": write failed: ", std::strerror(errno)));
   }
+  return absl::OkStatus();
+}
+
+namespace {
+
+// Numbers the temporary files of the writers of this process.
+std::atomic<uint64_t> temp_file_counter{0};
+
+// The file that replacing `path` replaces: `path` itself, or the file a symbolic link there
+// points to (so that the link survives). Refuses anything else that exists there.
+absl::StatusOr<std::string> ReplacedFile(const std::string& path) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return path;
+    return ErrnoError(path, "cannot stat");
+  }
+  std::string target = path;
+  if (S_ISLNK(st.st_mode)) {
+    char* resolved = ::realpath(path.c_str(), nullptr);
+    if (resolved == nullptr) return ErrnoError(path, "cannot resolve the symbolic link");
+    target = resolved;
+    std::free(resolved);
+    if (::stat(target.c_str(), &st) != 0) return ErrnoError(path, "cannot stat");
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": not a regular file (the .npy is written beside it and renamed over it)"));
+  }
+  return target;
+}
+
+// Writes all of `data` at `offset` of `fd` (pwrite may write less than asked).
+absl::Status PwriteAll(int fd, absl::string_view data, int64_t offset, const std::string& name) {
+  while (!data.empty()) {
+    const ssize_t n = ::pwrite(fd, data.data(), data.size(), static_cast<off_t>(offset));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return ErrnoError(name, "write failed");
+    data.remove_prefix(static_cast<size_t>(n));
+    offset += n;
+  }
+  return absl::OkStatus();
+}
+
+// Makes a rename in the directory of `file` durable. Best effort: the rename has happened and
+// the file is complete either way; only its survival of a crash right now is at stake.
+void SyncDirectoryOf(const std::string& file) {
+  const size_t slash = file.rfind('/');
+  const std::string dir =
+      slash == std::string::npos ? "." : slash == 0 ? "/" : file.substr(0, slash);
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  ::fsync(fd);
+  ::close(fd);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<NpyFileWriter>> NpyFileWriter::Create(
+    const std::string& path, v1::DType dtype, const std::vector<int64_t>& shape) {
+  absl::StatusOr<std::string> header = FileHeader(dtype, shape);
+  if (!header.ok()) return Prefixed(path, header.status());
+  const int64_t data_bytes = *TensorBytes(dtype, shape);  // FileHeader checked it
+  absl::StatusOr<std::string> target = ReplacedFile(path);
+  if (!target.ok()) return target.status();
+
+  std::string temp_path;
+  int fd = -1;
+  // O_EXCL never reuses a name; a clash (a leftover of an earlier process with this pid) only
+  // moves on to the next number.
+  for (int attempt = 0; fd < 0; ++attempt) {
+    temp_path = absl::StrCat(*target, ".tmp-", ::getpid(), "-", temp_file_counter++);
+    fd = ::open(temp_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd < 0 && (errno != EEXIST || attempt == 100)) {
+      const int err = errno;
+      return ErrnoError(path, absl::StrCat("cannot open for writing (as ", temp_path, ")"), err);
+    }
+  }
+  std::unique_ptr<NpyFileWriter> writer(new NpyFileWriter(
+      path, *std::move(target), std::move(temp_path), fd,
+      static_cast<int64_t>(header->size()), data_bytes));
+  if (absl::Status s = PwriteAll(fd, *header, 0, path); !s.ok()) return writer->Fail(s);
+  return writer;
+}
+
+NpyFileWriter::NpyFileWriter(std::string path, std::string target, std::string temp_path, int fd,
+                             int64_t header_bytes, int64_t data_bytes)
+    : path_(std::move(path)),
+      target_(std::move(target)),
+      temp_path_(std::move(temp_path)),
+      fd_(fd),
+      header_bytes_(header_bytes),
+      data_bytes_(data_bytes) {}
+
+NpyFileWriter::~NpyFileWriter() {
+  if (state_ == State::kOpen) Fail(absl::OkStatus()).IgnoreError();
+}
+
+absl::Status NpyFileWriter::Fail(absl::Status error) {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  ::unlink(temp_path_.c_str());
+  state_ = State::kFailed;
+  return error;
+}
+
+absl::Status NpyFileWriter::Write(int64_t offset, absl::string_view data) {
+  if (state_ != State::kOpen) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path_, ": write after Finish or after a failed write"));
+  }
+  const int64_t size = static_cast<int64_t>(data.size());
+  if (offset < 0 || offset > data_bytes_ || size > data_bytes_ - offset) {
+    return absl::OutOfRangeError(absl::StrCat(path_, ": a write of ", size, " bytes at offset ",
+                                              offset, " is outside the ", data_bytes_,
+                                              " data bytes"));
+  }
+  if (size == 0) return absl::OkStatus();
+  if (absl::Status s = PwriteAll(fd_, data, header_bytes_ + offset, path_); !s.ok()) {
+    return Fail(std::move(s));
+  }
+  MarkWritten(offset, offset + size);
+  return absl::OkStatus();
+}
+
+void NpyFileWriter::MarkWritten(int64_t begin, int64_t end) {
+  // Absorb every range that overlaps or touches [begin, end); what remains stays disjoint.
+  auto it = written_.upper_bound(begin);
+  if (it != written_.begin() && std::prev(it)->second >= begin) --it;
+  while (it != written_.end() && it->first <= end) {
+    begin = std::min(begin, it->first);
+    end = std::max(end, it->second);
+    it = written_.erase(it);
+  }
+  written_.emplace(begin, end);
+}
+
+absl::Status NpyFileWriter::Finish() {
+  if (state_ != State::kOpen) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path_, ": Finish after Finish or after a failed write"));
+  }
+  // Merged ranges: complete means one range, [0, data_bytes).
+  const bool complete =
+      data_bytes_ == 0 || (written_.size() == 1 && written_.begin()->first == 0 &&
+                           written_.begin()->second == data_bytes_);
+  if (!complete) {
+    int64_t have = 0;
+    for (const auto& [begin, end] : written_) have += end - begin;
+    const int64_t first_missing =
+        !written_.empty() && written_.begin()->first == 0 ? written_.begin()->second : 0;
+    return Fail(absl::DataLossError(absl::StrCat(
+        path_, ": incomplete: ", have, " of ", data_bytes_,
+        " data bytes written (the first missing one at offset ", first_missing, ")")));
+  }
+  if (::fsync(fd_) != 0) return Fail(ErrnoError(path_, "fsync failed"));
+  const int fd = fd_;
+  fd_ = -1;
+  if (::close(fd) != 0) return Fail(ErrnoError(path_, "close failed"));
+  if (::rename(temp_path_.c_str(), target_.c_str()) != 0) {
+    const int err = errno;
+    return Fail(ErrnoError(path_, absl::StrCat("cannot rename ", temp_path_, " over it"), err));
+  }
+  state_ = State::kFinished;
+  SyncDirectoryOf(target_);
   return absl::OkStatus();
 }
 

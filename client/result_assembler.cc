@@ -38,7 +38,9 @@ absl::Status ResultAssembler::Add(const v1::JobEvent& event) {
       if (result_.accepted.job_id().empty()) result_.accepted.set_job_id(event.job_id());
       result_.output.set_dtype(a.output_dtype());
       *result_.output.mutable_shape() = a.output_shape();
-      if (!result_.dry_run && expected_bytes_ <= kMaxReserve) {
+      if (result_.dry_run) return absl::OkStatus();
+      if (sink_ != nullptr) return sink_->Begin(a.output_dtype(), shape);
+      if (expected_bytes_ <= kMaxReserve) {
         result_.output.mutable_data()->reserve(static_cast<size_t>(expected_bytes_));
       }
       return absl::OkStatus();
@@ -51,24 +53,12 @@ absl::Status ResultAssembler::Add(const v1::JobEvent& event) {
       result_.plan = event.plan();
       result_.has_plan = true;
       return absl::OkStatus();
-    case v1::JobEvent::kChunk: {
+    case v1::JobEvent::kChunk:
       if (!accepted_) return Protocol("ResultChunk before Accepted");
       // A server that ignores dry_run runs the job; saying so beats a confusing size error.
       if (result_.dry_run) return Protocol("ResultChunk in a dry run (the job ran)");
       chunked_ = true;
-      const v1::ResultChunk& c = event.chunk();
-      const int64_t have = static_cast<int64_t>(result_.output.data().size());
-      if (c.offset() != have) {
-        return Protocol(absl::StrCat("ResultChunk at offset ", c.offset(), ", expected offset ",
-                                     have));
-      }
-      if (static_cast<int64_t>(c.data().size()) > expected_bytes_ - have) {
-        return Protocol(absl::StrCat("ResultChunk [", have, ", ", have + c.data().size(),
-                                     ") overruns the ", expected_bytes_, "-byte output"));
-      }
-      result_.output.mutable_data()->append(c.data());
-      return absl::OkStatus();
-    }
+      return AddChunk(event.chunk());
     case v1::JobEvent::kTiming:
       if (!accepted_) return Protocol("Timing before Accepted");
       result_.timing = event.timing();
@@ -94,15 +84,35 @@ absl::Status ResultAssembler::Add(const v1::JobEvent& event) {
   return absl::OkStatus();
 }
 
+absl::Status ResultAssembler::AddChunk(const v1::ResultChunk& chunk) {
+  const int64_t have = received_bytes_;
+  if (chunk.offset() != have) {
+    return Protocol(
+        absl::StrCat("ResultChunk at offset ", chunk.offset(), ", expected offset ", have));
+  }
+  const int64_t size = static_cast<int64_t>(chunk.data().size());
+  if (size > expected_bytes_ - have) {
+    return Protocol(absl::StrCat("ResultChunk [", have, ", ", have + size, ") overruns the ",
+                                 expected_bytes_, "-byte output"));
+  }
+  if (size == 0) return absl::OkStatus();
+  if (sink_ != nullptr) {
+    if (absl::Status s = sink_->Write(have, chunk.data()); !s.ok()) return s;
+  } else {
+    result_.output.mutable_data()->append(chunk.data());
+  }
+  received_bytes_ += size;
+  return absl::OkStatus();
+}
+
 absl::StatusOr<JobResult> ResultAssembler::Finish() {
   if (!done_) return Protocol("stream ended without a Done event");
   if (result_.dry_run) {
     if (!result_.has_plan) return Protocol("dry run ended without a Plan event");
     return std::move(result_);
   }
-  const int64_t have = static_cast<int64_t>(result_.output.data().size());
-  if (have != expected_bytes_) {
-    return Protocol(absl::StrCat("output is ", have, " bytes but shape ",
+  if (received_bytes_ != expected_bytes_) {
+    return Protocol(absl::StrCat("output is ", received_bytes_, " bytes but shape ",
                                  ShapeString({result_.output.shape().begin(),
                                               result_.output.shape().end()}),
                                  " of ", DTypeName(result_.output.dtype()), " needs ",

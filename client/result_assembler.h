@@ -3,15 +3,21 @@
 // exactly once and in order, then Timing, then exactly one Done, last. A dry run (a request with
 // dry_run set) is Accepted, Plan, Done: no chunks, and no output bytes are expected.
 //
-// Pure (no I/O), so that the checks are testable without a server. Not thread-safe: one
-// assembler serves one stream, fed from one thread.
+// The output's bytes are either kept in the result (the default) or handed, checked, to a
+// ResultSink as they arrive, so that a result larger than memory should hold can go straight to
+// a file. The protocol checks are the same either way.
+//
+// No I/O of its own, so that the checks are testable without a server. Not thread-safe: one
+// assembler serves one stream, fed from one thread, which also calls the sink.
 #ifndef GPUPIPE_CLIENT_RESULT_ASSEMBLER_H_
 #define GPUPIPE_CLIENT_RESULT_ASSEMBLER_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "gpupipe/v1/gpupipe.pb.h"
 
 namespace gpupipe {
@@ -19,7 +25,8 @@ namespace client {
 
 struct JobResult {
   v1::Accepted accepted;  // job id, backend, output dtype and shape
-  // The assembled result: dtype, shape and all data bytes. In a dry run, dtype and shape only.
+  // The assembled result: dtype, shape and all data bytes. In a dry run, or when a ResultSink
+  // took the bytes, dtype and shape only.
   v1::Tensor output;
   v1::Timing timing;      // empty when the server sent no Timing event
   bool has_timing = false;
@@ -28,11 +35,30 @@ struct JobResult {
   bool dry_run = false;   // the job was only planned; `output` holds no data
 };
 
+// Takes a running job's output bytes from a ResultAssembler instead of the assembler keeping
+// them. An error returned by either method ends the stream: ResultAssembler::Add returns it
+// unchanged (JobClient then cancels the job), and the sink is not called again.
+class ResultSink {
+ public:
+  virtual ~ResultSink() = default;
+  // The output's dtype and shape, from the Accepted event, before any bytes; the assembler has
+  // checked that they make a valid size. Not called in a dry run.
+  virtual absl::Status Begin(v1::DType dtype, const std::vector<int64_t>& shape) = 0;
+  // The bytes of one non-empty ResultChunk, at byte `offset` of the output. Chunks come in
+  // order, each starting where the previous one ended, none past the output's end. `data` is
+  // valid only during the call.
+  virtual absl::Status Write(int64_t offset, absl::string_view data) = 0;
+};
+
 class ResultAssembler {
  public:
   ResultAssembler() = default;
   // `dry_run`: the request had dry_run set, so the stream must carry a Plan and no chunks.
-  explicit ResultAssembler(bool dry_run) { result_.dry_run = dry_run; }
+  // `sink`, when not null, receives the output bytes, which the result then does not hold; it
+  // must outlive the assembler.
+  explicit ResultAssembler(bool dry_run, ResultSink* sink = nullptr) : sink_(sink) {
+    result_.dry_run = dry_run;
+  }
   ResultAssembler(const ResultAssembler&) = delete;
   ResultAssembler& operator=(const ResultAssembler&) = delete;
 
@@ -40,8 +66,8 @@ class ResultAssembler {
   // which numbers google.rpc.Code the same way) and the server's message. Any protocol breach
   // (event before Accepted or after Done, a second Accepted or Plan, a Plan after a chunk or
   // Timing, a chunk that is not contiguous or overruns the output or comes in a dry run, an
-  // unknown output dtype) yields DATA_LOSS naming it. After an error the assembler must not be
-  // fed further.
+  // unknown output dtype) yields DATA_LOSS naming it. A sink's error is returned as it is. After
+  // an error the assembler must not be fed further.
   absl::Status Add(const v1::JobEvent& event);
 
   // True once a Done event has been consumed.
@@ -51,11 +77,16 @@ class ResultAssembler {
 
   // The result, once a Done with code 0 arrived and the chunks filled the output exactly (in a
   // dry run: once a Done with code 0 followed a Plan). Moves the output out: call at most once.
+  // With a sink, a successful Finish means the sink was given every output byte exactly once.
   absl::StatusOr<JobResult> Finish();
 
  private:
+  absl::Status AddChunk(const v1::ResultChunk& chunk);
+
   JobResult result_;
+  ResultSink* const sink_ = nullptr;
   int64_t expected_bytes_ = 0;
+  int64_t received_bytes_ = 0;  // contiguous from offset 0, whether kept or handed to the sink
   bool accepted_ = false;
   bool chunked_ = false;  // a ResultChunk arrived (empty ones included)
   bool done_ = false;

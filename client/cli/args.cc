@@ -381,8 +381,9 @@ std::string SubmitHelp() {
       Wrapped(absl::StrCat("(ops: ", absl::StrJoin(client::KnownOps(), ", "),
                            "; see gpupipe describe)"),
               kHelpIndent),
-      "  --output Y.npy       write the result here; without it, results of at most 16\n"
-      "                       elements are printed\n"
+      "  --output Y.npy       write the result here as it arrives (into a temporary file\n"
+      "                       renamed over Y.npy once complete); without it, results of at\n"
+      "                       most 16 elements are printed\n"
       "  --priority P         ", Choices(*v1::Priority_descriptor()), " (default normal)\n"
       "  --staging S          ", Choices(*v1::Staging_descriptor()), " (default auto)\n"
       "  --stages N           buffers in flight for the staged strategies (all but direct),\n"

@@ -22,6 +22,7 @@
 #include "client/cli/compare.h"
 #include "client/cli/progress.h"
 #include "client/cli/render.h"
+#include "client/cli/submit_output.h"
 #include "client/dtype.h"
 #include "client/job_client.h"
 #include "client/npy.h"
@@ -192,6 +193,8 @@ int RunSubmit(const Args& args, const Reporter& reporter) {
       progress.Result(received, result_bytes);
     }
   };
+  // The result goes to the --output file as it arrives (a dry run has none to write).
+  SubmitOutput output(s.dry_run ? "" : s.output);
   absl::StatusOr<client::JobResult> result;
   if (stream) {
     absl::StatusOr<std::unique_ptr<FileReader>> reader =
@@ -200,12 +203,19 @@ int RunSubmit(const Args& args, const Reporter& reporter) {
     result = (*client)->Run(
         request, header->data_bytes,
         [&](char* buffer, int64_t n) { return (*reader)->Read(buffer, n); }, on_event,
-        [&](int64_t sent, int64_t total) { progress.Upload(sent, total); });
+        [&](int64_t sent, int64_t total) { progress.Upload(sent, total); }, &output);
   } else {
-    result = (*client)->Submit(request, on_event);
+    result = (*client)->Submit(request, on_event, &output);
   }
+  if (!result.ok()) {
+    progress.Close();
+    if (!output.error().ok()) return reporter.Fail(kExitRuntime, output.error());
+    return FailRpc(reporter, args, result.status(), got_events);
+  }
+  // The bar stays up until the file is complete: the flush to disk can take a while.
+  const absl::Status written = output.Finish();
   progress.Close();
-  if (!result.ok()) return FailRpc(reporter, args, result.status(), got_events);
+  if (!written.ok()) return reporter.Fail(kExitRuntime, written);
 
   SubmitReport report;
   report.input_path = s.input;
@@ -217,16 +227,8 @@ int RunSubmit(const Args& args, const Reporter& reporter) {
   report.profile = s.options.profile();
   report.timeline = s.options.timeline();
   report.result = *std::move(result);
-  // A dry run produces no result, so there is nothing to write.
-  if (!s.output.empty() && !s.dry_run) {
-    client::NpyArray out;
-    out.dtype = report.result.output.dtype();
-    out.shape.assign(report.result.output.shape().begin(), report.result.output.shape().end());
-    out.data = report.result.output.data();
-    absl::Status written = client::WriteNpy(s.output, out);
-    if (!written.ok()) return reporter.Fail(kExitRuntime, written);
-    report.output_path = s.output;
-  }
+  *report.result.output.mutable_data() = output.TakeShown();
+  if (!s.output.empty() && !s.dry_run) report.output_path = s.output;
   if (args.json) {
     std::cout << SubmitJson(report).dump() << std::endl;
   } else {

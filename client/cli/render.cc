@@ -88,9 +88,16 @@ std::vector<int64_t> ShapeOf(const google::protobuf::RepeatedField<int64_t>& sha
   return {shape.begin(), shape.end()};
 }
 
+// Elements held in `t`'s data.
 int64_t Elements(const v1::Tensor& t) {
   const size_t size = DTypeSize(t.dtype());
   return size == 0 ? 0 : static_cast<int64_t>(t.data().size() / size);
+}
+
+// Elements of `t`'s shape, whether or not its data is held; a shape without a valid count
+// counts as too many to show.
+int64_t ShapeElements(const v1::Tensor& t) {
+  return client::NumElements(ShapeOf(t.shape())).value_or(kMaxShownElements + 1);
 }
 
 constexpr int kLabelWidth = 10;
@@ -321,7 +328,7 @@ std::string RenderSubmitText(const SubmitReport& r) {
   } else {
     text += Line("timing", "not reported by the server");
   }
-  const int64_t n = Elements(out);
+  const int64_t n = ShapeElements(out);
   if (!r.output_path.empty()) {
     text += Line("output", absl::StrCat("written to ", r.output_path));
   } else if (n <= kMaxShownElements) {
@@ -350,7 +357,7 @@ nlohmann::ordered_json SubmitJson(const SubmitReport& r) {
                                    {"dtype", DTypeName(out.dtype())}};
   if (!res.dry_run) {
     output["path"] = StringOrNull(r.output_path);
-    if (Elements(out) <= kMaxShownElements) output["values"] = ValuesJson(out);
+    if (ShapeElements(out) <= kMaxShownElements) output["values"] = ValuesJson(out);
   }
   j["output"] = std::move(output);
   if (res.has_plan) j["plan"] = PlanJson(res.plan);

@@ -29,6 +29,8 @@ struct SubmitReport {
   bool profile = false;     // step timings were asked for (--profile)
   bool timeline = false;    // the per-chunk timeline was asked for (--timeline)
   bool streamed = false;    // the input went through Run (JSON "upload": "stream" or "inline")
+  // result.output needs its data only when it has at most kMaxShownElements elements: only
+  // then are values shown; the element count comes from its shape.
   client::JobResult result;
 };
 

@@ -116,6 +116,54 @@ TEST_F(JobClientTest, SubmitAssemblesChunksAndReportsEvents) {
   EXPECT_EQ(service_.last_request.client_tag(), "t");
 }
 
+// Takes the bytes of a result; fails its second write when asked to.
+class CountingSink : public ResultSink {
+ public:
+  absl::Status Begin(v1::DType, const std::vector<int64_t>& output_shape) override {
+    shape = output_shape;
+    return absl::OkStatus();
+  }
+  absl::Status Write(int64_t offset, absl::string_view data) override {
+    if (fail_second_write && writes == 1) return absl::UnavailableError("disk gone");
+    EXPECT_EQ(offset, bytes);
+    bytes += static_cast<int64_t>(data.size());
+    ++writes;
+    return absl::OkStatus();
+  }
+  std::vector<int64_t> shape;
+  int64_t bytes = 0;
+  int writes = 0;
+  bool fail_second_write = false;
+};
+
+TEST_F(JobClientTest, SubmitHandsTheResultToASink) {
+  const std::string mib(1 << 20, 'z');
+  Script({Accepted({2, 1 << 18}), Chunk(0, mib), Chunk(1 << 20, mib), Done()});
+  CountingSink sink;
+  int chunks_seen = 0;
+  absl::StatusOr<JobResult> r = client_->Submit(
+      v1::SubmitRequest(), [&](const v1::JobEvent& e) { chunks_seen += e.has_chunk(); }, &sink);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(sink.shape, (std::vector<int64_t>{2, 1 << 18}));
+  EXPECT_EQ(sink.writes, 2);
+  EXPECT_EQ(sink.bytes, 2 << 20);
+  EXPECT_EQ(chunks_seen, 2);
+  EXPECT_TRUE(r->output.data().empty());
+}
+
+TEST_F(JobClientTest, ASinkErrorEndsTheCall) {
+  Script({Accepted({3}), Chunk(0, "abcd"), Chunk(4, "efgh"), Chunk(8, "ijkl"), Done()});
+  CountingSink sink;
+  sink.fail_second_write = true;
+  int events = 0;
+  absl::StatusOr<JobResult> r =
+      client_->Submit(v1::SubmitRequest(), [&](const v1::JobEvent&) { ++events; }, &sink);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(r.status().message(), "disk gone");
+  EXPECT_EQ(events, 2);  // Accepted and the first chunk; nothing after the failed one
+}
+
 TEST_F(JobClientTest, SubmitKeepsThePlan) {
   v1::JobEvent plan;
   plan.mutable_plan()->set_launch("graph");

@@ -2,12 +2,16 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -224,6 +228,56 @@ TEST(NpyParseTest, ByteOrderSpellings) {
   }
 }
 
+// A version `major` file of float32[3] whose header (dict, padding, newline) is `header_len`
+// bytes long.
+std::string WithHeaderLength(size_t header_len, int major = 1) {
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }";
+  header.resize(header_len - 1, ' ');
+  header.push_back('\n');
+  std::string bytes = std::string("\x93NUMPY", 6) + static_cast<char>(major) + '\0';
+  for (size_t i = 0; i < (major == 1 ? 2u : 4u); ++i) {
+    bytes.push_back(static_cast<char>((header_len >> (8 * i)) & 0xff));
+  }
+  return bytes + header + std::string(12, '\0');
+}
+
+TEST(NpyParseTest, HeaderUpToNumpysLimitIsRead) {
+  // numpy.load refuses a header only when it is longer than max_header_size (10000).
+  for (int major : {1, 2}) {
+    absl::StatusOr<NpyArray> a = ParseNpy(WithHeaderLength(kNpyMaxHeaderBytes, major));
+    ASSERT_TRUE(a.ok()) << major << ": " << a.status();
+    EXPECT_THAT(a->shape, ElementsAre(3));
+  }
+}
+
+TEST(NpyParseTest, HeaderOverNumpysLimitIsRefused) {
+  for (int major : {1, 2, 3}) {
+    SCOPED_TRACE(major);
+    EXPECT_THAT(ParseError(WithHeaderLength(kNpyMaxHeaderBytes + 1, major)),
+                HasSubstr("x.npy: header is 10001 bytes, over NumPy's limit of 10000 "
+                          "(numpy.load's max_header_size)"));
+  }
+  // The length field alone decides: a file that declares a 4 GiB header but holds 16 bytes is
+  // refused for the length, not reported truncated after an attempt to read it.
+  const std::string declares_huge =
+      std::string("\x93NUMPY\x02\x00\xff\xff\xff\xff", 12) + "{'descr'";
+  EXPECT_THAT(ParseError(declares_huge), HasSubstr("header is 4294967295 bytes, over NumPy's"));
+}
+
+TEST(NpyParseTest, DuplicatedKeysTakeTheLastValue) {
+  // As in a Python dict literal, which is what NumPy evaluates the header as.
+  absl::StatusOr<NpyArray> a = ParseNpy(WithHeader(
+      "{'descr': '<i4', 'fortran_order': True, 'shape': (2,), 'descr': '<f4', 'shape': (3,), "
+      "'fortran_order': False}"));
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->dtype, v1::DTYPE_FLOAT32);
+  EXPECT_THAT(a->shape, ElementsAre(3));
+  // And the last value is checked: an unsupported one after a good one is refused.
+  EXPECT_THAT(ParseError(WithHeader(
+                  "{'descr': '<f4', 'fortran_order': False, 'shape': (3,), 'descr': '<u2'}")),
+              HasSubstr("dtype '<u2' is not supported"));
+}
+
 TEST(NpyParseTest, Python2LongsInShape) {
   absl::StatusOr<NpyArray> a =
       ParseNpy(WithHeader("{'descr': '<f4', 'fortran_order': False, 'shape': (3L,), }"));
@@ -267,14 +321,13 @@ TEST(NpyWriteTest, ScalarAndOneDimHeaders) {
 }
 
 TEST(NpyWriteTest, LargeHeaderUsesVersion2) {
-  // A rank that makes the header longer than 65535 bytes.
+  // A rank that makes the header longer than 65535 bytes. Such a header is also over NumPy's
+  // default limit, so np.load (and this reader) refuse the file unless told otherwise.
   NpyArray a{v1::DTYPE_FLOAT32, std::vector<int64_t>(30000, 1), std::string(4, '\0')};
   absl::StatusOr<std::string> bytes = SerializeNpy(a);
   ASSERT_TRUE(bytes.ok()) << bytes.status();
   EXPECT_EQ((*bytes)[6], 2);
-  absl::StatusOr<NpyArray> b = ParseNpy(*bytes);
-  ASSERT_TRUE(b.ok()) << b.status();
-  EXPECT_EQ(b->shape.size(), 30000u);
+  EXPECT_THAT(ParseError(*bytes), HasSubstr("over NumPy's limit of 10000"));
 }
 
 TEST(NpyWriteTest, RejectsInconsistentArrays) {
@@ -366,6 +419,19 @@ TEST(NpyHeaderTest, SameErrorsAsReadNpy) {
   EXPECT_EQ(ReadNpyHeader(Fixture("no_such.npy")).status().code(), absl::StatusCode::kNotFound);
 }
 
+TEST(NpyHeaderTest, HeaderOverNumpysLimitIsRefusedUnread) {
+  // A 2.0 file declaring a 3 GiB header, sparse so that reading it would have something to read.
+  TempFile tmp;
+  std::ofstream(tmp.path(), std::ios::binary)
+      << std::string("\x93NUMPY\x02\x00\x00\x00\x00\xc0", 12) << "{'descr': '<f4'";
+  ASSERT_EQ(truncate(tmp.path().c_str(), off_t{13} << 28), 0);
+  absl::StatusOr<NpyFileInfo> info = ReadNpyHeader(tmp.path());
+  ASSERT_FALSE(info.ok());
+  EXPECT_EQ(info.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(info.status().message(),
+              HasSubstr("header is 3221225472 bytes, over NumPy's limit of 10000"));
+}
+
 TEST(NpyHeaderTest, TruncatedDataIsReported) {
   TempFile tmp;
   std::string bytes = ValidBytes();
@@ -374,6 +440,204 @@ TEST(NpyHeaderTest, TruncatedDataIsReported) {
   absl::StatusOr<NpyFileInfo> info = ReadNpyHeader(tmp.path());
   ASSERT_FALSE(info.ok());
   EXPECT_THAT(info.status().message(), HasSubstr("truncated file"));
+}
+
+// ---- writing in pieces --------------------------------------------------------------------
+
+class TempDir {
+ public:
+  TempDir() {
+    const char* dir = std::getenv("TEST_TMPDIR");
+    std::string tmpl = std::string(dir != nullptr ? dir : "/tmp") + "/npy_writer_test_XXXXXX";
+    if (mkdtemp(tmpl.data()) != nullptr) path_ = tmpl;
+  }
+  ~TempDir() {
+    if (!path_.empty()) std::filesystem::remove_all(path_);
+  }
+  const std::string& path() const { return path_; }
+  // The names in the directory, sorted.
+  std::vector<std::string> Names() const {
+    std::vector<std::string> names;
+    for (const auto& entry : std::filesystem::directory_iterator(path_)) {
+      names.push_back(entry.path().filename().string());
+    }
+    std::sort(names.begin(), names.end());
+    return names;
+  }
+
+ private:
+  std::string path_;
+};
+
+std::string FileBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+std::unique_ptr<NpyFileWriter> CreateWriter(const std::string& path, v1::DType dtype,
+                                            const std::vector<int64_t>& shape) {
+  absl::StatusOr<std::unique_ptr<NpyFileWriter>> w = NpyFileWriter::Create(path, dtype, shape);
+  EXPECT_TRUE(w.ok()) << w.status();
+  return w.ok() ? *std::move(w) : nullptr;
+}
+
+// Element bytes 0, 1, 2, ... (mod 251, so that a shifted piece shows).
+std::string PatternBytes(size_t n) {
+  std::string bytes(n, '\0');
+  for (size_t i = 0; i < n; ++i) bytes[i] = static_cast<char>(i % 251);
+  return bytes;
+}
+
+TEST(NpyFileWriterTest, WritesWhatSerializeNpyWrites) {
+  TempDir dir;
+  const std::vector<std::pair<v1::DType, std::vector<int64_t>>> cases = {
+      {v1::DTYPE_FLOAT32, {}},       {v1::DTYPE_FLOAT32, {0}},   {v1::DTYPE_FLOAT64, {7}},
+      {v1::DTYPE_FLOAT16, {3, 1000}}, {v1::DTYPE_INT32, {2, 3, 4}}, {v1::DTYPE_INT64, {4096}}};
+  for (const auto& [dtype, shape] : cases) {
+    SCOPED_TRACE(absl::StrCat(NpyDescr(dtype), " rank ", shape.size()));
+    const std::string path = dir.path() + "/y.npy";
+    std::unique_ptr<NpyFileWriter> w = CreateWriter(path, dtype, shape);
+    ASSERT_NE(w, nullptr);
+    const NpyArray want{dtype, shape, PatternBytes(static_cast<size_t>(w->data_bytes()))};
+    // In pieces of 1000 bytes, in order, as a result stream delivers them.
+    for (size_t at = 0; at < want.data.size(); at += 1000) {
+      ASSERT_TRUE(w->Write(static_cast<int64_t>(at), absl::string_view(want.data).substr(at, 1000))
+                      .ok());
+    }
+    ASSERT_TRUE(w->Finish().ok());
+    EXPECT_EQ(FileBytes(path), *SerializeNpy(want));
+    EXPECT_EQ(w->header_bytes() % 64, 0);
+    absl::StatusOr<NpyArray> got = ReadNpy(path);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(got->dtype, dtype);
+    EXPECT_EQ(got->shape, shape);
+    EXPECT_EQ(got->data, want.data);
+  }
+}
+
+TEST(NpyFileWriterTest, PiecesMayComeInAnyOrderAndOverlap) {
+  TempDir dir;
+  const std::string path = dir.path() + "/y.npy";
+  std::unique_ptr<NpyFileWriter> w = CreateWriter(path, v1::DTYPE_INT32, {100});
+  ASSERT_NE(w, nullptr);
+  const std::string data = PatternBytes(400);
+  const absl::string_view view(data);
+  // Back to front, with a piece that bridges two others and one rewritten with the same bytes.
+  for (const auto& [at, n] : std::vector<std::pair<size_t, size_t>>{
+           {300, 100}, {100, 50}, {200, 100}, {0, 10}, {140, 70}, {10, 90}, {150, 50}}) {
+    ASSERT_TRUE(w->Write(static_cast<int64_t>(at), view.substr(at, n)).ok()) << at;
+  }
+  ASSERT_TRUE(w->Finish().ok());
+  absl::StatusOr<NpyArray> got = ReadNpy(path);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->data, data);
+}
+
+TEST(NpyFileWriterTest, FinishFailsWhenBytesAreMissing) {
+  TempDir dir;
+  const std::string path = dir.path() + "/y.npy";
+  std::unique_ptr<NpyFileWriter> w = CreateWriter(path, v1::DTYPE_FLOAT32, {10});
+  ASSERT_NE(w, nullptr);
+  const std::string data = PatternBytes(40);
+  ASSERT_TRUE(w->Write(0, absl::string_view(data).substr(0, 12)).ok());
+  ASSERT_TRUE(w->Write(20, absl::string_view(data).substr(20, 20)).ok());
+  absl::Status s = w->Finish();
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(s.message(),
+              HasSubstr("y.npy: incomplete: 32 of 40 data bytes written (the first missing one "
+                        "at offset 12)"));
+  // Nothing is left: no y.npy, no temporary file; and the writer is done.
+  EXPECT_THAT(dir.Names(), IsEmpty());
+  EXPECT_EQ(w->Write(12, "abcdefgh").code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(w->Finish().code(), absl::StatusCode::kFailedPrecondition);
+
+  std::unique_ptr<NpyFileWriter> none = CreateWriter(path, v1::DTYPE_FLOAT32, {10});
+  ASSERT_NE(none, nullptr);
+  EXPECT_THAT(none->Finish().message(), HasSubstr("0 of 40 data bytes written (the first "
+                                                  "missing one at offset 0)"));
+}
+
+TEST(NpyFileWriterTest, WritesOutsideTheDataAreRefused) {
+  TempDir dir;
+  std::unique_ptr<NpyFileWriter> w = CreateWriter(dir.path() + "/y.npy", v1::DTYPE_INT64, {2});
+  ASSERT_NE(w, nullptr);
+  absl::Status s = w->Write(10, "abcdefgh");
+  EXPECT_EQ(s.code(), absl::StatusCode::kOutOfRange);
+  EXPECT_THAT(s.message(),
+              HasSubstr("a write of 8 bytes at offset 10 is outside the 16 data bytes"));
+  EXPECT_EQ(w->Write(-1, "a").code(), absl::StatusCode::kOutOfRange);
+  // A refused write changes nothing: the writer goes on.
+  ASSERT_TRUE(w->Write(0, PatternBytes(16)).ok());
+  EXPECT_TRUE(w->Finish().ok());
+}
+
+TEST(NpyFileWriterTest, TheTargetAppearsOnlyAtFinish) {
+  TempDir dir;
+  const std::string path = dir.path() + "/y.npy";
+  std::unique_ptr<NpyFileWriter> w = CreateWriter(path, v1::DTYPE_FLOAT32, {4});
+  ASSERT_NE(w, nullptr);
+  // The header went to a temporary file beside the target, named so that it is no .npy.
+  EXPECT_EQ(w->temp_path().rfind(path + ".tmp-", 0), 0u) << w->temp_path();
+  EXPECT_EQ(dir.Names(), std::vector<std::string>{w->temp_path().substr(dir.path().size() + 1)});
+  EXPECT_EQ(FileBytes(w->temp_path()).size(), static_cast<size_t>(w->header_bytes()));
+  ASSERT_TRUE(w->Write(0, PatternBytes(16)).ok());
+  ASSERT_TRUE(w->Finish().ok());
+  EXPECT_EQ(dir.Names(), std::vector<std::string>{"y.npy"});
+  EXPECT_TRUE(ReadNpy(path).ok());
+}
+
+TEST(NpyFileWriterTest, AnExistingFileStaysUntilFinishReplacesIt) {
+  TempDir dir;
+  const std::string path = dir.path() + "/y.npy";
+  std::ofstream(path, std::ios::binary) << "the previous result";
+  {
+    // A writer that never finishes (a failed job) leaves the old file and nothing else.
+    std::unique_ptr<NpyFileWriter> w = CreateWriter(path, v1::DTYPE_FLOAT32, {4});
+    ASSERT_NE(w, nullptr);
+    ASSERT_TRUE(w->Write(0, PatternBytes(8)).ok());
+    EXPECT_EQ(dir.Names().size(), 2u);
+  }
+  EXPECT_EQ(dir.Names(), std::vector<std::string>{"y.npy"});
+  EXPECT_EQ(FileBytes(path), "the previous result");
+
+  std::unique_ptr<NpyFileWriter> w = CreateWriter(path, v1::DTYPE_FLOAT32, {4});
+  ASSERT_NE(w, nullptr);
+  ASSERT_TRUE(w->Write(0, PatternBytes(16)).ok());
+  EXPECT_EQ(FileBytes(path), "the previous result");
+  ASSERT_TRUE(w->Finish().ok());
+  EXPECT_EQ(FileBytes(path), *SerializeNpy({v1::DTYPE_FLOAT32, {4}, PatternBytes(16)}));
+  EXPECT_EQ(dir.Names(), std::vector<std::string>{"y.npy"});
+}
+
+TEST(NpyFileWriterTest, ASymbolicLinkIsKeptAndItsTargetReplaced) {
+  TempDir dir;
+  const std::string target = dir.path() + "/real.npy", link = dir.path() + "/y.npy";
+  std::ofstream(target, std::ios::binary) << "old";
+  ASSERT_EQ(symlink("real.npy", link.c_str()), 0);
+  std::unique_ptr<NpyFileWriter> w = CreateWriter(link, v1::DTYPE_INT32, {1});
+  ASSERT_NE(w, nullptr);
+  ASSERT_TRUE(w->Write(0, "abcd").ok());
+  ASSERT_TRUE(w->Finish().ok());
+  EXPECT_TRUE(std::filesystem::is_symlink(link));
+  EXPECT_EQ(FileBytes(target), *SerializeNpy({v1::DTYPE_INT32, {1}, "abcd"}));
+}
+
+TEST(NpyFileWriterTest, CreateErrors) {
+  TempDir dir;
+  absl::StatusOr<std::unique_ptr<NpyFileWriter>> w =
+      NpyFileWriter::Create("/nonexistent-dir/y.npy", v1::DTYPE_FLOAT32, {1});
+  ASSERT_FALSE(w.ok());
+  EXPECT_EQ(w.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(w.status().message(), HasSubstr("/nonexistent-dir/y.npy: cannot open for writing"));
+  w = NpyFileWriter::Create(dir.path(), v1::DTYPE_FLOAT32, {1});
+  ASSERT_FALSE(w.ok());
+  EXPECT_THAT(w.status().message(), HasSubstr(": not a regular file"));
+  w = NpyFileWriter::Create(dir.path() + "/y.npy", v1::DTYPE_UNSPECIFIED, {1});
+  ASSERT_FALSE(w.ok());
+  EXPECT_THAT(w.status().message(), HasSubstr("y.npy: cannot write dtype"));
+  w = NpyFileWriter::Create(dir.path() + "/y.npy", v1::DTYPE_FLOAT32, {-2});
+  EXPECT_FALSE(w.ok());
+  EXPECT_THAT(dir.Names(), IsEmpty());
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 #include "client/result_assembler.h"
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -307,6 +309,160 @@ TEST(ResultAssemblerTest, UnknownEventKindsAreSkipped) {
   EXPECT_TRUE(a.Add(v1::JobEvent()).ok());
   ASSERT_TRUE(a.Add(Done()).ok());
   EXPECT_TRUE(a.Finish().ok());
+}
+
+// ---- with a ResultSink: the bytes are handed over, not kept --------------------------------
+
+// Records what it is given; fails Begin, or the write after `fail_after_writes` writes, when
+// asked to.
+class RecordingSink : public ResultSink {
+ public:
+  absl::Status Begin(v1::DType output_dtype, const std::vector<int64_t>& output_shape) override {
+    ++begins;
+    dtype = output_dtype;
+    shape = output_shape;
+    return begin_error;
+  }
+  absl::Status Write(int64_t offset, absl::string_view data) override {
+    if (static_cast<int>(writes.size()) == fail_after_writes) {
+      return absl::ResourceExhaustedError("y.npy: write failed: No space left on device");
+    }
+    writes.emplace_back(offset, std::string(data));
+    return absl::OkStatus();
+  }
+
+  int begins = 0;
+  v1::DType dtype = v1::DTYPE_UNSPECIFIED;
+  std::vector<int64_t> shape;
+  std::vector<std::pair<int64_t, std::string>> writes;
+  absl::Status begin_error;
+  int fail_after_writes = -1;
+};
+
+using Writes = std::vector<std::pair<int64_t, std::string>>;
+
+TEST(ResultAssemblerSinkTest, HandsChunksOverInOrderAndKeepsNoData) {
+  RecordingSink sink;
+  ResultAssembler a(/*dry_run=*/false, &sink);
+  ASSERT_TRUE(a.Add(Accepted(v1::DTYPE_FLOAT32, {2, 2})).ok());
+  EXPECT_EQ(sink.begins, 1);
+  EXPECT_EQ(sink.dtype, v1::DTYPE_FLOAT32);
+  EXPECT_THAT(sink.shape, ::testing::ElementsAre(2, 2));
+  EXPECT_TRUE(sink.writes.empty());
+  ASSERT_TRUE(a.Add(Plan()).ok());
+  ASSERT_TRUE(a.Add(Chunk(0, std::string(6, 'a'))).ok());
+  ASSERT_TRUE(a.Add(Chunk(6, "")).ok());  // empty: not passed on
+  ASSERT_TRUE(a.Add(Chunk(6, std::string(10, 'b'))).ok());
+  ASSERT_TRUE(a.Add(Timing(12.5)).ok());
+  ASSERT_TRUE(a.Add(Done()).ok());
+  EXPECT_EQ(sink.writes, (Writes{{0, std::string(6, 'a')}, {6, std::string(10, 'b')}}));
+  absl::StatusOr<JobResult> r = a.Finish();
+  ASSERT_TRUE(r.ok()) << r.status();
+  // Everything but the bytes, as without a sink.
+  EXPECT_EQ(r->accepted.job_id(), "j1");
+  EXPECT_EQ(r->output.dtype(), v1::DTYPE_FLOAT32);
+  EXPECT_THAT(r->output.shape(), ::testing::ElementsAre(2, 2));
+  EXPECT_TRUE(r->output.data().empty());
+  EXPECT_EQ(r->output.data().capacity(), std::string().capacity()) << "nothing reserved";
+  EXPECT_TRUE(r->has_plan);
+  EXPECT_EQ(r->timing.total_us(), 12.5);
+  EXPECT_EQ(sink.begins, 1);
+}
+
+TEST(ResultAssemblerSinkTest, ProtocolErrorsAreTheSameAndReachNoSink) {
+  struct Case {
+    const char* name;
+    std::vector<v1::JobEvent> events;  // the last one is refused
+    const char* error;
+  };
+  const std::vector<Case> cases = {
+      {"gap", {Accepted(v1::DTYPE_FLOAT32, {4}), Chunk(0, "abcd"), Chunk(8, "efgh")},
+       "ResultChunk at offset 8, expected offset 4"},
+      {"repeat", {Accepted(v1::DTYPE_FLOAT32, {4}), Chunk(0, "abcd"), Chunk(0, "abcd")},
+       "ResultChunk at offset 0, expected offset 4"},
+      {"overrun", {Accepted(v1::DTYPE_FLOAT32, {2}), Chunk(0, "abcd"), Chunk(4, "efghi")},
+       "ResultChunk [4, 9) overruns the 8-byte output"},
+      {"before Accepted", {Chunk(0, "abcd")}, "ResultChunk before Accepted"},
+      {"after Done", {Accepted(v1::DTYPE_FLOAT32, {1}), Chunk(0, "abcd"), Done(), Chunk(4, "x")},
+       "event after Done"},
+      {"second Accepted", {Accepted(v1::DTYPE_FLOAT32, {1}), Accepted(v1::DTYPE_FLOAT32, {1})},
+       "second Accepted event"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    RecordingSink sink;
+    ResultAssembler a(/*dry_run=*/false, &sink);
+    for (size_t i = 0; i + 1 < c.events.size(); ++i) ASSERT_TRUE(a.Add(c.events[i]).ok()) << i;
+    const size_t writes_before = sink.writes.size();
+    absl::Status s = a.Add(c.events.back());
+    EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+    EXPECT_THAT(s.message(), HasSubstr(c.error));
+    EXPECT_EQ(sink.writes.size(), writes_before) << "a refused chunk must not be written";
+    EXPECT_LE(sink.begins, 1);
+  }
+}
+
+TEST(ResultAssemblerSinkTest, ShortOutputAndMissingDoneFailFinish) {
+  RecordingSink sink;
+  ResultAssembler a(/*dry_run=*/false, &sink);
+  ASSERT_TRUE(a.Add(Accepted(v1::DTYPE_FLOAT32, {2, 3})).ok());
+  ASSERT_TRUE(a.Add(Chunk(0, "abcd")).ok());
+  EXPECT_THAT(a.Finish().status().message(), HasSubstr("stream ended without a Done event"));
+  ASSERT_TRUE(a.Add(Done()).ok());
+  absl::StatusOr<JobResult> r = a.Finish();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(r.status().message(),
+              HasSubstr("output is 4 bytes but shape [2, 3] of float32 needs 24"));
+}
+
+TEST(ResultAssemblerSinkTest, DoneErrorKeepsCodeAndMessage) {
+  RecordingSink sink;
+  ResultAssembler a(/*dry_run=*/false, &sink);
+  ASSERT_TRUE(a.Add(Accepted(v1::DTYPE_FLOAT32, {4})).ok());
+  ASSERT_TRUE(a.Add(Chunk(0, "abcd")).ok());
+  absl::Status s = a.Add(Done(8, "device memory exhausted"));
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(s.message(), "device memory exhausted");
+}
+
+TEST(ResultAssemblerSinkTest, SinkErrorsAreReturnedUnchanged) {
+  {
+    RecordingSink sink;
+    sink.begin_error = absl::PermissionDeniedError("y.npy: cannot open for writing");
+    ResultAssembler a(/*dry_run=*/false, &sink);
+    EXPECT_EQ(a.Add(Accepted(v1::DTYPE_FLOAT32, {1})), sink.begin_error);
+  }
+  {
+    RecordingSink sink;
+    sink.fail_after_writes = 1;
+    ResultAssembler a(/*dry_run=*/false, &sink);
+    ASSERT_TRUE(a.Add(Accepted(v1::DTYPE_FLOAT32, {2})).ok());
+    ASSERT_TRUE(a.Add(Chunk(0, "abcd")).ok());
+    absl::Status s = a.Add(Chunk(4, "efgh"));
+    EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+    EXPECT_EQ(s.message(), "y.npy: write failed: No space left on device");
+  }
+}
+
+TEST(ResultAssemblerSinkTest, DryRunAndEmptyOutputs) {
+  // A dry run has no output to take: the sink is not begun.
+  RecordingSink dry_sink;
+  ResultAssembler dry(/*dry_run=*/true, &dry_sink);
+  ASSERT_TRUE(dry.Add(Accepted(v1::DTYPE_FLOAT32, {64, 100})).ok());
+  ASSERT_TRUE(dry.Add(Plan()).ok());
+  ASSERT_TRUE(dry.Add(Done()).ok());
+  EXPECT_TRUE(dry.Finish().ok());
+  EXPECT_EQ(dry_sink.begins, 0);
+
+  // An empty output is begun (its file gets a header) and written nothing.
+  RecordingSink empty_sink;
+  ResultAssembler empty(/*dry_run=*/false, &empty_sink);
+  ASSERT_TRUE(empty.Add(Accepted(v1::DTYPE_FLOAT32, {0, 3})).ok());
+  ASSERT_TRUE(empty.Add(Done()).ok());
+  EXPECT_TRUE(empty.Finish().ok());
+  EXPECT_EQ(empty_sink.begins, 1);
+  EXPECT_TRUE(empty_sink.writes.empty());
 }
 
 }  // namespace

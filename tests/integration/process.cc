@@ -3,10 +3,13 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <regex>
 
 extern char** environ;
@@ -39,6 +42,17 @@ int DecodeWaitStatus(int status) {
 
 }  // namespace
 
+int64_t ProcStatusBytes(pid_t pid, const std::string& field) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind(field + ":", 0) == 0) {
+      return std::atoll(line.c_str() + field.size() + 1) * 1024;
+    }
+  }
+  return -1;
+}
+
 CommandResult RunCommand(const std::vector<std::string>& argv) {
   CommandResult result;
   int out_pipe[2], err_pipe[2];
@@ -68,8 +82,15 @@ CommandResult RunCommand(const std::vector<std::string>& argv) {
   close(out_pipe[0]);
   close(err_pipe[0]);
   int status = 0;
-  waitpid(pid, &status, 0);
-  result.exit_code = DecodeWaitStatus(status);
+  struct rusage usage {};
+  pid_t waited;
+  do {
+    waited = wait4(pid, &status, 0, &usage);
+  } while (waited < 0 && errno == EINTR);
+  if (waited == pid) {
+    result.exit_code = DecodeWaitStatus(status);
+    result.max_rss_kib = usage.ru_maxrss;
+  }
   return result;
 }
 

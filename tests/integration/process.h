@@ -4,6 +4,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <cstdint>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -15,7 +16,15 @@ struct CommandResult {
   int exit_code = -1;  // 128 + signal when killed by one
   std::string out;
   std::string err;
+  // The child's peak resident set in KiB (wait4's ru_maxrss); -1 if it did not run. Linux counts
+  // into it the parent's resident set at the spawn (exec records the peak of the memory it
+  // replaces), so it bounds the child's own peak from above: measure from a small parent.
+  int64_t max_rss_kib = -1;
 };
+
+// A field of /proc/<pid>/status in bytes (VmRSS: resident now; VmHWM: its peak); -1 if
+// unreadable.
+int64_t ProcStatusBytes(pid_t pid, const std::string& field);
 
 // Runs argv[0] with arguments and waits; stdin is /dev/null.
 CommandResult RunCommand(const std::vector<std::string>& argv);

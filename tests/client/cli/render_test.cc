@@ -354,6 +354,21 @@ TEST(RenderTest, SubmitJson) {
   EXPECT_FALSE(jb["output"].contains("values"));
 }
 
+TEST(RenderTest, ALargeResultNeedsNoDataToReport) {
+  // The CLI keeps a result's bytes only when they are few enough to show: the element count
+  // comes from the shape.
+  SubmitReport big = Report();
+  big.result.output = MakeTensor<float>(v1::DTYPE_FLOAT32, {1 << 20, 1024}, {});
+  EXPECT_THAT(RenderSubmitText(big), HasSubstr("output    not saved (1073741824 elements; pass "
+                                               "--output FILE.npy to save it)"));
+  EXPECT_FALSE(SubmitJson(big)["output"].contains("values"));
+  big.output_path = "y.npy";
+  EXPECT_THAT(RenderSubmitText(big), HasSubstr("output    written to y.npy\n"));
+  const nlohmann::ordered_json j = SubmitJson(big);
+  EXPECT_EQ(j["output"]["shape"], nlohmann::ordered_json({1 << 20, 1024}));
+  EXPECT_FALSE(j["output"].contains("values"));
+}
+
 TEST(RenderTest, ValuesJsonTurnsNonFiniteIntoNull) {
   nlohmann::ordered_json v = ValuesJson(MakeTensor<double>(
       v1::DTYPE_FLOAT64, {2}, {std::numeric_limits<double>::infinity(), 1.5}));
