@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "kernels/common/half.h"
+#include "common/float16.h"
 
 namespace gpupipe {
 namespace client {
@@ -67,7 +67,7 @@ std::string ShapeString(const std::vector<int64_t>& shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
 }
 
-float HalfToFloat(uint16_t bits) { return kernels::HalfToFloat(bits); }
+float HalfToFloat(uint16_t bits) { return gpupipe::HalfToFloat(bits); }
 
 }  // namespace client
 }  // namespace gpupipe

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "server/engine/backend_factory.h"
+#include "server/engine/backends/backend_factory.h"
 
 namespace gpupipe::daemon {
 

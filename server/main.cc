@@ -18,9 +18,9 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "server/engine/backend_factory.h"
+#include "server/engine/backends/backend_factory.h"
 #include "server/engine/engine.h"
-#include "server/engine/op_catalog.h"
+#include "server/engine/job/op_catalog.h"
 #include "server/flags.h"
 #include "server/rpc/job_service.h"
 
@@ -115,6 +115,10 @@ int Run(const DaemonOptions& options) {
   }
   Log(absl::StrFormat("backend %s: %s", where, selection->reason));
   if (std::string memory = backend.MemorySummary(); !memory.empty()) Log(memory);
+  Log(absl::StrFormat("input rings: a pool of %d MiB%s, at most %d MiB per upload",
+                      options.input_ring_total_bytes >> 20,
+                      backend.name() == "cuda" ? " (page-locked)" : "",
+                      options.input_ring_bytes >> 20));
 
   engine::EngineOptions engine_options;
   engine_options.limits.max_input_bytes = options.max_input_bytes;

@@ -31,7 +31,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "server/engine/cuda/cuda_backend.h"
+#include "server/engine/backends/cuda/cuda_backend.h"
 #include "server/engine/engine.h"
 
 namespace gpupipe::engine {
@@ -130,6 +130,19 @@ double DeviceSpan(const JobTiming& t) {
   return t.timeline.empty() ? 0 : hi - lo;
 }
 
+// Time a stage's stream sat idle between the job's first and last interval of that stage: what
+// the stages before it (for h2d: the host's staging copies) left it waiting.
+double StageIdle(const JobTiming& t, const std::string& stage) {
+  double first = 1e300, last = 0, busy = 0;
+  for (const auto& e : t.timeline) {
+    if (e.stage != stage) continue;
+    first = std::min(first, e.start_us);
+    last = std::max(last, e.end_us);
+    busy += e.end_us - e.start_us;
+  }
+  return busy == 0 ? 0 : (last - first) - busy;
+}
+
 double Percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -198,7 +211,7 @@ void BenchOverlap(int64_t job_bytes, int64_t chunk_bytes) {
     std::vector<Run> runs;
     for (int rep = 0; rep < 6; ++rep) runs.push_back(Submit(engine, spec, input));
     runs.erase(runs.begin());  // graphs captured on the first run
-    std::vector<double> span, h2d, compute, d2h, wall;
+    std::vector<double> span, h2d, compute, d2h, wall, host, h2d_idle, compute_idle;
     for (const Run& r : runs) {
       if (!r.status.ok()) {
         std::fprintf(stderr, "overlap: %s\n", r.status.ToString().c_str());
@@ -209,17 +222,23 @@ void BenchOverlap(int64_t job_bytes, int64_t chunk_bytes) {
       compute.push_back(r.timing.compute_us);
       d2h.push_back(r.timing.d2h_us);
       wall.push_back(r.wall_us);
+      host.push_back(r.timing.host_staging_us);
+      h2d_idle.push_back(StageIdle(r.timing, "h2d"));
+      compute_idle.push_back(StageIdle(r.timing, "compute"));
     }
     const double longest = std::max({Percentile(h2d, 0.5), Percentile(compute, 0.5),
                                      Percentile(d2h, 0.5)});
     std::printf(
         "{\"bench\":\"overlap\",\"copy_streams\":%s,\"job_bytes\":%lld,\"chunk_bytes\":%lld,"
         "\"chunks\":%d,\"ops\":%d,\"span_us\":%.1f,\"h2d_us\":%.1f,\"compute_us\":%.1f,"
-        "\"d2h_us\":%.1f,\"longest_us\":%.1f,\"ratio\":%.3f,\"wall_us\":%.1f,\"memory\":\"%s\"}\n",
+        "\"d2h_us\":%.1f,\"longest_us\":%.1f,\"ratio\":%.3f,\"wall_us\":%.1f,"
+        "\"host_staging_us\":%.1f,\"h2d_idle_us\":%.1f,\"compute_idle_us\":%.1f,"
+        "\"memory\":\"%s\"}\n",
         copy_streams ? "true" : "false", static_cast<long long>(job_bytes),
         static_cast<long long>(chunk_bytes), runs.back().timing.chunks, ops,
         Percentile(span, 0.5), Percentile(h2d, 0.5), Percentile(compute, 0.5),
         Percentile(d2h, 0.5), longest, Percentile(span, 0.5) / longest, Percentile(wall, 0.5),
+        Percentile(host, 0.5), Percentile(h2d_idle, 0.5), Percentile(compute_idle, 0.5),
         summary.c_str());
     std::fflush(stdout);
   }

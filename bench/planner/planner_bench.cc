@@ -43,12 +43,12 @@
 #include "bench/planner/bench_kernels.h"
 #include "kernels/cuda/ops.h"
 #include "nlohmann/json.hpp"
-#include "server/engine/cuda/graph_cache.h"
-#include "server/engine/cuda/step_launcher.h"
-#include "server/engine/limits.h"
-#include "server/engine/plan.h"
-#include "server/engine/types.h"
-#include "server/engine/validate.h"
+#include "server/engine/backends/cuda/graph_cache.h"
+#include "server/engine/backends/cuda/step_launcher.h"
+#include "server/engine/job/limits.h"
+#include "server/engine/planning/plan.h"
+#include "server/engine/job/types.h"
+#include "server/engine/job/validate.h"
 
 namespace gpupipe::bench {
 namespace {

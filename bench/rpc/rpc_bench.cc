@@ -24,7 +24,7 @@
 #include "echo.grpc.pb.h"
 #include "echo_service.h"
 #include "nlohmann/json.hpp"
-#include "server/engine/backend_factory.h"
+#include "server/engine/backends/backend_factory.h"
 #include "server/engine/engine.h"
 #include "server/rpc/job_service.h"
 

@@ -1,6 +1,6 @@
 #include "kernels/cpu/cumsum_reference.h"
 
-#include "kernels/common/half.h"
+#include "common/float16.h"
 
 namespace gpupipe::kernels::cpu {
 namespace {

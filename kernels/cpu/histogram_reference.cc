@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "kernels/common/histogram_bin.h"
-#include "kernels/common/half.h"
+#include "common/float16.h"
 
 namespace gpupipe::kernels::cpu {
 namespace {

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <vector>
 
-#include "kernels/common/half.h"
+#include "common/float16.h"
 
 namespace gpupipe::kernels::cpu {
 namespace {

@@ -12,9 +12,9 @@
 #include <thread>
 
 #include "absl/strings/str_format.h"
-#include "server/engine/host_block_pool.h"
-#include "server/engine/plan.h"
-#include "server/engine/validate.h"
+#include "server/engine/pipeline/host_block_pool.h"
+#include "server/engine/planning/plan.h"
+#include "server/engine/job/validate.h"
 
 namespace gpupipe::engine {
 namespace {

@@ -17,13 +17,13 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "server/engine/backend.h"
-#include "server/engine/chunk_pipeline.h"
-#include "server/engine/input_ring.h"
-#include "server/engine/input_source.h"
-#include "server/engine/job_sink.h"
-#include "server/engine/limits.h"
-#include "server/engine/types.h"
+#include "server/engine/backends/backend.h"
+#include "server/engine/pipeline/chunk_pipeline.h"
+#include "server/engine/pipeline/input_ring.h"
+#include "server/engine/pipeline/input_source.h"
+#include "server/engine/job/job_sink.h"
+#include "server/engine/job/limits.h"
+#include "server/engine/job/types.h"
 
 namespace gpupipe::engine {
 

@@ -5,7 +5,7 @@
 #include <google/protobuf/unknown_field_set.h>
 
 #include "absl/strings/str_cat.h"
-#include "server/engine/op_catalog.h"
+#include "server/engine/job/op_catalog.h"
 
 namespace gpupipe::rpc {
 namespace {

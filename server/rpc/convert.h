@@ -7,7 +7,7 @@
 #include "absl/status/statusor.h"
 #include "gpupipe/v1/gpupipe.pb.h"
 #include "server/engine/engine.h"
-#include "server/engine/types.h"
+#include "server/engine/job/types.h"
 
 namespace gpupipe::rpc {
 

@@ -12,7 +12,7 @@
 #include <string>
 
 #include "gpupipe/v1/gpupipe.pb.h"
-#include "server/engine/job_sink.h"
+#include "server/engine/job/job_sink.h"
 
 namespace gpupipe::rpc {
 

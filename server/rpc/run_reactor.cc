@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "server/engine/validate.h"
+#include "server/engine/job/validate.h"
 #include "server/rpc/convert.h"
 #include "server/rpc/status_mapping.h"
 

@@ -20,7 +20,7 @@
 #include "absl/status/status.h"
 #include "gpupipe/v1/gpupipe.pb.h"
 #include "server/engine/engine.h"
-#include "server/engine/input_ring.h"
+#include "server/engine/pipeline/input_ring.h"
 #include "server/rpc/event_stream.h"
 
 namespace gpupipe::rpc {

@@ -36,20 +36,7 @@ void FillPattern(uint64_t first, float* out, size_t n) {
   for (size_t k = 0; k < n; ++k) out[k] = PatternValue(first + k);
 }
 
-// A field of /proc/<pid>/status in bytes (VmRSS: resident now, VmHWM: its peak); -1 if
-// unreadable.
-int64_t StatusBytes(pid_t pid, const std::string& field) {
-  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind(field + ":", 0) == 0) {
-      return std::atoll(line.c_str() + field.size() + 1) * 1024;
-    }
-  }
-  return -1;
-}
-
-int64_t ResidentBytes(pid_t pid) { return StatusBytes(pid, "VmRSS"); }
+int64_t ResidentBytes(pid_t pid) { return ProcStatusBytes(pid, "VmRSS"); }
 
 class StreamTest : public ::testing::Test {
  protected:
@@ -264,7 +251,7 @@ TEST(StalledUploads, HoldOnlyTheirRings) {
   }
   std::this_thread::sleep_for(std::chrono::seconds(1));
   const int64_t resident = ResidentBytes(daemon.pid());
-  const int64_t peak = StatusBytes(daemon.pid(), "VmHWM");
+  const int64_t peak = ProcStatusBytes(daemon.pid(), "VmHWM");
   // The pool (256 MiB) and what the running jobs' lanes work in (two CPU lanes of normal
   // priority, a few 16 MiB chunk buffers each), with room for gRPC's buffers.
   const int64_t bound = baseline + (int64_t{256} << 20) + (int64_t{192} << 20);

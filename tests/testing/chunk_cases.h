@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "server/engine/types.h"
+#include "server/engine/job/types.h"
 #include "tests/testing/random_tensor.h"
 
 namespace gpupipe::testing {

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "server/engine/job_sink.h"
+#include "server/engine/job/job_sink.h"
 
 namespace gpupipe::testing {
 

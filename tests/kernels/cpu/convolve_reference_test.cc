@@ -10,7 +10,7 @@
 #include <limits>
 #include <vector>
 
-#include "kernels/common/half.h"
+#include "common/float16.h"
 
 namespace gpupipe::kernels::cpu {
 namespace {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "kernels/cpu/cumsum_reference.h"
-#include "kernels/common/half.h"
+#include "common/float16.h"
 #include "kernels/cpu/histogram_reference.h"
 
 namespace gpupipe::kernels::cpu {

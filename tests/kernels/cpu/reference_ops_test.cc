@@ -1,6 +1,6 @@
 #include "kernels/cpu/reference_ops.h"
 
-#include "kernels/common/half.h"
+#include "common/float16.h"
 
 #include <gtest/gtest.h>
 

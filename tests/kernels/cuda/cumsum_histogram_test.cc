@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "kernels/cpu/cumsum_reference.h"
-#include "kernels/common/half.h"
+#include "common/float16.h"
 #include "kernels/cpu/histogram_reference.h"
 #include "kernels/cuda/cumsum.h"
 #include "kernels/cuda/histogram.h"

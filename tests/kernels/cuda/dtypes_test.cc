@@ -32,7 +32,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/common/half.h"
+#include "common/float16.h"
 #include "kernels/cpu/reference_ops.h"
 #include "kernels/cuda/ops.h"
 #include "tests/testing/random_tensor.h"

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "kernels/common/element_type.h"
-#include "kernels/common/half.h"
+#include "common/float16.h"
 #include "kernels/cuda/ops.h"
 #include "tests/testing/random_tensor.h"
 #include "tests/testing/cuda_device.h"

@@ -7,10 +7,10 @@
 #include <memory>
 #include <thread>
 
-#include "server/engine/chunk_plan.h"
-#include "server/engine/cpu_backend.h"
+#include "server/engine/planning/chunk_plan.h"
+#include "server/engine/backends/cpu/cpu_backend.h"
 #include "server/engine/engine.h"
-#include "server/engine/validate.h"
+#include "server/engine/job/validate.h"
 #include "tests/testing/chunk_cases.h"
 #include "tests/testing/random_tensor.h"
 #include "tests/testing/recording_sink.h"

@@ -9,8 +9,8 @@
 #include <memory>
 #include <thread>
 
-#include "kernels/common/half.h"
-#include "server/engine/cpu_backend.h"
+#include "common/float16.h"
+#include "server/engine/backends/cpu/cpu_backend.h"
 #include "tests/testing/random_tensor.h"
 #include "tests/testing/recording_sink.h"
 
@@ -121,9 +121,9 @@ TEST(Engine, Float64AndFloat16JobsKeepTheirDtype) {
   spec.dtype = DType::kFloat16;
   spec.ops = {{OpKind::kSoftmax}, {OpKind::kArgmax}};
   auto f16 = std::make_shared<RecordingSink>();
-  std::string input2 = BytesOf<kernels::HalfBits>(
-      {kernels::FloatToHalf(1), kernels::FloatToHalf(3), kernels::FloatToHalf(-2),
-       kernels::FloatToHalf(0.5f)});
+  std::string input2 = BytesOf<gpupipe::HalfBits>(
+      {gpupipe::FloatToHalf(1), gpupipe::FloatToHalf(3), gpupipe::FloatToHalf(-2),
+       gpupipe::FloatToHalf(0.5f)});
   ASSERT_TRUE(engine->Submit(spec, input2, f16).ok());
   ASSERT_TRUE(f16->WaitDone());
   ASSERT_TRUE(f16->status().ok()) << f16->status();

@@ -9,8 +9,8 @@
 #include <thread>
 
 #include "client/job_client.h"
-#include "server/engine/cpu_backend.h"
-#include "server/engine/cuda/cuda_backend.h"
+#include "server/engine/backends/cpu/cpu_backend.h"
+#include "server/engine/backends/cuda/cuda_backend.h"
 #include "server/rpc/job_service.h"
 #include "tests/testing/random_tensor.h"
 

@@ -1,0 +1,128 @@
+// The backend seam: what runs planned chunks on some hardware. The engine owns scheduling, the
+// job's lifecycle and the chunk pipeline (chunk_pipeline.h); a backend owns its lanes (streams
+// and buffers) and offers per-chunk verbs on each (LaneExecutor). Engine tests run against the
+// CPU backend, so they need no GPU.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "server/engine/planning/chunk_plan.h"
+#include "server/engine/pipeline/input_source.h"
+#include "server/engine/job/job_sink.h"
+#include "server/engine/planning/plan.h"
+#include "server/engine/job/types.h"
+
+namespace gpupipe::engine {
+
+struct PriorityLevel {
+  Priority priority;
+  int device_priority;  // as given to cudaStreamCreateWithPriority; 0 on the CPU
+  int lanes;
+};
+
+struct DeviceDescription {
+  std::string name;
+  int ordinal = 0;
+  int multiprocessors = 0;
+  int64_t memory_bytes = 0;
+  std::string compute_capability;
+  int least_stream_priority = 0;
+  int greatest_stream_priority = 0;
+  std::string driver_version;
+  std::string runtime_version;
+};
+
+struct GraphCacheStats {
+  int64_t hits = 0;
+  int64_t updates = 0;
+  int64_t misses = 0;
+  int64_t evictions = 0;
+  int entries = 0;
+  int capacity = 0;
+};
+
+// A host block for the engine's input rings: `bytes` at `data`, page-locked when `pinned`,
+// handed back through `free` once nothing uses it.
+struct HostBlock {
+  char* data = nullptr;
+  bool pinned = false;
+  std::function<void(char*)> free;
+};
+
+// One lane's per-chunk verbs, called by the chunk pipeline for one job at a time, from that
+// job's worker thread, in this order per job: Begin; per chunk k (in order) Stage, Enqueue,
+// (Profile), then Ready any number of times and Finish once, oldest first, with at most
+// window() chunks enqueued and not finished; End. A result returned by Finish stays valid
+// until the next Enqueue.
+class LaneExecutor {
+ public:
+  virtual ~LaneExecutor() = default;
+
+  // Chunks the lane can have enqueued and not finished at once.
+  virtual int window() const = 0;
+  // A job starts on the lane. Fills the lane's fields of `timing` (stream, staging).
+  virtual absl::Status Begin(const JobSpec& spec, const Plan& plan, const ChunkLayout& layout,
+                             JobTiming* timing) = 0;
+  // Host-side work on chunk's input before it may take a slot (the CUDA lane copies pageable
+  // bytes into pinned staging here, while earlier chunks are still in flight). `input` stays
+  // acquired until the chunk is finished.
+  virtual absl::Status Stage(const Chunk& chunk, const InputChunk& input) = 0;
+  // Starts the chunk's work: copy in, the plan's kernels, copy out (the CPU lane runs it).
+  virtual absl::Status Enqueue(const Chunk& chunk) = 0;
+  // With JobSpec::profile, after Enqueue: adds each kernel's and step's time to `timing`.
+  virtual absl::Status Profile(const Chunk& chunk, JobTiming* timing) = 0;
+  // Whether the chunk's result is on the host; never blocks.
+  virtual absl::StatusOr<bool> Ready(const Chunk& chunk) = 0;
+  // Waits for the chunk's result and returns it (chunk.out_elements of the output dtype);
+  // adds the chunk's stage times to `timing`.
+  virtual absl::StatusOr<const char*> Finish(const Chunk& chunk, JobTiming* timing) = 0;
+  // The job ends with `status`: on OK fills the rest of `timing` (kernels, launch, graph);
+  // otherwise leaves no work behind that could touch the lane's buffers under the next job.
+  virtual void End(const absl::Status& status, JobTiming* timing) = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual std::string name() const = 0;  // "cuda" or "cpu"
+  virtual std::optional<DeviceDescription> device() const = 0;
+  // Lanes per API priority level; lane indices are 0..lanes-1 within a level.
+  virtual std::vector<PriorityLevel> levels() const = 0;
+  // Human-readable name of a lane, e.g. "high/0 (device priority -5)".
+  virtual std::string LaneName(Priority priority, int lane) const = 0;
+  virtual std::vector<Staging> stagings() const = 0;
+  virtual std::vector<LaunchMode> launch_modes() const = 0;
+
+  // INVALID_ARGUMENT when this backend cannot run the job's launch options as asked.
+  absl::Status CheckOptions(const JobSpec& spec) const;
+
+  // The kernels `plan` becomes on this backend with the job's options, and their edges.
+  virtual PlanDescription Describe(const JobSpec& spec, const Plan& plan) const = 0;
+
+  virtual GraphCacheStats graph_cache_stats() const { return {}; }
+
+  // One line saying what the backend allocated at start (device arena, pinned staging), for
+  // the daemon's start-up log; empty where nothing was.
+  virtual std::string MemorySummary() const { return {}; }
+
+  // Input bytes per chunk when a job does not ask, and the most a chunk's largest tensor
+  // (input, intermediate or output) may take on a lane.
+  virtual int64_t default_chunk_bytes() const = 0;
+  virtual int64_t chunk_capacity_bytes() const = 0;
+
+  // `bytes` of host memory for input rings, in the memory the lanes copy from fastest (the
+  // CUDA backend's is page-locked); RESOURCE_EXHAUSTED when it cannot be had.
+  virtual absl::StatusOr<HostBlock> AllocateInputMemory(int64_t bytes);
+
+  // The lane's verbs. Only one job uses a lane at a time; lanes may run concurrently.
+  virtual LaneExecutor& lane(Priority priority, int lane) = 0;
+};
+
+}  // namespace gpupipe::engine

@@ -1,0 +1,187 @@
+#include "server/engine/backends/cuda/cuda_backend.h"
+
+#include <cuda_runtime_api.h>
+
+#include <array>
+#include <memory>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "kernels/cuda/ops.h"
+#include "server/engine/backends/cuda/copy_pool.h"
+#include "server/engine/backends/cuda/cuda_lane.h"
+#include "server/engine/backends/cuda/cuda_status.h"
+#include "server/engine/backends/cuda/lane_pool.h"
+#include "server/engine/backends/cuda/step_launcher.h"
+#include "server/engine/backends/cuda/warmup.h"
+
+namespace gpupipe::engine {
+namespace {
+
+std::string VersionString(int v) { return absl::StrCat(v / 1000, ".", (v % 1000) / 10); }
+
+class CudaBackend final : public Backend {
+ public:
+  static absl::StatusOr<std::unique_ptr<Backend>> Create(const CudaBackendOptions& options) {
+    int count = 0;
+    if (cudaError_t err = cudaGetDeviceCount(&count); err != cudaSuccess) {
+      cudaGetLastError();
+      return absl::UnavailableError(absl::StrCat("no usable CUDA device: ", cudaGetErrorName(err),
+                                                 " (", cudaGetErrorString(err), ")"));
+    }
+    if (options.device < 0 || options.device >= count) {
+      return absl::UnavailableError(absl::StrCat("CUDA device ", options.device,
+                                                 " does not exist (", count, " visible)"));
+    }
+    auto backend = std::unique_ptr<CudaBackend>(new CudaBackend(options));
+    if (absl::Status s = backend->Init(); !s.ok()) return s;
+    return std::unique_ptr<Backend>(std::move(backend));
+  }
+
+  std::string name() const override { return "cuda"; }
+  std::optional<DeviceDescription> device() const override { return device_; }
+
+  std::vector<PriorityLevel> levels() const override {
+    std::vector<PriorityLevel> out;
+    for (int p = 0; p < kPriorityLevels; ++p) {
+      out.push_back({static_cast<Priority>(p), device_priority_[p], options_.lanes_per_level});
+    }
+    return out;
+  }
+
+  std::string LaneName(Priority priority, int lane) const override {
+    return absl::StrCat(PriorityName(priority), "/", lane, " (device priority ",
+                        device_priority_[static_cast<int>(priority)], ")");
+  }
+
+  std::vector<Staging> stagings() const override {
+    return {Staging::kAuto,           Staging::kDirect,     Staging::kPipeline,
+            Staging::kPipelineThread, Staging::kPrimitives, Staging::kBulk};
+  }
+  std::vector<LaunchMode> launch_modes() const override {
+    return {LaunchMode::kAuto, LaunchMode::kStream, LaunchMode::kPdl, LaunchMode::kGraph,
+            LaunchMode::kGraphPdl};
+  }
+
+  PlanDescription Describe(const JobSpec& spec, const Plan& plan) const override {
+    const kernels::cuda::LaunchConfig config = LaunchConfigFor(spec, nullptr, launch_defaults_);
+    PlanDescription d = DescribePlan(plan, config);
+    d.launch = spec.launch == LaunchMode::kAuto
+                   ? "auto (pdl; graph-pdl once the shape repeats on a lane)"
+                   : LaunchModeName(spec.launch);
+    d.staging = StagingLabel(config);
+    return d;
+  }
+
+  GraphCacheStats graph_cache_stats() const override {
+    GraphCacheStats stats;
+    for (const auto& level : pool_->lanes()) {
+      for (const Lane& lane : level) lane.graphs->AddStats(&stats);
+    }
+    return stats;
+  }
+
+  std::string MemorySummary() const override { return pool_->memory_summary(); }
+
+  int64_t default_chunk_bytes() const override { return pool_->slot_bytes(); }
+  int64_t chunk_capacity_bytes() const override { return pool_->slot_bytes(); }
+
+  absl::StatusOr<HostBlock> AllocateInputMemory(int64_t bytes) override {
+    GPUPIPE_CUDA_RETURN(cudaSetDevice(options_.device), "cudaSetDevice");
+    void* block = nullptr;
+    if (cudaError_t err = cudaHostAlloc(&block, static_cast<size_t>(bytes), cudaHostAllocDefault);
+        err != cudaSuccess) {
+      cudaGetLastError();
+      return absl::ResourceExhaustedError(
+          absl::StrCat("cannot page-lock ", bytes, " bytes for input rings (gpupiped "
+                       "--input-ring-total-mib): ", cudaGetErrorName(err)));
+    }
+    return HostBlock{static_cast<char*>(block), /*pinned=*/true,
+                     [](char* p) { cudaFreeHost(p); }};
+  }
+
+  LaneExecutor& lane(Priority priority, int lane) override {
+    return *lanes_[static_cast<int>(priority)][static_cast<size_t>(lane)];
+  }
+
+ private:
+  explicit CudaBackend(const CudaBackendOptions& options)
+      : options_(options), copier_(std::make_unique<CopyPool>(options.host_copy_threads)) {}
+
+  absl::Status Init() {
+    GPUPIPE_CUDA_RETURN(cudaSetDevice(options_.device), "cudaSetDevice");
+    cudaDeviceProp prop{};
+    GPUPIPE_CUDA_RETURN(cudaGetDeviceProperties(&prop, options_.device),
+                        "cudaGetDeviceProperties");
+    int least = 0, greatest = 0;
+    GPUPIPE_CUDA_RETURN(cudaDeviceGetStreamPriorityRange(&least, &greatest),
+                        "cudaDeviceGetStreamPriorityRange");
+    int driver = 0, runtime = 0;
+    cudaDriverGetVersion(&driver);
+    cudaRuntimeGetVersion(&runtime);
+    device_.name = prop.name;
+    device_.ordinal = options_.device;
+    device_.multiprocessors = prop.multiProcessorCount;
+    device_.memory_bytes = static_cast<int64_t>(prop.totalGlobalMem);
+    device_.compute_capability = absl::StrCat(prop.major, ".", prop.minor);
+    device_.least_stream_priority = least;
+    device_.greatest_stream_priority = greatest;
+    device_.driver_version = VersionString(driver);
+    device_.runtime_version = VersionString(runtime);
+
+    // Numerically lower is higher priority; greatest <= least.
+    device_priority_[static_cast<int>(Priority::kLow)] = least;
+    device_priority_[static_cast<int>(Priority::kNormal)] = least + (greatest - least) / 2;
+    device_priority_[static_cast<int>(Priority::kHigh)] = greatest;
+    launch_defaults_ = {options_.device, device_.multiprocessors, options_.default_stages};
+
+    LanePoolOptions pool;
+    pool.device = options_.device;
+    pool.device_priority = device_priority_;
+    pool.lanes_per_level = options_.lanes_per_level;
+    pool.copy_streams = options_.copy_streams;
+    pool.chunk_bytes = options_.chunk_bytes;
+    pool.device_budget_bytes =
+        options_.device_memory_bytes > 0
+            ? options_.device_memory_bytes
+            : static_cast<int64_t>(options_.device_memory_fraction *
+                                   static_cast<double>(device_.memory_bytes));
+    pool.budget_description = absl::StrFormat(
+        "budget %.1f MiB%s", static_cast<double>(pool.device_budget_bytes) / double(1 << 20),
+        options_.device_memory_bytes > 0
+            ? ""
+            : absl::StrFormat(" = %.0f%% of %.1f GiB", options_.device_memory_fraction * 100,
+                              static_cast<double>(device_.memory_bytes) / double(1 << 30)));
+    pool.workspace_bytes = kernels::cuda::RowOpsWorkspaceBytes();
+    pool.graph_cache_capacity = options_.graph_cache_capacity;
+    absl::StatusOr<std::unique_ptr<LanePool>> lanes = LanePool::Create(pool);
+    if (!lanes.ok()) return lanes.status();
+    pool_ = *std::move(lanes);
+    for (int p = 0; p < kPriorityLevels; ++p) {
+      for (int i = 0; i < options_.lanes_per_level; ++i) {
+        lanes_[p].push_back(std::make_unique<CudaLane>(
+            pool_->lane(static_cast<Priority>(p), i), LaneName(static_cast<Priority>(p), i),
+            pool_->slot_bytes(), *copier_, launch_defaults_));
+      }
+    }
+    return WarmUpLanes(*pool_, options_.default_stages, device_.multiprocessors);
+  }
+
+  CudaBackendOptions options_;
+  DeviceDescription device_;
+  std::array<int, kPriorityLevels> device_priority_{};
+  CudaLaunchDefaults launch_defaults_;
+  std::unique_ptr<CopyPool> copier_;  // stages pageable inputs into pinned memory
+  std::unique_ptr<LanePool> pool_;
+  // Declared after the pool: the executors refer to its lanes.
+  std::array<std::vector<std::unique_ptr<CudaLane>>, kPriorityLevels> lanes_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(const CudaBackendOptions& options) {
+  return CudaBackend::Create(options);
+}
+
+}  // namespace gpupipe::engine

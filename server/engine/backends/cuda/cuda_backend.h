@@ -1,0 +1,43 @@
+// The CUDA backend: owns one GPU. At creation it maps the API priorities onto the levels of
+// cudaDeviceGetStreamPriorityRange (low -> least, normal -> the middle level, high ->
+// greatest), creates the lanes and their memory (a LanePool, lane_pool.h: streams, events, one
+// device arena and one pinned block, so running a job allocates nothing) and warms every kernel
+// family up. Each lane's per-chunk verbs are a CudaLane (cuda_lane.h), driven by the engine's
+// chunk pipeline. Input rings (the engine's streamed uploads) are page-locked
+// (AllocateInputMemory), so their chunks are copied to the device straight from them.
+#pragma once
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "server/engine/backends/backend.h"
+
+namespace gpupipe::engine {
+
+struct CudaBackendOptions {
+  int device = 0;
+  // Lanes (streams with their own buffers) per API priority level.
+  int lanes_per_level = 2;
+  // Budget of the device arena: bytes when > 0, else this fraction of the device's memory.
+  // The arena is what the lanes need for `chunk_bytes` slots, or the budget where that is less
+  // (slots then shrink to fit).
+  double device_memory_fraction = 0.25;
+  int64_t device_memory_bytes = 0;
+  // Input bytes per chunk slot: the default chunk of a job and the most a job may ask for.
+  int64_t chunk_bytes = int64_t{16} << 20;
+  // False runs the copies on the compute stream (no overlap), for the engine benchmark's
+  // baseline.
+  bool copy_streams = true;
+  // Threads that help copy a pageable chunk input into pinned staging (one thread's memcpy is
+  // slower than the PCIe DMA it feeds); shared by every lane.
+  int host_copy_threads = 4;
+  int default_stages = 2;
+  // Instantiated CUDA graphs kept per lane (least recently used evicted first).
+  int graph_cache_capacity = 32;
+};
+
+// Fails with UNAVAILABLE when no usable device exists (no driver, no device, ordinal out of
+// range), or with RESOURCE_EXHAUSTED when the buffers do not fit.
+absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(const CudaBackendOptions& options);
+
+}  // namespace gpupipe::engine

@@ -1,0 +1,344 @@
+#include "server/engine/backends/cuda/cuda_lane.h"
+
+#include <chrono>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "server/engine/backends/cuda/cuda_status.h"
+#include "server/engine/backends/cuda/graph_cache.h"
+#include "server/engine/backends/cuda/step_launcher.h"
+
+namespace gpupipe::engine {
+namespace {
+
+// `auto` launches a shape's first job on a lane with PDL and every later one as a cached graph
+// with PDL edges: replaying graph-pdl was the fastest mode in every case of
+// bench/results/planner-h200.md, while a capture costs a one-off shape more than it saves.
+LaunchMode ResolveLaunch(LaunchMode mode) {
+  return mode == LaunchMode::kAuto ? LaunchMode::kPdl : mode;
+}
+
+kernels::cuda::Staging KernelStaging(Staging staging) {
+  switch (staging) {
+    case Staging::kDirect: return kernels::cuda::Staging::kDirect;
+    case Staging::kPipeline: return kernels::cuda::Staging::kPipeline;
+    case Staging::kPipelineThread: return kernels::cuda::Staging::kPipelineThread;
+    case Staging::kPrimitives: return kernels::cuda::Staging::kPrimitives;
+    case Staging::kBulk: return kernels::cuda::Staging::kBulk;
+    case Staging::kAuto: break;
+  }
+  return kernels::cuda::Staging::kAuto;
+}
+
+}  // namespace
+
+kernels::cuda::LaunchConfig LaunchConfigFor(const JobSpec& spec, cudaStream_t stream,
+                                            const CudaLaunchDefaults& defaults) {
+  kernels::cuda::LaunchConfig config;
+  config.stream = stream;
+  config.staging = KernelStaging(spec.staging);
+  config.stages = spec.stages > 0 ? spec.stages : defaults.stages;
+  const LaunchMode launch = ResolveLaunch(spec.launch);
+  config.pdl = launch == LaunchMode::kPdl || launch == LaunchMode::kGraphPdl;
+  config.multiprocessors = defaults.multiprocessors;
+  return config;
+}
+
+std::string StagingLabel(const kernels::cuda::LaunchConfig& config) {
+  switch (config.staging) {
+    case kernels::cuda::Staging::kDirect:
+    case kernels::cuda::Staging::kAuto: return kernels::cuda::StagingName(config.staging);
+    default: break;
+  }
+  return absl::StrCat(kernels::cuda::StagingName(config.staging), "(stages=", config.stages,
+                      ")");
+}
+
+CudaLane::CudaLane(Lane& lane, std::string name, int64_t slot_bytes, CopyPool& copier,
+                   CudaLaunchDefaults defaults)
+    : lane_(lane),
+      name_(std::move(name)),
+      slot_bytes_(slot_bytes),
+      copier_(copier),
+      defaults_(defaults) {
+  for (size_t i = 0; i < kernel_events_.size(); ++i) {
+    kernel_events_[i] = lane_.kernel_events[i].get();
+  }
+}
+
+absl::Status CudaLane::Begin(const JobSpec& spec, const Plan& plan, const ChunkLayout& layout,
+                             JobTiming* timing) {
+  spec_ = &spec;
+  layout_ = &layout;
+  timing_ = timing;
+  config_ = LaunchConfigFor(spec, lane_.stream(), defaults_);
+  kernels_ = 0;
+  graph_chunks_ = 0;
+  last_graph_.clear();
+  first_launch_ = LaunchMode::kAuto;
+  timing->stream = name_;
+  timing->staging = StagingLabel(config_);
+  GPUPIPE_CUDA_RETURN(cudaSetDevice(defaults_.device), "cudaSetDevice");
+  if (spec.profile && layout.chunk_count > 0) {
+    const size_t kernels = DescribePlan(ChunkAt(plan, layout, 0).plan, config_).kernels.size();
+    if (kernels > static_cast<size_t>(kMaxProfiledKernels)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("options.profile: the plan launches ", kernels,
+                       " kernels per chunk; at most ", kMaxProfiledKernels, " can be timed"));
+    }
+  }
+  GPUPIPE_CUDA_RETURN(cudaEventRecord(lane_.job_start.get(), lane_.h2d_stream()),
+                      "cudaEventRecord");
+  return absl::OkStatus();
+}
+
+absl::Status CudaLane::Stage(const Chunk& chunk, const InputChunk& input) {
+  if (chunk.plan.max_bytes > slot_bytes_) {
+    return absl::InternalError(absl::StrCat("chunk ", chunk.index, " needs ",
+                                            chunk.plan.max_bytes, " bytes, over the slot's ",
+                                            slot_bytes_));
+  }
+  const int s = static_cast<int>(chunk.index % kSlots);
+  h2d_source_[s] = input.data;
+  staged_[s] = nullptr;
+  if (input.pinned) return absl::OkStatus();
+  // Pageable bytes go through pinned staging: one host copy buys a DMA at full PCIe speed
+  // instead of the driver's slower staged pageable path. The copy runs while the slots'
+  // earlier chunks are still in flight.
+  StagedInput& staged = lane_.inputs[chunk.index % kInputBuffers];
+  GPUPIPE_CUDA_RETURN(cudaEventSynchronize(staged.copied.get()), "running the job");
+  const auto copy_start = std::chrono::steady_clock::now();
+  copier_.Copy(staged.h_input, input.data, static_cast<size_t>(input.range.size()));
+  timing_->host_staging_us += std::chrono::duration<double, std::micro>(
+                                  std::chrono::steady_clock::now() - copy_start)
+                                  .count();
+  h2d_source_[s] = static_cast<const char*>(staged.h_input);
+  staged_[s] = &staged;
+  return absl::OkStatus();
+}
+
+absl::Status CudaLane::Enqueue(const Chunk& chunk) {
+  const int s = static_cast<int>(chunk.index % kSlots);
+  Slot& slot = lane_.slots[s];
+  const cudaStream_t h2d = lane_.h2d_stream();
+  const cudaStream_t compute = lane_.stream();
+  const cudaStream_t d2h = lane_.d2h_stream();
+  const int64_t in_bytes = chunk.in_elements * layout_->in_itemsize;
+  GPUPIPE_CUDA_RETURN(cudaEventRecord(slot.times[0].get(), h2d), "cudaEventRecord");
+  GPUPIPE_CUDA_RETURN(cudaMemcpyAsync(slot.d_buffers[0], h2d_source_[s], in_bytes,
+                                      cudaMemcpyHostToDevice, h2d),
+                      "copying a chunk of the input to the device");
+  GPUPIPE_CUDA_RETURN(cudaEventRecord(slot.times[1].get(), h2d), "cudaEventRecord");
+  GPUPIPE_CUDA_RETURN(cudaEventRecord(slot.h2d_done.get(), h2d), "cudaEventRecord");
+  if (staged_[s] != nullptr) {
+    GPUPIPE_CUDA_RETURN(cudaEventRecord(staged_[s]->copied.get(), h2d), "cudaEventRecord");
+  }
+
+  GPUPIPE_CUDA_RETURN(cudaStreamWaitEvent(compute, slot.h2d_done.get(), 0),
+                      "cudaStreamWaitEvent");
+  GPUPIPE_CUDA_RETURN(cudaEventRecord(slot.times[2].get(), compute), "cudaEventRecord");
+  if (absl::Status st = LaunchChunk(chunk, s); !st.ok()) return st;
+  GPUPIPE_CUDA_RETURN(cudaEventRecord(slot.times[3].get(), compute), "cudaEventRecord");
+  GPUPIPE_CUDA_RETURN(cudaEventRecord(slot.compute_done.get(), compute), "cudaEventRecord");
+
+  const int src = static_cast<int>(chunk.plan.steps.size() % 2);
+  const int64_t out_bytes = chunk.out_elements * layout_->out_itemsize;
+  GPUPIPE_CUDA_RETURN(cudaStreamWaitEvent(d2h, slot.compute_done.get(), 0),
+                      "cudaStreamWaitEvent");
+  GPUPIPE_CUDA_RETURN(cudaEventRecord(slot.times[4].get(), d2h), "cudaEventRecord");
+  GPUPIPE_CUDA_RETURN(cudaMemcpyAsync(slot.h_output, slot.d_buffers[src], out_bytes,
+                                      cudaMemcpyDeviceToHost, d2h),
+                      "copying a chunk of the output to the host");
+  GPUPIPE_CUDA_RETURN(cudaEventRecord(slot.times[5].get(), d2h), "cudaEventRecord");
+  GPUPIPE_CUDA_RETURN(cudaEventRecord(slot.d2h_done.get(), d2h), "cudaEventRecord");
+  return absl::OkStatus();
+}
+
+absl::Status CudaLane::LaunchChunk(const Chunk& chunk, int s) {
+  if (layout_->mode == ChunkLayout::Mode::kSplitRowResize) return LaunchSplitRowPiece(chunk, s);
+  const Plan& plan = chunk.plan;
+  kernels::cuda::LaunchConfig config = config_;
+  LaunchMode launch = ResolveLaunch(spec_->launch);
+  const std::string topology = absl::StrCat("slot", s, ";", PlanTopologyKey(plan, config));
+  if (spec_->launch == LaunchMode::kAuto && !spec_->profile &&
+      lane_.graphs->SeenBefore(topology)) {
+    launch = LaunchMode::kGraphPdl;
+  }
+  if (chunk.index == 0) first_launch_ = launch;
+  const bool use_graph =
+      !spec_->profile && (launch == LaunchMode::kGraph || launch == LaunchMode::kGraphPdl);
+  const StepBuffers buffers = lane_.buffers(s);
+  if (spec_->profile) {
+    profile_ = kernels::cuda::KernelProfile{kernel_events_.data(), kMaxProfiledKernels, 0};
+    config.profile = &profile_;
+  }
+  if (use_graph) {
+    int captured = 0;
+    absl::StatusOr<GraphCache::Lookup> graph =
+        lane_.graphs->Get(topology, PlanParamsKey(plan), lane_.stream(),
+                          [&] { return LaunchPlan(plan, buffers, config, &captured); });
+    if (!graph.ok()) return graph.status();
+    kernels_ += static_cast<int>(DescribePlan(plan, config).kernels.size());
+    last_graph_ = GraphOutcomeName(graph->outcome);
+    ++graph_chunks_;
+    GPUPIPE_CUDA_RETURN(cudaGraphLaunch(graph->exec, lane_.stream()), "cudaGraphLaunch");
+    return absl::OkStatus();
+  }
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    if (cudaError_t err = LaunchStep(plan, i, buffers, config, &kernels_); err != cudaSuccess) {
+      return CudaError(err, absl::StrCat("launching ", StepKindName(plan.steps[i].kind), " (",
+                                         plan.steps[i].ops, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaLane::LaunchSplitRowPiece(const Chunk& chunk, int s) {
+  const Plan& plan = chunk.plan;
+  const PlanStep& step = plan.steps.back();
+  const cudaStream_t stream = lane_.stream();
+  if (chunk.index == 0) first_launch_ = config_.pdl ? LaunchMode::kPdl : LaunchMode::kStream;
+  const StepBuffers buffers = lane_.buffers(s);
+  const size_t last = plan.steps.size() - 1;
+  if (last == 1) {
+    if (cudaError_t err = LaunchStep(plan, 0, buffers, config_, &kernels_); err != cudaSuccess) {
+      return CudaError(err, absl::StrCat("launching elementwise (", plan.steps[0].ops, ")"));
+    }
+  }
+  const size_t state_bytes = step.kind == StepKind::kRowCumsum ? sizeof(int64_t)
+                             : step.kind == StepKind::kRowHistogram
+                                 ? static_cast<size_t>(step.op.bins) * sizeof(int64_t)
+                                 : 0;
+  if (state_bytes > kSplitStateBytes) {
+    return absl::InternalError(absl::StrCat("split-row state of ", state_bytes,
+                                            " bytes, over the lane's ", kSplitStateBytes));
+  }
+  // Stream order keeps one row's state from the next row's: the histogram's counts are copied
+  // into the slot (the piece's result) on this stream before the next row's first piece
+  // zeroes them.
+  if (chunk.piece == 0 && state_bytes > 0) {
+    GPUPIPE_CUDA_RETURN(cudaMemsetAsync(lane_.d_split_state, 0, state_bytes, stream),
+                        "zeroing the split-row state");
+  }
+  void* d_out = buffers.d_buffers[1 - last % 2];
+  if (cudaError_t err = LaunchRowResizePiece(chunk, buffers.d_buffers[last % 2], d_out,
+                                             lane_.d_split_state, buffers, config_, &kernels_);
+      err != cudaSuccess) {
+    return CudaError(err, absl::StrCat("launching ", StepKindName(step.kind), " (", step.ops,
+                                       ") on piece ", chunk.piece, " of row ", chunk.row));
+  }
+  if (step.kind == StepKind::kRowHistogram && chunk.last_piece) {
+    GPUPIPE_CUDA_RETURN(cudaMemcpyAsync(d_out, lane_.d_split_state, state_bytes,
+                                        cudaMemcpyDeviceToDevice, stream),
+                        "copying a row's counts into its result");
+  }
+  return absl::OkStatus();
+}
+
+// Per-kernel and per-step device times of one chunk, from the events recorded after every
+// kernel; summed over the chunks (kernels of later chunks add to the entry of the same index
+// and name). Profiling waits for each chunk's kernels, so profiled jobs do not overlap.
+absl::Status CudaLane::Profile(const Chunk& chunk, JobTiming* timing) {
+  if (layout_->mode == ChunkLayout::Mode::kSplitRowResize) return absl::OkStatus();
+  const int s = static_cast<int>(chunk.index % kSlots);
+  const PlanDescription kernels = DescribePlan(chunk.plan, config_);
+  const int recorded = profile_.used;
+  if (recorded != static_cast<int>(kernels.kernels.size())) {
+    return absl::InternalError(absl::StrCat("profiling: ", recorded, " kernel events for ",
+                                            kernels.kernels.size(), " planned kernels"));
+  }
+  GPUPIPE_CUDA_RETURN(cudaEventSynchronize(lane_.slots[s].compute_done.get()),
+                      "running the job");
+  if (timing->steps.empty()) {
+    for (size_t i = 0; i < chunk.plan.steps.size(); ++i) {
+      timing->steps.push_back({static_cast<int>(i), chunk.plan.steps[i].ops, 0, 0.0});
+    }
+  }
+  for (int k = 0; k < recorded; ++k) {
+    float ms = 0;
+    GPUPIPE_CUDA_RETURN(
+        cudaEventElapsedTime(&ms, k == 0 ? lane_.slots[s].times[2].get() : kernel_events_[k - 1],
+                             kernel_events_[k]),
+        "timing");
+    const KernelDescription& d = kernels.kernels[k];
+    const size_t index = static_cast<size_t>(k);
+    if (index < timing->kernel_times.size() && timing->kernel_times[index].name == d.name) {
+      timing->kernel_times[index].device_us += ms * 1000.0;
+    } else {
+      timing->kernel_times.push_back(
+          {static_cast<int>(timing->kernel_times.size()), d.name, d.step, ms * 1000.0});
+    }
+    JobTiming::Step& step = timing->steps[static_cast<size_t>(d.step)];
+    if (chunk.index == 0) ++step.kernels;
+    step.device_us += ms * 1000.0;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> CudaLane::Ready(const Chunk& chunk) {
+  const cudaError_t q = cudaEventQuery(lane_.slots[chunk.index % kSlots].d2h_done.get());
+  if (q == cudaErrorNotReady) {
+    // Not an error; keep it out of this thread's last-error state, which launchers that check
+    // cudaGetLastError() would otherwise report.
+    (void)cudaGetLastError();
+    return false;
+  }
+  if (q != cudaSuccess) return CudaError(q, "running the job");
+  return true;
+}
+
+absl::StatusOr<const char*> CudaLane::Finish(const Chunk& chunk, JobTiming* timing) {
+  const Slot& slot = lane_.slots[chunk.index % kSlots];
+  GPUPIPE_CUDA_RETURN(cudaEventSynchronize(slot.d2h_done.get()), "running the job");
+  std::array<double, 6> at{};
+  for (int i = 0; i < 6; ++i) {
+    float ms = 0;
+    GPUPIPE_CUDA_RETURN(cudaEventElapsedTime(&ms, lane_.job_start.get(), slot.times[i].get()),
+                        "timing");
+    at[i] = ms * 1000.0;
+  }
+  timing->h2d_us += at[1] - at[0];
+  timing->compute_us += at[3] - at[2];
+  timing->d2h_us += at[5] - at[4];
+  if (spec_->timeline) {
+    const int k = static_cast<int>(chunk.index);
+    timing->timeline.push_back({"h2d", "h2d", k, at[0], at[1]});
+    timing->timeline.push_back({"compute", "compute", k, at[2], at[3]});
+    timing->timeline.push_back({"d2h", "d2h", k, at[4], at[5]});
+  }
+  return static_cast<const char*>(slot.h_output);
+}
+
+void CudaLane::End(const absl::Status& status, JobTiming* timing) {
+  if (!status.ok()) {
+    // No work may be left that could touch the lane's buffers under the next job.
+    for (cudaStream_t s : {lane_.h2d_stream(), lane_.stream(), lane_.d2h_stream()}) {
+      cudaStreamSynchronize(s);
+    }
+    cudaGetLastError();
+    return;
+  }
+  DescribeLaunch(timing);
+}
+
+void CudaLane::DescribeLaunch(JobTiming* timing) const {
+  timing->kernels = kernels_;
+  timing->launch = LaunchModeName(first_launch_);
+  if (spec_->launch == LaunchMode::kAuto) {
+    if (graph_chunks_ > 0 && graph_chunks_ < layout_->chunk_count) {
+      absl::StrAppend(&timing->launch, " (auto; graph-pdl for ", graph_chunks_, " of ",
+                      layout_->chunk_count, " chunks)");
+    } else {
+      absl::StrAppend(&timing->launch, " (auto)");
+    }
+  }
+  if (spec_->profile && first_launch_ != LaunchMode::kStream &&
+      first_launch_ != LaunchMode::kPdl) {
+    // Events between kernels cannot be read back from inside a graph replay.
+    timing->launch = absl::StrCat(LaunchModeName(first_launch_), " (profiled as ",
+                                  config_.pdl ? "pdl" : "stream", ")");
+  }
+  timing->graph = last_graph_;
+}
+
+}  // namespace gpupipe::engine

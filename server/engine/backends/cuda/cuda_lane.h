@@ -1,0 +1,89 @@
+// One CUDA lane's per-chunk verbs (LaneExecutor): chunk k runs in slot k % kSlots of its lane
+// (lane_pool.h). Stage copies a pageable chunk input into pinned staging buffer
+// k % kInputBuffers (a pinned input is copied to the device straight from where it is);
+// Enqueue puts the copy in on the lane's copy-in stream, the plan's kernels (one by one, or as
+// a cached graph) on its compute stream after the copy-in event, and the copy out on its
+// copy-out stream after the compute event, so the copy in of chunk k+1, the kernels of chunk k
+// and the copy out of chunk k-1 run at once; Finish waits for the chunk's copy out on the job's
+// worker thread (never a gRPC thread) and reads its stage times from timing events.
+//
+// Thread safety: used by one job's worker thread at a time.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <array>
+#include <string>
+
+#include "kernels/cuda/ops.h"
+#include "server/engine/backends/backend.h"
+#include "server/engine/backends/cuda/copy_pool.h"
+#include "server/engine/backends/cuda/lane_pool.h"
+
+namespace gpupipe::engine {
+
+// How the backend launches a job's kernels, shared by the lanes and the plan description.
+struct CudaLaunchDefaults {
+  int device = 0;
+  int multiprocessors = 0;
+  int stages = 2;  // staged strategies' buffers when the job does not ask
+};
+
+// The kernel library's launch configuration for `spec` on `stream`. `auto` launches build PDL
+// kernels (launched one by one or, once the shape repeats on a lane, from a graph).
+kernels::cuda::LaunchConfig LaunchConfigFor(const JobSpec& spec, cudaStream_t stream,
+                                            const CudaLaunchDefaults& defaults);
+// "direct", "<strategy>(stages=N)", or "auto" (each op resolves it from the kernel library's
+// tuning table; the kernel names in the plan say what it chose).
+std::string StagingLabel(const kernels::cuda::LaunchConfig& config);
+
+class CudaLane final : public LaneExecutor {
+ public:
+  // `lane` and `copier` must outlive this executor; `name` is the lane's name for timing.
+  CudaLane(Lane& lane, std::string name, int64_t slot_bytes, CopyPool& copier,
+           CudaLaunchDefaults defaults);
+
+  int window() const override { return kSlots; }
+  absl::Status Begin(const JobSpec& spec, const Plan& plan, const ChunkLayout& layout,
+                     JobTiming* timing) override;
+  absl::Status Stage(const Chunk& chunk, const InputChunk& input) override;
+  absl::Status Enqueue(const Chunk& chunk) override;
+  absl::Status Profile(const Chunk& chunk, JobTiming* timing) override;
+  absl::StatusOr<bool> Ready(const Chunk& chunk) override;
+  absl::StatusOr<const char*> Finish(const Chunk& chunk, JobTiming* timing) override;
+  void End(const absl::Status& status, JobTiming* timing) override;
+
+ private:
+  // Enqueues the chunk's kernels on the compute stream, one by one or as a cached graph (keyed
+  // by the slot, since a graph holds the slot's buffer addresses, and the chunk's shape).
+  absl::Status LaunchChunk(const Chunk& chunk, int slot);
+  // kSplitRowResize piece: its elementwise step if any, then its resize step with the lane's
+  // split-row state. Always launched one by one: the pieces' carry, counts and windows are
+  // per-piece arguments the graph cache does not key on.
+  absl::Status LaunchSplitRowPiece(const Chunk& chunk, int slot);
+  // What the job's timing reports as its launch mode.
+  void DescribeLaunch(JobTiming* timing) const;
+
+  Lane& lane_;
+  const std::string name_;
+  const int64_t slot_bytes_;
+  CopyPool& copier_;
+  const CudaLaunchDefaults defaults_;
+  // The lane's profiling events, as the kernel library takes them.
+  std::array<cudaEvent_t, kMaxProfiledKernels> kernel_events_{};
+
+  // The job on the lane.
+  const JobSpec* spec_ = nullptr;
+  const ChunkLayout* layout_ = nullptr;
+  JobTiming* timing_ = nullptr;
+  kernels::cuda::LaunchConfig config_{};
+  kernels::cuda::KernelProfile profile_{};
+  std::array<const char*, kSlots> h2d_source_{};  // per slot: the bytes its copy in reads
+  std::array<StagedInput*, kSlots> staged_{};     // per slot: the staging buffer used, if any
+  int kernels_ = 0;
+  int64_t graph_chunks_ = 0;
+  std::string last_graph_;
+  LaunchMode first_launch_ = LaunchMode::kAuto;
+};
+
+}  // namespace gpupipe::engine

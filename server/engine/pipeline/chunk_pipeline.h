@@ -1,0 +1,67 @@
+// The chunk pipeline: how every job runs on a lane, whatever the backend. It owns the policy,
+// the backend only the per-chunk verbs (LaneExecutor):
+//  - the layout: chunks of the job's request or the backend's default, capped for low-priority
+//    jobs (ChooseLayout);
+//  - waiting for input bytes: chunk k is acquired from the InputSource only once the lane has
+//    room for it, and while an upload is behind every finished chunk is handed over first, so
+//    results keep streaming while the input arrives;
+//  - the in-flight window: at most min(lane window, input ring) chunks enqueued at once;
+//  - ordered emission per layout mode (kRows as they are, kSplitRow through SplitRowCombiner,
+//    kSplitRowResize through SplitRowResizeMerger), in result chunks of bounded size, each
+//    chunk's input released once its result is out;
+//  - the priority hold (PriorityGate): while a job of a higher priority runs, a job holds its
+//    next chunk back for at most `priority_hold_us`, handing over finished chunks meanwhile;
+//  - cancellation: the sink's Cancelled() is checked between chunks.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "server/engine/backends/backend.h"
+#include "server/engine/planning/chunk_plan.h"
+#include "server/engine/pipeline/input_source.h"
+#include "server/engine/job/job_sink.h"
+#include "server/engine/scheduling/priority_gate.h"
+
+namespace gpupipe::engine {
+
+struct ChunkPolicy {
+  // Largest chunk of a low-priority job (0: no cap), so that a high-priority job waits behind
+  // at most one short copy and one small grid per busy lane; not applied where it would split
+  // rows that the job's own chunking keeps whole. The value is chosen by bench/engine
+  // (bench/results/engine-h200.md, target c).
+  int64_t low_priority_chunk_bytes = int64_t{512} << 10;
+  // See the header comment; 0: no holding.
+  int64_t priority_hold_us = 20000;
+};
+
+// The job's chunks on `backend`: of spec.chunk_bytes (capped at the backend's default) or the
+// backend's default, within its chunk capacity, and capped for low-priority jobs (ChunkPolicy).
+// RESOURCE_EXHAUSTED when a row does not fit and cannot be split.
+absl::StatusOr<ChunkLayout> ChooseLayout(const JobSpec& spec, const Plan& plan,
+                                         const Backend& backend, const ChunkPolicy& policy);
+
+// Input bytes of chunk `k` of `layout`.
+ByteRange ChunkInputRange(const Plan& plan, const ChunkLayout& layout, int64_t k);
+
+// One job's pass through a lane.
+struct ChunkJob {
+  const JobSpec& spec;
+  const Plan& plan;
+  const ChunkLayout& layout;
+  InputSource& input;
+  JobSink& sink;
+  JobTiming* timing;
+  int64_t max_result_chunk_bytes;  // largest result chunk handed to the sink (Limits)
+};
+
+// Runs `job` on `lane`, emitting its result through job.sink in increasing offset. Sets
+// timing->output_ready when the last result byte is on the host. Returns CANCELLED when the
+// sink's reader went away, the input's failure when the upload failed, or the lane's error.
+absl::Status RunChunkPipeline(const ChunkJob& job, LaneExecutor& lane, PriorityGate& gate,
+                              const ChunkPolicy& policy);
+
+}  // namespace gpupipe::engine
