@@ -483,6 +483,11 @@ std::string RenderDescribeText(const v1::DescribeResponse& d) {
     text += Line("limits", absl::StrCat("input ", FormatBytes(l.max_input_bytes()), streamed, ", ",
                                         l.max_ops(), " ops, rank ", l.max_rank(), ", chunks ",
                                         FormatBytes(l.max_chunk_bytes())));
+    if (l.input_ring_total_bytes() > 0) {
+      text += Line("uploads", absl::StrCat("ring of at most ", FormatBytes(l.input_ring_bytes()),
+                                           " each, from a pool of ",
+                                           FormatBytes(l.input_ring_total_bytes())));
+    }
   }
   return text;
 }

@@ -59,6 +59,12 @@ TEST_F(CliStream, DescribeShowsBothLimits) {
   const CommandResult r = Gpupipe({"describe"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("input 1.0 MiB (streamed 1.0 GiB)"), std::string::npos) << r.out;
+  // The input rings, at their defaults.
+  EXPECT_EQ(d->limits().input_ring_bytes(), int64_t{64} << 20);
+  EXPECT_EQ(d->limits().input_ring_total_bytes(), int64_t{512} << 20);
+  EXPECT_NE(r.out.find("ring of at most 64.0 MiB each, from a pool of 512.0 MiB"),
+            std::string::npos)
+      << r.out;
 }
 
 TEST_F(CliStream, InputsOverTheSubmitLimitGoThroughRun) {
