@@ -1,11 +1,47 @@
 #include "server/engine/backends/cuda/copy_pool.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 namespace gpupipe::engine {
 
-CopyPool::CopyPool(int threads) {
+void StreamingCopy(void* dst, const void* src, size_t n) {
+#if defined(__SSE2__)
+  auto* d = static_cast<char*>(dst);
+  const auto* s = static_cast<const char*>(src);
+  // Up to the destination's next 16-byte boundary with memcpy, then 64 bytes (a cache line) a
+  // step with aligned streaming stores, then the tail.
+  const size_t head = std::min(n, (16 - reinterpret_cast<uintptr_t>(d) % 16) % 16);
+  std::memcpy(d, s, head);
+  d += head;
+  s += head;
+  n -= head;
+  size_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i));
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 16));
+    const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 32));
+    const __m128i e = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 48));
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i), a);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 16), b);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 32), c);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 48), e);
+  }
+  // Streaming stores are weakly ordered: visible to the device (and to the thread that
+  // starts its copy) only after the fence.
+  _mm_sfence();
+  std::memcpy(d + i, s + i, n - i);
+#else
+  std::memcpy(dst, src, n);
+#endif
+}
+
+CopyPool::CopyPool(int threads, bool streaming_stores) : streaming_stores_(streaming_stores) {
   for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Loop(); });
 }
 
@@ -35,8 +71,15 @@ void CopyPool::Loop() {
 void CopyPool::Copy(void* dst, const void* src, size_t n) {
   const size_t parts =
       std::min<size_t>(threads_.size() + 1, std::max<size_t>(1, n / kMinPartBytes));
+  const auto copy = [streaming = streaming_stores_](void* d, const void* s, size_t len) {
+    if (streaming) {
+      StreamingCopy(d, s, len);
+    } else {
+      std::memcpy(d, s, len);
+    }
+  };
   if (parts <= 1) {
-    std::memcpy(dst, src, n);
+    copy(dst, src, n);
     return;
   }
   // Parts end on 64-byte boundaries so no two threads write one cache line.
@@ -52,14 +95,14 @@ void CopyPool::Copy(void* dst, const void* src, size_t n) {
       const size_t len = std::min(part, n - begin);
       ++left;
       tasks_.push_back([=, &done_mu, &done, &left] {
-        std::memcpy(d + begin, s + begin, len);
+        copy(d + begin, s + begin, len);
         std::lock_guard<std::mutex> l(done_mu);
         if (--left == 0) done.notify_one();
       });
     }
   }
   work_.notify_all();
-  std::memcpy(d, s, std::min(part, n));
+  copy(d, s, std::min(part, n));
   std::unique_lock<std::mutex> lock(done_mu);
   done.wait(lock, [&] { return left == 0; });
 }

@@ -107,7 +107,8 @@ class CudaBackend final : public Backend {
 
  private:
   explicit CudaBackend(const CudaBackendOptions& options)
-      : options_(options), copier_(std::make_unique<CopyPool>(options.host_copy_threads)) {}
+      : options_(options), copier_(std::make_unique<CopyPool>(options.host_copy_threads,
+                                            options.streaming_host_copies)) {}
 
   absl::Status Init() {
     GPUPIPE_CUDA_RETURN(cudaSetDevice(options_.device), "cudaSetDevice");

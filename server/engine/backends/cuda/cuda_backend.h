@@ -31,6 +31,9 @@ struct CudaBackendOptions {
   // Threads that help copy a pageable chunk input into pinned staging (one thread's memcpy is
   // slower than the PCIe DMA it feeds); shared by every lane.
   int host_copy_threads = 4;
+  // Those copies write around the cache (non-temporal stores): the DMA reads the staging
+  // buffer next, not the CPU. False: plain memcpy, for the engine benchmark's comparison.
+  bool streaming_host_copies = true;
   int default_stages = 2;
   // Instantiated CUDA graphs kept per lane (least recently used evicted first).
   int graph_cache_capacity = 32;
