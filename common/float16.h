@@ -1,6 +1,7 @@
 // IEEE 754 binary16 (float16) on the host, as raw bits: the conversions the CPU reference and
-// the client share, with the same rounding the GPU's __float2half_rn uses (to nearest, ties to even; overflow to inf;
-// NaN stays NaN). Portable C++: no compiler _Float16 support and no CUDA headers needed.
+// the client share, with the same rounding the GPU's __float2half_rn uses (to nearest, ties to
+// even; overflow to inf; NaN stays NaN). Portable C++: no compiler _Float16 support and no CUDA
+// headers needed.
 #pragma once
 
 #include <cmath>

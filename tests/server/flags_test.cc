@@ -1,5 +1,5 @@
 // gpupiped's memory and scheduling flags: --device-memory as a percentage or a size,
-// --chunk-mib, --pinned-input-mib, --priority-hold-ms.
+// --chunk-mib, --input-ring-mib, --input-ring-total-mib, --priority-hold-ms.
 #include "server/flags.h"
 
 #include <gtest/gtest.h>

@@ -44,7 +44,7 @@ class PipelineRun {
         return absl::CancelledError("the client went away while the job ran");
       }
       Chunk chunk = ChunkAt(job_.plan, layout, k);
-      const ByteRange range = InputRange(chunk);
+      const ByteRange range = ChunkInputRange(chunk, layout);
       // The input holds a bounded number of chunks, and an upload that is behind should not
       // keep finished results back: hand over what is done before waiting for more input.
       while (!in_flight_.empty() &&
@@ -72,11 +72,6 @@ class PipelineRun {
   }
 
  private:
-  ByteRange InputRange(const Chunk& chunk) const {
-    const int64_t itemsize = job_.layout.in_itemsize;
-    return {chunk.in_offset * itemsize, (chunk.in_offset + chunk.in_elements) * itemsize};
-  }
-
   // Hands over every chunk whose result is already on the host, oldest first, without waiting.
   absl::Status EmitFinished() {
     while (!in_flight_.empty()) {
@@ -187,10 +182,13 @@ absl::StatusOr<ChunkLayout> ChooseLayout(const JobSpec& spec, const Plan& plan,
   return layout;
 }
 
-ByteRange ChunkInputRange(const Plan& plan, const ChunkLayout& layout, int64_t k) {
-  const Chunk chunk = ChunkAt(plan, layout, k);
+ByteRange ChunkInputRange(const Chunk& chunk, const ChunkLayout& layout) {
   return {chunk.in_offset * layout.in_itemsize,
           (chunk.in_offset + chunk.in_elements) * layout.in_itemsize};
+}
+
+ByteRange ChunkInputRange(const Plan& plan, const ChunkLayout& layout, int64_t k) {
+  return ChunkInputRange(ChunkAt(plan, layout, k), layout);
 }
 
 absl::Status RunChunkPipeline(const ChunkJob& job, LaneExecutor& lane, PriorityGate& gate,

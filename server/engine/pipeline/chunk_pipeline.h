@@ -44,7 +44,8 @@ struct ChunkPolicy {
 absl::StatusOr<ChunkLayout> ChooseLayout(const JobSpec& spec, const Plan& plan,
                                          const Backend& backend, const ChunkPolicy& policy);
 
-// Input bytes of chunk `k` of `layout`.
+// Input bytes of `chunk`, and of chunk `k` of `layout`.
+ByteRange ChunkInputRange(const Chunk& chunk, const ChunkLayout& layout);
 ByteRange ChunkInputRange(const Plan& plan, const ChunkLayout& layout, int64_t k);
 
 // One job's pass through a lane.
