@@ -22,6 +22,7 @@
 #include "server/engine/engine.h"
 #include "server/engine/job/op_catalog.h"
 #include "server/flags.h"
+#include "server/log_text.h"
 #include "server/rpc/job_service.h"
 
 namespace gpupipe::daemon {
@@ -59,15 +60,20 @@ std::string JobLine(const engine::JobRecord& r) {
       r.status.ok() ? "OK" : absl::StatusCodeToString(r.status.code()),
       engine::PriorityName(r.spec.priority), engine::DTypeName(r.spec.dtype),
       engine::ShapeString(r.spec.shape), absl::StrJoin(ops, "|"), r.backend);
-  if (!r.timing.stream.empty()) line += absl::StrFormat(" stream=\"%s\"", r.timing.stream);
+  if (!r.timing.stream.empty()) {
+    line += absl::StrFormat(" stream=\"%s\"", QuoteForLog(r.timing.stream));
+  }
   line += absl::StrFormat(" queue=%s h2d=%s compute=%s d2h=%s total=%s result_stream=%s kernels=%d",
                           FormatMicros(r.timing.queue_us), FormatMicros(r.timing.h2d_us),
                           FormatMicros(r.timing.compute_us), FormatMicros(r.timing.d2h_us),
                           FormatMicros(r.timing.total_us), FormatMicros(r.timing.result_stream_us),
                           r.timing.kernels);
   line += absl::StrFormat(" chunks=%d gbps=%.2f", r.timing.chunks, r.timing.gbps);
-  if (!r.spec.client_tag.empty()) line += absl::StrFormat(" tag=\"%s\"", r.spec.client_tag);
-  if (!r.status.ok()) line += absl::StrFormat(" error=\"%s\"", r.status.message());
+  // Client-supplied text: escaped, so that it can neither end the line nor forge a field.
+  if (!r.spec.client_tag.empty()) {
+    line += absl::StrFormat(" tag=\"%s\"", QuoteForLog(r.spec.client_tag));
+  }
+  if (!r.status.ok()) line += absl::StrFormat(" error=\"%s\"", QuoteForLog(r.status.message()));
   return line;
 }
 

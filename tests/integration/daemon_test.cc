@@ -48,6 +48,27 @@ TEST(Daemon, ServesDescribeAndJobsAndLogsEachJob) {
   EXPECT_NE(daemon.log().find("SIGTERM: shutting down"), std::string::npos) << daemon.log();
 }
 
+TEST(Daemon, AClientTagCannotForgeALogLine) {
+  DaemonProcess daemon(DaemonBinary(), {"--backend", "cpu"});
+  ASSERT_NE(daemon.port(), 0) << daemon.error();
+  auto client = client::JobClient::Create(daemon.target());
+  ASSERT_TRUE(client.ok());
+  v1::SubmitRequest request = ReluRequest({-1, 2});
+  const std::string forged = "2026-12-02T00:00:00.000Z gpupiped: job forged OK";
+  request.set_client_tag("x\"\n" + forged);
+  absl::StatusOr<client::JobResult> result = (*client)->Submit(request);
+  ASSERT_TRUE(result.ok()) << result.status();
+  const std::string id = result->accepted.job_id();
+  for (int i = 0; i < 100 && daemon.log().find("job " + id + " OK") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const std::string log = daemon.log();
+  EXPECT_NE(log.find("tag=\"x\\\"\\n" + forged + "\""), std::string::npos) << log;
+  EXPECT_EQ(log.find("\n" + forged), std::string::npos) << "a forged line: " << log;
+  // The daemon then serves a normal job.
+  EXPECT_TRUE((*client)->Submit(ReluRequest({3})).ok());
+}
+
 TEST(Daemon, AutoFallsBackToTheCpuAndSaysWhyWhereNoGpuIsUsable) {
   DaemonProcess daemon(DaemonBinary(), {"--backend", "auto"});
   ASSERT_NE(daemon.port(), 0) << daemon.error();

@@ -1,0 +1,29 @@
+#include "server/log_text.h"
+
+#include "absl/strings/str_format.h"
+
+namespace gpupipe::daemon {
+
+std::string QuoteForLog(absl::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    switch (c) {
+      case '\\': out += "\\\\"; break;
+      case '"': out += "\\\""; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (u < 0x20 || u == 0x7f) {
+          out += absl::StrFormat("\\x%02x", u);
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out;
+}
+
+}  // namespace gpupipe::daemon

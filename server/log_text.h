@@ -1,0 +1,16 @@
+// Text from outside the daemon (a client's tag, an error message that quotes a request) made
+// safe for one log line: it can neither end the line nor forge a field.
+#pragma once
+
+#include <string>
+
+#include "absl/strings/string_view.h"
+
+namespace gpupipe::daemon {
+
+// `text` as the inside of a double-quoted log field: backslash and double quote escaped with a
+// backslash, control characters (newlines included) and DEL as \n, \r, \t or \xHH. Bytes of
+// 0x80 and above pass unchanged, so UTF-8 stays readable.
+std::string QuoteForLog(absl::string_view text);
+
+}  // namespace gpupipe::daemon
