@@ -89,6 +89,10 @@ Runs the gpupipe job service: a gRPC daemon that owns one GPU.
   --rpc-memory-mib N         gRPC's own buffers (reads in progress, every stream's
                              flow-control window) share this quota; under pressure gRPC
                              offers clients smaller windows (default 128)
+  --upload-idle-timeout-seconds N
+                             a running job whose upload has room in its ring but sends
+                             nothing for N s ends with DEADLINE_EXCEEDED and frees its lane
+                             (0: no limit; default 30)
   --priority-hold-ms N       while a job of a higher priority runs, a job holds its next
                              chunk back for at most N ms, then sends it and asks again
                              (0: priorities only order the streams; default 20)
@@ -162,6 +166,8 @@ absl::StatusOr<DaemonOptions> ParseFlags(const std::vector<std::string>& args) {
           {"--input-ring-total-mib", 0, 1 << 20,
            [&](int64_t v) { o.input_ring_total_bytes = v << 20; }},
           {"--rpc-memory-mib", 16, 1 << 20, [&](int64_t v) { o.rpc_memory_bytes = v << 20; }},
+          {"--upload-idle-timeout-seconds", 0, 86400,
+           [&](int64_t v) { o.upload_idle_timeout_ms = v * 1000; }},
           {"--priority-hold-ms", 0, 60000, [&](int64_t v) { o.priority_hold_us = v * 1000; }},
           {"--max-stream-input-gib", 1, 1024,
            [&](int64_t v) { o.max_stream_input_bytes = v << 30; }},

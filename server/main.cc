@@ -131,6 +131,7 @@ int Run(const DaemonOptions& options) {
   engine_options.limits.max_stream_input_bytes = options.max_stream_input_bytes;
   engine_options.limits.input_ring_bytes = options.input_ring_bytes;
   engine_options.limits.input_ring_total_bytes = options.input_ring_total_bytes;
+  engine_options.limits.upload_idle_timeout_ms = options.upload_idle_timeout_ms;
   engine_options.chunk_policy.priority_hold_us = options.priority_hold_us;
   engine_options.max_queued_jobs = options.max_queued_jobs;
   engine_options.max_queued_bytes = options.max_queued_bytes;

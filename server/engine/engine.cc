@@ -160,7 +160,8 @@ class Engine::Impl {
     }
     return std::make_shared<InputRing>(
         size, count, [plan, layout](int64_t k) { return ChunkInputRange(plan, layout, k); },
-        memory, buffers, chunk_bytes, pinned, std::move(release));
+        memory, buffers, chunk_bytes, pinned, std::move(release),
+        std::chrono::milliseconds(options_.limits.upload_idle_timeout_ms));
   }
 
   EngineDescription Describe() const {

@@ -273,5 +273,67 @@ TEST(StalledUploads, HoldOnlyTheirRings) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
 }
 
+// Uploads that send their spec and then nothing, one per lane of every priority: each job ends
+// with DEADLINE_EXCEEDED once the idle timeout passes, and a job of every priority then runs.
+TEST(StalledUploads, AnIdleUploadFreesItsLaneAfterTheIdleTimeout) {
+  DaemonProcess daemon(DaemonBinary(), {"--backend", "cpu", "--quiet", "--streams-per-priority",
+                                        "1", "--upload-idle-timeout-seconds", "1"});
+  ASSERT_NE(daemon.port(), 0) << daemon.error();
+  auto channel = grpc::CreateChannel(daemon.target(), grpc::InsecureChannelCredentials());
+  auto stub = v1::JobService::NewStub(channel);
+  const v1::Priority priorities[] = {v1::PRIORITY_LOW, v1::PRIORITY_NORMAL, v1::PRIORITY_HIGH};
+  struct Idle {
+    grpc::ClientContext context;
+    std::unique_ptr<grpc::ClientReaderWriter<v1::RunRequest, v1::JobEvent>> stream;
+  };
+  std::vector<std::unique_ptr<Idle>> idle;
+  for (v1::Priority p : priorities) {
+    auto up = std::make_unique<Idle>();
+    up->stream = stub->Run(&up->context);
+    v1::RunRequest message;
+    v1::SubmitRequest* spec = message.mutable_spec();
+    spec->mutable_input()->set_dtype(v1::DTYPE_FLOAT32);
+    spec->mutable_input()->add_shape(1 << 20);
+    spec->add_ops()->mutable_relu();
+    spec->set_priority(p);
+    ASSERT_TRUE(up->stream->Write(message));
+    idle.push_back(std::move(up));
+  }
+  const auto start = std::chrono::steady_clock::now();
+  for (v1::Priority p : priorities) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+    v1::SubmitRequest request;
+    request.mutable_input()->set_dtype(v1::DTYPE_FLOAT32);
+    request.mutable_input()->add_shape(1);
+    const float one = 1.0f;
+    request.mutable_input()->set_data(&one, sizeof(one));
+    request.add_ops()->mutable_relu();
+    request.set_priority(p);
+    auto reader = stub->Submit(&context, request);
+    v1::JobEvent event;
+    int done_code = -1;
+    while (reader->Read(&event)) {
+      if (event.has_done()) done_code = event.done().code();
+    }
+    const grpc::Status status = reader->Finish();
+    EXPECT_TRUE(status.ok()) << v1::Priority_Name(p) << ": " << status.error_message();
+    EXPECT_EQ(done_code, 0) << v1::Priority_Name(p);
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  for (const auto& up : idle) {
+    v1::JobEvent event;
+    int done_code = -1;
+    while (up->stream->Read(&event)) {
+      if (event.has_done()) done_code = event.done().code();
+    }
+    const grpc::Status status = up->stream->Finish();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << status.error_message();
+    EXPECT_EQ(done_code, static_cast<int>(grpc::StatusCode::DEADLINE_EXCEEDED));
+    EXPECT_NE(status.error_message().find("--upload-idle-timeout-seconds"), std::string::npos)
+        << status.error_message();
+  }
+}
+
 }  // namespace
 }  // namespace gpupipe::testing

@@ -29,6 +29,9 @@ struct Limits {
   // allocated at start). An upload that finds no room in the pool is RESOURCE_EXHAUSTED.
   int64_t input_ring_bytes = int64_t{64} << 20;
   int64_t input_ring_total_bytes = int64_t{512} << 20;
+  // A running job whose upload has room in its ring but sends nothing for this long ends with
+  // DEADLINE_EXCEEDED and frees its lane (0: no limit).
+  int64_t upload_idle_timeout_ms = 30000;
 };
 
 }  // namespace gpupipe::engine

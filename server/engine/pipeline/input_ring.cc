@@ -10,7 +10,7 @@ namespace gpupipe::engine {
 
 InputRing::InputRing(int64_t size, int64_t chunk_count, RangeOf range_of, char* memory,
                      int64_t buffers, int64_t buffer_bytes, bool pinned,
-                     std::function<void()> release_memory)
+                     std::function<void()> release_memory, std::chrono::milliseconds idle_timeout)
     : size_(size),
       chunk_count_(chunk_count),
       range_of_(std::move(range_of)),
@@ -18,7 +18,8 @@ InputRing::InputRing(int64_t size, int64_t chunk_count, RangeOf range_of, char* 
       buffers_(std::max<int64_t>(1, buffers)),
       buffer_bytes_(buffer_bytes),
       pinned_(pinned),
-      release_memory_(std::move(release_memory)) {
+      release_memory_(std::move(release_memory)),
+      idle_timeout_(idle_timeout) {
   if (chunk_count_ > 0) fill_range_ = range_of_(0);
   AdvanceFilled();  // chunks of no bytes are whole at once
 }
@@ -41,7 +42,24 @@ absl::StatusOr<InputChunk> InputRing::Acquire(int64_t k, const ByteRange& range)
     return absl::InternalError(absl::StrCat("input chunk ", k, " acquired while chunk ",
                                             k - buffers_, " holds its buffer"));
   }
-  arrived_.wait(lock, [&] { return k < complete_ || !failure_.ok(); });
+  const auto ready = [&] { return k < complete_ || !failure_.ok(); };
+  while (!ready()) {
+    if (idle_timeout_.count() <= 0) {
+      arrived_.wait(lock, ready);
+      break;
+    }
+    const auto deadline = active_at_ + idle_timeout_;
+    if (arrived_.wait_until(lock, deadline, ready)) break;
+    // The producer may have been given room meanwhile (which restarts the clock): only a
+    // deadline that still stands is one.
+    if (std::chrono::steady_clock::now() >= active_at_ + idle_timeout_) {
+      failure_ = absl::DeadlineExceededError(absl::StrCat(
+          "input: the upload sent no bytes for ", idle_timeout_.count() / 1000.0,
+          " s after ", received_, " of ", size_,
+          " bytes (gpupiped --upload-idle-timeout-seconds)"));
+      arrived_.notify_all();
+    }
+  }
   if (!failure_.ok()) return failure_;
   const ByteRange own = range_of_(k);
   if (!(own == range)) {
@@ -128,6 +146,7 @@ absl::StatusOr<int64_t> InputRing::Write(const char* data, int64_t n,
     received_ += len;
     taken += len;
     fill_bytes_ += len;
+    active_at_ = std::chrono::steady_clock::now();
     AdvanceFilled();
   }
   if (filling_ >= chunk_count_ && taken < n) {
@@ -141,6 +160,7 @@ absl::StatusOr<int64_t> InputRing::Write(const char* data, int64_t n,
 
 void InputRing::NotifyRoom(std::unique_lock<std::mutex> lock) {
   if (!on_room_ || (failure_.ok() && filling_ < chunk_count_ && !BufferFree(filling_))) return;
+  active_at_ = std::chrono::steady_clock::now();  // the producer may write again
   std::function<void()> callback = std::move(on_room_);
   on_room_ = nullptr;
   calling_ = true;

@@ -9,10 +9,16 @@
 // arranges a callback for when there is room, so the RPC reads the client's next message only
 // then (and gRPC's flow control holds the client back meanwhile).
 //
+// Liveness: a consumer that waits for bytes while the producer has room but sends nothing for
+// `idle_timeout` fails the ring with DEADLINE_EXCEEDED, so a stalled upload cannot hold its
+// job's lane for ever. The idle clock restarts whenever the producer is given room again, so
+// time the producer spent waiting on a full ring never counts against it.
+//
 // Thread safety: one producer and one consumer may use a ring concurrently; every method may
 // be called from any thread.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -32,8 +38,10 @@ class InputRing final : public InputSource {
 
   // A ring over `memory` (buffers x buffer_bytes bytes, page-locked when `pinned`), which
   // `release_memory` returns when the ring is destroyed. Every chunk must fit a buffer.
+  // `idle_timeout` of zero: no limit.
   InputRing(int64_t size, int64_t chunk_count, RangeOf range_of, char* memory, int64_t buffers,
-            int64_t buffer_bytes, bool pinned, std::function<void()> release_memory);
+            int64_t buffer_bytes, bool pinned, std::function<void()> release_memory,
+            std::chrono::milliseconds idle_timeout = std::chrono::milliseconds(0));
   ~InputRing() override;
   InputRing(const InputRing&) = delete;
   InputRing& operator=(const InputRing&) = delete;
@@ -82,11 +90,14 @@ class InputRing final : public InputSource {
   const int64_t buffer_bytes_;
   const bool pinned_;
   std::function<void()> release_memory_;
+  const std::chrono::milliseconds idle_timeout_;
 
   mutable std::mutex mu_;
   std::condition_variable arrived_;
   std::condition_variable callback_done_;
   int64_t received_ = 0;    // input bytes taken from the producer
+  // When the producer last wrote bytes or was given room again (the idle clock's start).
+  std::chrono::steady_clock::time_point active_at_ = std::chrono::steady_clock::now();
   int64_t filling_ = 0;     // the chunk the producer writes into
   ByteRange fill_range_;    // its bytes
   int64_t fill_bytes_ = 0;  // of them, in its buffer so far

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <string>
 #include <thread>
@@ -13,13 +14,15 @@ namespace {
 
 // A ring over its own memory, with chunks of `ranges`.
 struct TestRing {
-  TestRing(std::vector<ByteRange> chunk_ranges, int64_t buffers, int64_t buffer_bytes)
+  TestRing(std::vector<ByteRange> chunk_ranges, int64_t buffers, int64_t buffer_bytes,
+           std::chrono::milliseconds idle_timeout = std::chrono::milliseconds(0))
       : ranges(std::move(chunk_ranges)),
         memory(static_cast<size_t>(buffers * buffer_bytes)),
         ring(std::make_shared<InputRing>(
             ranges.empty() ? 0 : ranges.back().end, static_cast<int64_t>(ranges.size()),
             [r = ranges](int64_t k) { return r[static_cast<size_t>(k)]; }, memory.data(),
-            buffers, buffer_bytes, /*pinned=*/false, [this] { released = true; })) {}
+            buffers, buffer_bytes, /*pinned=*/false, [this] { released = true; },
+            idle_timeout)) {}
 
   std::string Chunk(int64_t k) {
     absl::StatusOr<InputChunk> c = ring->Acquire(k, ranges[static_cast<size_t>(k)]);
@@ -122,6 +125,34 @@ TEST(InputRing, ItsMemoryIsReturnedWhenTheRingGoes) {
   bool* released = &t->released;
   t->ring.reset();
   EXPECT_TRUE(*released);
+}
+
+TEST(InputRing, AnUploadThatSendsNothingForTheIdleTimeoutFailsTheWaitingJob) {
+  TestRing t(Consecutive(2, 4), 2, 4, std::chrono::milliseconds(100));
+  ASSERT_EQ(*t.ring->Write("abcd", 4, [] {}), 4);
+  EXPECT_EQ(t.Chunk(0), "abcd");
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<InputChunk> stalled = t.ring->Acquire(1, t.ranges[1]);
+  EXPECT_EQ(stalled.status().code(), absl::StatusCode::kDeadlineExceeded) << stalled.status();
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(50));
+  EXPECT_EQ(t.ring->Write("e", 1, [] {}).status().code(), absl::StatusCode::kDeadlineExceeded);
+}
+
+TEST(InputRing, TimeAProducerSpendsOnAFullRingIsNotIdleTime) {
+  TestRing t(Consecutive(3, 4), 1, 4, std::chrono::milliseconds(100));
+  std::atomic<bool> room{false};
+  ASSERT_EQ(*t.ring->Write("abcdefgh", 8, [&] { room = true; }), 4);
+  // The consumer comes late: the producer waited on the full ring all this time.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(t.Chunk(0), "abcd");
+  t.ring->Release(0);
+  ASSERT_TRUE(room);
+  std::thread producer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    EXPECT_EQ(*t.ring->Write("efgh", 4, [] {}), 4);
+  });
+  EXPECT_EQ(t.Chunk(1), "efgh");  // not DEADLINE_EXCEEDED
+  producer.join();
 }
 
 TEST(InputRing, AnEmptyInputHasNoChunksAndIsComplete) {
