@@ -38,9 +38,29 @@ void EventStream::OnTiming(const engine::JobTiming& timing) {
 void EventStream::OnDone(const absl::Status& status) {
   std::unique_lock<std::mutex> lock(mu_);
   if (aborted_) return;  // the call already ends with the abort's status
+  if (status.ok() && hold_success_ && !input_ended_) {
+    held_done_ = EncodeDone(job_id_, status);
+    done_held_ = true;
+    return;
+  }
   final_status_ = ToGrpcStatus(status);
   done_queued_ = true;
   Push(std::move(lock), EncodeDone(job_id_, status));
+}
+
+void EventStream::HoldSuccessUntilInputEnds() {
+  std::lock_guard<std::mutex> lock(mu_);
+  hold_success_ = true;
+}
+
+void EventStream::InputEnded() {
+  std::unique_lock<std::mutex> lock(mu_);
+  input_ended_ = true;
+  if (!done_held_ || aborted_) return;
+  done_held_ = false;
+  final_status_ = grpc::Status::OK;
+  done_queued_ = true;
+  Push(std::move(lock), std::move(held_done_));
 }
 
 bool EventStream::Cancelled() const {

@@ -51,6 +51,13 @@ class EventStream final : public engine::JobSink {
   // are dropped, OnChunk answers false from now on so the job stops, and the job's own Done
   // is not sent.
   void Abort(const grpc::Status& status);
+  // For an upload (Run): a successful job's Done, and so the call's OK, waits until
+  // InputEnded(), so that bytes or a second spec sent after the input's last byte still end the
+  // call with INVALID_ARGUMENT (Abort) and Done never says OK for a broken upload. A failed
+  // job's Done is not held.
+  void HoldSuccessUntilInputEnds();
+  // The client half-closed after sending the whole input.
+  void InputEnded();
   // True once FinishCall was made or is about to be.
   bool finishing() const;
   // The reactor is gone (OnDone).
@@ -75,6 +82,10 @@ class EventStream final : public engine::JobSink {
   bool done_queued_ = false;
   bool gone_ = false;
   bool aborted_ = false;
+  bool hold_success_ = false;  // HoldSuccessUntilInputEnds
+  bool input_ended_ = false;
+  bool done_held_ = false;     // a successful Done waits for InputEnded
+  v1::JobEvent held_done_;
   grpc::Status final_status_;
 };
 

@@ -15,6 +15,7 @@ RunReactor::RunReactor(engine::Engine* engine, grpc::CallbackServerContext* cont
     : engine_(engine),
       context_(context),
       stream_(std::make_shared<EventStream>(this, static_cast<size_t>(max_queued_events))) {
+  stream_->HoldSuccessUntilInputEnds();
   StartRead(&request_);
 }
 
@@ -126,7 +127,11 @@ void RunReactor::OnInputEnded() {
         "RunRequest: the stream ended before the spec (the first message must carry it)"));
     return;
   }
-  if (source == nullptr || source->complete()) return;  // rejected already, or all there
+  if (source == nullptr) return;  // rejected already
+  if (source->complete()) {
+    stream_->InputEnded();  // a successful job's Done may go now
+    return;
+  }
   Break(absl::InvalidArgumentError(absl::StrCat("input ended after ", source->received(),
                                                 " of ", source->size(), " bytes")));
 }

@@ -187,6 +187,34 @@ TEST_F(RunTest, BytesBeyondTheSizeAreInvalid) {
       << status.error_message();
 }
 
+// Sent at once after the whole input, so the job may well be done before the server reads
+// them: the call still ends INVALID_ARGUMENT, and no Done says OK, every time.
+TEST_F(RunTest, BytesOrASpecAfterTheWholeInputAreInvalidEveryTime) {
+  for (int i = 0; i < 20; ++i) {
+    const bool extra_spec = i % 2 == 1;
+    grpc::ClientContext context;
+    std::unique_ptr<RawStream> s = stub_->Run(&context);
+    WriteSpec(s.get(), Spec({4}));
+    WriteData(s.get(), std::string(16, '\0'));
+    if (extra_spec) {
+      WriteSpec(s.get(), Spec({4}));
+    } else {
+      WriteData(s.get(), std::string(4, '\0'));
+    }
+    s->WritesDone();
+    v1::JobEvent e;
+    bool done_ok = false;
+    while (s->Read(&e)) {
+      if (e.has_done() && e.done().code() == 0) done_ok = true;
+    }
+    const grpc::Status status = s->Finish();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+        << i << ": " << status.error_message();
+    EXPECT_FALSE(done_ok) << i << ": a Done(OK) for a broken upload";
+  }
+  EXPECT_TRUE(WaitIdle());
+}
+
 TEST_F(RunTest, EarlyHalfCloseIsInvalid) {
   grpc::ClientContext context;
   std::unique_ptr<RawStream> s = stub_->Run(&context);
