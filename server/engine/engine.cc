@@ -123,7 +123,8 @@ class Engine::Impl {
     const int64_t count = layout.chunk_count;
     int64_t chunk_bytes = 0;
     for (int64_t k : {int64_t{0}, int64_t{1}, int64_t{2}, count - 1}) {
-      if (k >= 0 && k < count) chunk_bytes = std::max(chunk_bytes, ChunkInputRange(plan, layout, k).size());
+      if (k < 0 || k >= count) continue;
+      chunk_bytes = std::max(chunk_bytes, ChunkInputRange(plan, layout, k).size());
     }
     // Whole pool pages, so that rings never share a page.
     chunk_bytes = (chunk_bytes + HostBlockPool::kAlignment - 1) / HostBlockPool::kAlignment *

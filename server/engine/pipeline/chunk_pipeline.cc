@@ -188,7 +188,7 @@ ByteRange ChunkInputRange(const Chunk& chunk, const ChunkLayout& layout) {
 }
 
 ByteRange ChunkInputRange(const Plan& plan, const ChunkLayout& layout, int64_t k) {
-  return ChunkInputRange(ChunkAt(plan, layout, k), layout);
+  return ChunkInputRange(ChunkSpan(plan, layout, k), layout);
 }
 
 absl::Status RunChunkPipeline(const ChunkJob& job, LaneExecutor& lane, PriorityGate& gate,

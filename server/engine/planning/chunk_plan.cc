@@ -118,12 +118,11 @@ absl::StatusOr<ChunkLayout> SplitRowResizeLayout(const Plan& plan, int64_t chunk
   return layout;
 }
 
-// Chunk `c.index` of a kSplitRowResize layout (c.plan is the job's plan).
-void SplitRowResizeChunk(const ChunkLayout& layout, Chunk& c) {
+// Where kSplitRowResize piece `c.index` reads and writes; `op` is the job's resize step.
+void SplitRowResizeSpan(const PlanStep& op, const ChunkLayout& layout, Chunk& c) {
   c.row = c.index / layout.pieces_per_unit;
   c.piece = c.index % layout.pieces_per_unit;
   c.last_piece = c.piece == layout.pieces_per_unit - 1;
-  PlanStep& op = c.plan.steps.back();
   const int64_t n = layout.unit_elements;
   const int64_t row_in = c.row * n;
   const int64_t row_out = c.row * layout.unit_out_elements;
@@ -140,26 +139,31 @@ void SplitRowResizeChunk(const ChunkLayout& layout, Chunk& c) {
     c.in_elements = w.in_count;
     c.out_offset = row_out + (w.out_begin - begin);
     c.out_elements = w.out_count;
-  } else {
-    const int64_t start = c.piece * layout.piece_elements;
-    c.in_offset = row_in + start;
-    c.in_elements = std::min(layout.piece_elements, n - start);
-    switch (op.kind) {
-      case StepKind::kRowCumsum:
-        c.out_offset = row_in + start;  // cumsum keeps the row's length
-        c.out_elements = c.in_elements;
-        break;
-      case StepKind::kRowHistogram:
-        c.out_offset = row_out;
-        c.out_elements = c.last_piece ? op.op.bins : 0;
-        break;
-      default:  // topk
-        op.op.k = std::min(op.op.k, c.in_elements);
-        c.out_offset = row_out;
-        c.out_elements = op.op.k;
-        break;
-    }
+    return;
   }
+  const int64_t start = c.piece * layout.piece_elements;
+  c.in_offset = row_in + start;
+  c.in_elements = std::min(layout.piece_elements, n - start);
+  switch (op.kind) {
+    case StepKind::kRowCumsum:
+      c.out_offset = row_in + start;  // cumsum keeps the row's length
+      c.out_elements = c.in_elements;
+      break;
+    case StepKind::kRowHistogram:
+      c.out_offset = row_out;
+      c.out_elements = c.last_piece ? op.op.bins : 0;
+      break;
+    default:  // topk: the piece's top min(k, piece) values
+      c.out_offset = row_out;
+      c.out_elements = std::min(op.op.k, c.in_elements);
+      break;
+  }
+}
+
+// The plan of kSplitRowResize piece `c` (c.plan is the job's plan; the span is set).
+void SplitRowResizePlan(Chunk& c) {
+  PlanStep& op = c.plan.steps.back();
+  if (op.kind == StepKind::kRowTopk) op.op.k = c.out_elements;
   for (PlanStep& step : c.plan.steps) {
     step.rows = 1;
     step.cols = c.in_elements;
@@ -228,12 +232,11 @@ absl::StatusOr<ChunkLayout> MakeChunkLayout(const JobSpec& spec, const Plan& pla
   return layout;
 }
 
-Chunk ChunkAt(const Plan& plan, const ChunkLayout& layout, int64_t index) {
+Chunk ChunkSpan(const Plan& plan, const ChunkLayout& layout, int64_t index) {
   Chunk c;
   c.index = index;
-  c.plan = plan;
   if (layout.mode == ChunkLayout::Mode::kSplitRowResize) {
-    SplitRowResizeChunk(layout, c);
+    SplitRowResizeSpan(plan.steps.back(), layout, c);
     return c;
   }
   if (layout.mode == ChunkLayout::Mode::kSplitRow) {
@@ -246,6 +249,25 @@ Chunk ChunkAt(const Plan& plan, const ChunkLayout& layout, int64_t index) {
     c.row = unit;
     c.out_elements = 1;
     c.last_piece = c.piece == layout.pieces_per_unit - 1;
+    return c;
+  }
+  const int64_t first_unit = index * layout.units_per_chunk;
+  const int64_t units = std::min(layout.units_per_chunk, layout.units - first_unit);
+  c.in_offset = first_unit * layout.unit_elements;
+  c.in_elements = units * layout.unit_elements;
+  c.out_offset = plan.output_elements / layout.units * first_unit;
+  c.out_elements = plan.output_elements / layout.units * units;
+  return c;
+}
+
+Chunk ChunkAt(const Plan& plan, const ChunkLayout& layout, int64_t index) {
+  Chunk c = ChunkSpan(plan, layout, index);
+  c.plan = plan;
+  if (layout.mode == ChunkLayout::Mode::kSplitRowResize) {
+    SplitRowResizePlan(c);
+    return c;
+  }
+  if (layout.mode == ChunkLayout::Mode::kSplitRow) {
     PlanStep& step = c.plan.steps[0];
     step.rows = 1;
     step.cols = c.in_elements;
@@ -256,14 +278,9 @@ Chunk ChunkAt(const Plan& plan, const ChunkLayout& layout, int64_t index) {
     c.plan.max_bytes = std::max<int64_t>(c.in_elements * layout.in_itemsize, 8);
     return c;
   }
-  const int64_t first_unit = index * layout.units_per_chunk;
-  const int64_t units = std::min(layout.units_per_chunk, layout.units - first_unit);
   // Every step's rows (elementwise steps: elements) scale with the units the chunk holds.
+  const int64_t units = c.in_elements / layout.unit_elements;
   const auto scale = [&](int64_t whole) { return whole / layout.units * units; };
-  c.in_offset = first_unit * layout.unit_elements;
-  c.in_elements = units * layout.unit_elements;
-  c.out_offset = plan.output_elements / layout.units * first_unit;
-  c.out_elements = scale(plan.output_elements);
   for (PlanStep& step : c.plan.steps) {
     if (step.kind == StepKind::kElementwise) {
       step.cols = scale(step.cols);

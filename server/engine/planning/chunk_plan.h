@@ -89,6 +89,9 @@ absl::StatusOr<ChunkLayout> MakeChunkLayout(const JobSpec& spec, const Plan& pla
 
 // Chunk `index` (0 <= index < layout.chunk_count) of `plan`.
 Chunk ChunkAt(const Plan& plan, const ChunkLayout& layout, int64_t index);
+// The same chunk's offsets, sizes, piece and window only, with an empty plan: what the input
+// rings ask for every chunk, without copying the job's plan.
+Chunk ChunkSpan(const Plan& plan, const ChunkLayout& layout, int64_t index);
 
 // Whether a plan may run kSplitRow: one reduction or argmax step.
 bool CanSplitRow(const Plan& plan);

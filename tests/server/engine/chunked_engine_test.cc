@@ -136,6 +136,34 @@ TEST(ChunkLayout, ARowThatCannotBeSplitMustFitTheCapacity) {
   EXPECT_NE(too_long.status().message().find("--chunk-mib"), std::string::npos);
 }
 
+// The input rings ask ChunkSpan for every chunk; it must say what ChunkAt does.
+TEST(ChunkLayout, ChunkSpanAgreesWithChunkAtForEveryChunkOfEveryCase) {
+  for (const gpupipe::testing::ChunkCase& c : gpupipe::testing::ChunkCases()) {
+    for (int64_t chunk_bytes : gpupipe::testing::ChunkSizes(c.shape)) {
+      const JobSpec spec = Spec(c.shape, c.ops, chunk_bytes, c.dtype);
+      absl::StatusOr<Plan> plan = PlanJob(spec);
+      ASSERT_TRUE(plan.ok()) << c.name;
+      absl::StatusOr<ChunkLayout> layout = MakeChunkLayout(spec, *plan, chunk_bytes, 1 << 30);
+      ASSERT_TRUE(layout.ok()) << c.name << ": " << layout.status();
+      for (int64_t k = 0; k < layout->chunk_count; ++k) {
+        const Chunk at = ChunkAt(*plan, *layout, k);
+        const Chunk span = ChunkSpan(*plan, *layout, k);
+        const std::string what = std::string(c.name) + " chunk " + std::to_string(k);
+        ASSERT_EQ(span.in_offset, at.in_offset) << what;
+        ASSERT_EQ(span.in_elements, at.in_elements) << what;
+        ASSERT_EQ(span.out_offset, at.out_offset) << what;
+        ASSERT_EQ(span.out_elements, at.out_elements) << what;
+        ASSERT_EQ(span.piece, at.piece) << what;
+        ASSERT_EQ(span.row, at.row) << what;
+        ASSERT_EQ(span.last_piece, at.last_piece) << what;
+        ASSERT_EQ(span.window.in_begin, at.window.in_begin) << what;
+        ASSERT_EQ(span.window.out_begin, at.window.out_begin) << what;
+        ASSERT_TRUE(span.plan.steps.empty()) << what;
+      }
+    }
+  }
+}
+
 TEST(ChunkedEngine, EveryChunkingGivesTheWholeJobsResult) {
   auto engine = Engine::Create(CreateCpuBackend({}), {});
   const uint64_t seed = gpupipe::testing::FreshSeed();
