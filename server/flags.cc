@@ -96,11 +96,37 @@ Runs the gpupipe job service: a gRPC daemon that owns one GPU.
   --priority-hold-ms N       while a job of a higher priority runs, a job holds its next
                              chunk back for at most N ms, then sends it and asks again
                              (0: priorities only order the streams; default 20)
-  --max-queued-jobs N        accepted jobs waiting for a lane before new ones are refused
-                             with RESOURCE_EXHAUSTED (default 1024)
-  --max-queued-mib N         input bytes waiting for a lane, likewise (default 2048)
+  --reader-idle-timeout-seconds N
+                             a call whose client reads none of its job's events for N s
+                             while one waits is cancelled, and its job ends with
+                             DEADLINE_EXCEEDED, freeing its lane (0: no limit; default 30)
+  --max-queued-jobs N        accepted jobs of one priority waiting for a lane before new
+                             ones of that priority are refused with RESOURCE_EXHAUSTED
+                             (default 1024)
+  --max-queued-mib N         memory held by jobs waiting for a lane (their Submit inputs and
+                             upload rings), likewise, all priorities (default 2048)
+  --max-client-jobs N        jobs one client may have queued or running (default 256)
+  --max-client-queued-mib N  memory one client's queued jobs may hold (default 512)
+  --max-client-uploads N     Run uploads one client may have in progress (default 4)
+                             (a client: its TLS identity, else its address without the
+                             port, refined by a `client-id` metadata value; within a
+                             priority, lanes take clients' jobs round-robin)
+  --max-work-per-byte N      refuse a job whose estimated work exceeds N element operations
+                             per byte of its input and output (beyond a small allowance)
+                             with RESOURCE_EXHAUSTED (0: no limit; default 4096)
+  --keepalive-seconds N      ping a connection with calls in progress after N s without
+                             traffic, to find dead clients (0: never; default 60)
+  --keepalive-timeout-seconds N
+                             close a connection whose ping is not answered in N s
+                             (default 20)
+  --max-connection-idle-seconds N
+                             close a connection with no call for N s (0: never; default 300)
+  --handshake-timeout-seconds N
+                             close a connection that has not finished its HTTP/2 (or TLS)
+                             handshake after N s (default 10)
   --shutdown-grace-seconds N on SIGINT/SIGTERM, how long running and queued jobs may take
-                             to finish (default 10)
+                             to finish; then running jobs are stopped (UNAVAILABLE) and the
+                             daemon exits within 2 s more (default 10)
   --quiet                    no log line per job
   --version, --help
 )";
@@ -174,6 +200,22 @@ absl::StatusOr<DaemonOptions> ParseFlags(const std::vector<std::string>& args) {
           {"--max-queued-jobs", 1, 1 << 20,
            [&](int64_t v) { o.max_queued_jobs = static_cast<int>(v); }},
           {"--max-queued-mib", 1, 1 << 20, [&](int64_t v) { o.max_queued_bytes = v << 20; }},
+          {"--max-client-jobs", 1, 1 << 20,
+           [&](int64_t v) { o.max_client_jobs = static_cast<int>(v); }},
+          {"--max-client-queued-mib", 1, 1 << 20,
+           [&](int64_t v) { o.max_client_queued_bytes = v << 20; }},
+          {"--max-client-uploads", 1, 1 << 16,
+           [&](int64_t v) { o.max_client_uploads = static_cast<int>(v); }},
+          {"--max-work-per-byte", 0, int64_t{1} << 40, [&](int64_t v) { o.max_work_per_byte = v; }},
+          {"--reader-idle-timeout-seconds", 0, 86400,
+           [&](int64_t v) { o.reader_idle_timeout_ms = v * 1000; }},
+          {"--keepalive-seconds", 0, 86400, [&](int64_t v) { o.keepalive_ms = v * 1000; }},
+          {"--keepalive-timeout-seconds", 1, 3600,
+           [&](int64_t v) { o.keepalive_timeout_ms = v * 1000; }},
+          {"--max-connection-idle-seconds", 0, 86400 * 7,
+           [&](int64_t v) { o.max_connection_idle_ms = v * 1000; }},
+          {"--handshake-timeout-seconds", 1, 3600,
+           [&](int64_t v) { o.handshake_timeout_ms = v * 1000; }},
           {"--shutdown-grace-seconds", 0, 3600,
            [&](int64_t v) { o.shutdown_grace_seconds = static_cast<int>(v); }},
       };

@@ -29,8 +29,17 @@ struct DaemonOptions {
   // priority runs (0: no holding).
   int64_t priority_hold_us = 20000;
   int64_t max_stream_input_bytes = int64_t{4} << 30;
-  int max_queued_jobs = 1024;
+  int max_queued_jobs = 1024;  // per priority level
   int64_t max_queued_bytes = int64_t{2} << 30;
+  int max_client_jobs = 256;                             // --max-client-jobs
+  int64_t max_client_queued_bytes = int64_t{512} << 20;  // --max-client-queued-mib
+  int max_client_uploads = 4;                            // --max-client-uploads
+  int64_t max_work_per_byte = 4096;                      // --max-work-per-byte
+  int64_t reader_idle_timeout_ms = 30000;                // --reader-idle-timeout-seconds
+  int64_t keepalive_ms = 60000;                          // --keepalive-seconds
+  int64_t keepalive_timeout_ms = 20000;                  // --keepalive-timeout-seconds
+  int64_t max_connection_idle_ms = 300000;               // --max-connection-idle-seconds
+  int64_t handshake_timeout_ms = 10000;                  // --handshake-timeout-seconds
   int shutdown_grace_seconds = 10;
   bool log_jobs = true;
   bool help = false;

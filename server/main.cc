@@ -6,11 +6,23 @@
 #include <signal.h>
 #include <stdlib.h>
 
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define GPUPIPE_LEAK_CHECK 1
+#endif
+#elif defined(__SANITIZE_ADDRESS__)
+#define GPUPIPE_LEAK_CHECK 1
+#endif
+#if GPUPIPE_LEAK_CHECK
+#include <sanitizer/lsan_interface.h>
+#endif
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -30,6 +42,14 @@ namespace {
 
 constexpr char kVersion[] = "0.1.0";
 
+// After the shutdown grace: how long stopped jobs get to end (host work stops within
+// milliseconds, a GPU chunk in flight within its kernels), how long calls then get to deliver
+// their jobs' last events, and how long clients get to read them before their connections
+// close: together within the promised 2 s.
+constexpr auto kStopBudget = std::chrono::milliseconds(500);
+constexpr auto kDeliverBudget = std::chrono::milliseconds(1000);
+constexpr auto kLinger = std::chrono::milliseconds(250);
+
 // One line to stderr, prefixed with a UTC timestamp. Lines from several threads never mix.
 void Log(const std::string& line) {
   static std::mutex mu;
@@ -44,6 +64,16 @@ void Log(const std::string& line) {
   std::lock_guard<std::mutex> lock(mu);
   std::fprintf(stderr, "%s.%03dZ gpupiped: %s\n", stamp, ms, line.c_str());
   std::fflush(stderr);
+}
+
+// Ends the process at once, skipping destructors, with `code`.
+[[noreturn]] void ExitNow(int code) {
+#if GPUPIPE_LEAK_CHECK
+  __lsan_do_leak_check();
+#endif
+  std::fflush(stderr);
+  std::fflush(stdout);
+  std::_Exit(code);
 }
 
 std::string FormatMicros(double us) {
@@ -69,6 +99,9 @@ std::string JobLine(const engine::JobRecord& r) {
                           FormatMicros(r.timing.total_us), FormatMicros(r.timing.result_stream_us),
                           r.timing.kernels);
   line += absl::StrFormat(" chunks=%d gbps=%.2f", r.timing.chunks, r.timing.gbps);
+  if (!r.spec.client.empty()) {
+    line += absl::StrFormat(" client=\"%s\"", QuoteForLog(r.spec.client));
+  }
   // Client-supplied text: escaped, so that it can neither end the line nor forge a field.
   if (!r.spec.client_tag.empty()) {
     line += absl::StrFormat(" tag=\"%s\"", QuoteForLog(r.spec.client_tag));
@@ -132,9 +165,13 @@ int Run(const DaemonOptions& options) {
   engine_options.limits.input_ring_bytes = options.input_ring_bytes;
   engine_options.limits.input_ring_total_bytes = options.input_ring_total_bytes;
   engine_options.limits.upload_idle_timeout_ms = options.upload_idle_timeout_ms;
+  engine_options.limits.max_work_per_byte = options.max_work_per_byte;
   engine_options.chunk_policy.priority_hold_us = options.priority_hold_us;
-  engine_options.max_queued_jobs = options.max_queued_jobs;
-  engine_options.max_queued_bytes = options.max_queued_bytes;
+  engine_options.admission.max_queued_jobs = options.max_queued_jobs;
+  engine_options.admission.max_queued_bytes = options.max_queued_bytes;
+  engine_options.admission.max_client_jobs = options.max_client_jobs;
+  engine_options.admission.max_client_queued_bytes = options.max_client_queued_bytes;
+  engine_options.admission.max_client_uploads = options.max_client_uploads;
   if (options.log_jobs) {
     engine_options.on_job_done = [](const engine::JobRecord& r) { Log(JobLine(r)); };
   }
@@ -143,6 +180,8 @@ int Run(const DaemonOptions& options) {
 
   rpc::JobServiceOptions service_options;
   service_options.server_version = kVersion;
+  service_options.reader_idle_timeout = std::chrono::milliseconds(options.reader_idle_timeout_ms);
+  service_options.upload_idle_timeout = std::chrono::milliseconds(options.upload_idle_timeout_ms);
   rpc::JobServiceImpl service(engine.get(), service_options);
 
   grpc::EnableDefaultHealthCheckService(true);
@@ -160,11 +199,29 @@ int Run(const DaemonOptions& options) {
   grpc::ResourceQuota quota("gpupiped");
   quota.Resize(static_cast<size_t>(options.rpc_memory_bytes));
   builder.SetResourceQuota(quota);
+  // Connections: dead peers of calls in progress are found by keepalive pings, idle
+  // connections closed, and a connection that never completes its handshake dropped, so
+  // clients that vanish or never speak do not pin the daemon's file descriptors or memory.
+  const auto int_arg = [](int64_t ms) {
+    return static_cast<int>(std::min<int64_t>(ms, std::numeric_limits<int>::max()));
+  };
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, options.keepalive_ms > 0
+                                                             ? int_arg(options.keepalive_ms)
+                                                             : std::numeric_limits<int>::max());
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, int_arg(options.keepalive_timeout_ms));
+  if (options.max_connection_idle_ms > 0) {
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
+                               int_arg(options.max_connection_idle_ms));
+  }
+  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
+                             int_arg(options.handshake_timeout_ms));
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || port == 0) {
     Log("cannot listen on " + options.listen);
     return 1;
   }
+  grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
+  health->SetServingStatus(v1::JobService::service_full_name(), true);
   const std::string host = options.listen.substr(0, options.listen.rfind(':'));
   Log(absl::StrFormat("listening on %s:%d (version %s)", host, port, kVersion));
 
@@ -173,12 +230,30 @@ int Run(const DaemonOptions& options) {
   Log(absl::StrFormat("%s: shutting down (grace %ds, %d jobs in flight)",
                       sig == SIGINT ? "SIGINT" : "SIGTERM", options.shutdown_grace_seconds,
                       static_cast<int>(engine->jobs_in_flight())));
-  const auto grace = std::chrono::seconds(options.shutdown_grace_seconds);
-  const bool drained = engine->Drain(grace);
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  // Probes see NOT_SERVING at once; new jobs are refused with UNAVAILABLE (the engine stops
+  // accepting) while the accepted ones run out their grace.
+  health->Shutdown();
+  bool drained = engine->Drain(std::chrono::seconds(options.shutdown_grace_seconds));
+  if (!drained) {
+    // The grace is over: every running job stops at its next check, and its final events
+    // still reach its client below.
+    engine->StopRunningJobs();
+    drained = engine->Drain(kStopBudget);
+  }
+  // Every call finishes delivering its job's last events (a client that does not read them
+  // is cancelled at the deadline). Then the server stops: it tells clients to go away, gives
+  // them a moment to read what was sent (a connection closed under unread bytes is reset, and
+  // the client may lose them), and closes the connections that remain.
+  service.WaitForCalls(std::chrono::steady_clock::now() + kDeliverBudget);
+  server->Shutdown(std::chrono::system_clock::now() + kLinger);
   engine->Shutdown();
-  Log(drained ? "stopped" : "stopped (jobs still running at the deadline ended with UNAVAILABLE)");
-  return 0;
+  Log(drained ? "stopped"
+              : "stopped (jobs still running at the end of the grace period were stopped with "
+                "UNAVAILABLE)");
+  // Everything the daemon promised is done. gRPC's library shutdown, run as its last objects
+  // are destroyed, waits up to 10 s for the connections of clients that keep them open; exit
+  // without it (after the leak check of a sanitizer build).
+  ExitNow(0);
 }
 
 }  // namespace

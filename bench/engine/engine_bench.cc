@@ -45,9 +45,9 @@ class CountingSink final : public JobSink {
  public:
   void OnAccepted(const AcceptedInfo&) override {}
   void OnPlan(const PlanDescription&) override {}
-  bool OnChunk(int64_t, const char*, int64_t size) override {
+  absl::Status OnChunk(int64_t, const char*, int64_t size) override {
     bytes_ += size;
-    return true;
+    return absl::OkStatus();
   }
   void OnTiming(const JobTiming& timing) override { timing_ = timing; }
   void OnDone(const absl::Status& status) override {
@@ -56,7 +56,7 @@ class CountingSink final : public JobSink {
     done_ = true;
     cv_.notify_all();
   }
-  bool Cancelled() const override { return false; }
+  absl::Status ReaderStatus() const override { return absl::OkStatus(); }
 
   absl::Status Wait() {
     std::unique_lock<std::mutex> lock(mu_);
@@ -202,7 +202,7 @@ std::unique_ptr<Engine> MakeEngine(int lanes, int64_t chunk_bytes, bool copy_str
   engine_options.limits.max_input_bytes = max_input_bytes;
   engine_options.limits.max_stream_input_bytes = max_input_bytes;
   engine_options.limits.max_ops = 256;
-  engine_options.max_queued_bytes = int64_t{8} << 30;
+  engine_options.admission.max_queued_bytes = int64_t{8} << 30;
   return Engine::Create(*std::move(backend), engine_options);
 }
 

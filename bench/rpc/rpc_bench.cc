@@ -165,7 +165,7 @@ int Main(int argc, char** argv) {
   const std::string backend = selection->backend->name();
   engine::EngineOptions engine_options;
   engine_options.limits.max_stream_input_bytes = o.bytes;
-  engine_options.max_queued_bytes = 2 * o.bytes;
+  engine_options.admission.max_queued_bytes = 2 * o.bytes;
   auto engine = engine::Engine::Create(std::move(selection->backend), engine_options);
 
   rpc::JobServiceImpl jobs(engine.get(), rpc::JobServiceOptions{4, "rpc_bench"});

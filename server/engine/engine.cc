@@ -8,13 +8,18 @@
 #include <functional>
 #include <limits>
 #include <mutex>
+#include <new>
 #include <random>
 #include <thread>
+#include <unordered_set>
 
 #include "absl/strings/str_format.h"
+#include "server/engine/job/interrupt.h"
+#include "server/engine/job/validate.h"
 #include "server/engine/pipeline/host_block_pool.h"
 #include "server/engine/planning/plan.h"
-#include "server/engine/job/validate.h"
+#include "server/engine/planning/step_work.h"
+#include "server/engine/scheduling/client_queue.h"
 
 namespace gpupipe::engine {
 namespace {
@@ -25,8 +30,32 @@ double MicrosBetween(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::micro>(b - a).count();
 }
 
+double Mib(int64_t bytes) { return static_cast<double>(bytes) / double(1 << 20); }
+
+// An exception from anything a job's request set off, as the status the job (or the request)
+// ends with: no exception may reach a gRPC callback or end a worker thread.
+absl::Status FromException(std::exception_ptr error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError("the server ran out of memory for this job");
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("the job failed: ", e.what()));
+  } catch (...) {
+    return absl::InternalError("the job failed with an unknown error");
+  }
+}
+
+// A streamed upload's ring: `buffers` buffers of `buffer_bytes` (InputRing).
+struct RingShape {
+  int64_t buffer_bytes = 0;
+  int64_t buffers = 1;
+  int64_t bytes() const { return buffers * buffer_bytes; }
+};
+
 struct QueuedJob {
   std::string id;
+  AdmissionTicket ticket;
   JobSpec spec;
   std::shared_ptr<InputSource> input;
   Plan plan;
@@ -40,7 +69,7 @@ struct QueuedJob {
 class Engine::Impl {
  public:
   Impl(std::unique_ptr<Backend> backend, EngineOptions options)
-      : backend_(std::move(backend)), options_(std::move(options)) {
+      : backend_(std::move(backend)), options_(std::move(options)), admission_(options_.admission) {
     std::random_device rd;
     id_prefix_ = absl::StrFormat("%06x", rd() & 0xffffff);
     const int64_t pool_bytes = options_.limits.input_ring_total_bytes;
@@ -62,64 +91,27 @@ class Engine::Impl {
 
   ~Impl() { Shutdown(); }
 
-  // `take_input` is called once the job is planned and its chunks are known, and returns its
-  // input (or why it has none); the job is accepted only after it succeeded.
+  // `take_input` is called once the job is planned and admitted, and returns its input (or why
+  // it has none); the job is accepted only after it succeeded. `held_bytes` says what the input
+  // will hold while the job waits (admission counts it).
   using TakeInput = std::function<absl::StatusOr<std::shared_ptr<InputSource>>(
       const Plan& plan, const ChunkLayout& layout)>;
-  absl::Status Submit(JobSpec spec, int64_t input_size, InputPath path,
+  using HeldBytes =
+      std::function<absl::StatusOr<int64_t>(const Plan& plan, const ChunkLayout& layout)>;
+  absl::Status Submit(JobSpec spec, int64_t input_size, InputPath path, const HeldBytes& held_bytes,
                       const TakeInput& take_input, std::shared_ptr<JobSink> sink) {
-    if (absl::Status s = ValidateJob(spec, input_size, options_.limits, path);
-        !s.ok()) {
-      return s;
+    try {
+      return SubmitOrThrow(std::move(spec), input_size, path, held_bytes, take_input,
+                           std::move(sink));
+    } catch (...) {
+      return FromException(std::current_exception());
     }
-    if (absl::Status s = backend_->CheckOptions(spec); !s.ok()) return s;
-    absl::StatusOr<Plan> plan = PlanJob(spec);
-    if (!plan.ok()) return plan.status();
-    if (spec.dry_run) return RunDry(std::move(spec), *plan, *sink);
-    absl::StatusOr<ChunkLayout> layout =
-        ChooseLayout(spec, *plan, *backend_, options_.chunk_policy);
-    if (!layout.ok()) return layout.status();
-
-    auto job = std::make_unique<QueuedJob>();
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (stopping_ || stopping_accepting_) {
-        return absl::UnavailableError("the server is shutting down");
-      }
-      // A job alone in the queue is admitted whatever its size (its input limit bounds it),
-      // so that a streamed input larger than the queue limit can still run.
-      if (queued_jobs_ >= options_.max_queued_jobs ||
-          (queued_jobs_ > 0 && queued_bytes_ + input_size > options_.max_queued_bytes)) {
-        return absl::ResourceExhaustedError(absl::StrFormat(
-            "the server is busy: %d jobs (%d bytes) queued; retry later", queued_jobs_,
-            queued_bytes_));
-      }
-      absl::StatusOr<std::shared_ptr<InputSource>> input = take_input(*plan, *layout);
-      if (!input.ok()) return input.status();
-      job->id = absl::StrFormat("%s-%06d", id_prefix_, ++next_id_);
-      job->accepted_at = Clock::now();
-      job->spec = std::move(spec);
-      job->input = *std::move(input);
-      job->plan = *std::move(plan);
-      job->layout = *std::move(layout);
-      job->sink = std::move(sink);
-      job->sink->OnAccepted(AcceptedInfo{job->id, job->plan.output_dtype, job->plan.output_shape,
-                                         backend_->name()});
-      if (job->spec.explain) job->sink->OnPlan(backend_->Describe(job->spec, job->plan));
-      ++queued_jobs_;
-      queued_bytes_ += job->input->size();
-      ++in_flight_;
-      queues_[static_cast<int>(job->spec.priority)].push_back(std::move(job));
-    }
-    cv_.notify_all();
-    return absl::OkStatus();
   }
 
-  // The ring a streamed upload of `size` bytes lands in: buffers of the layout's largest chunk
-  // (chunk_plan.h: the first chunks and the last are the largest of any layout), as many as
-  // Limits::input_ring_bytes holds, from the pool.
-  absl::StatusOr<std::shared_ptr<InputRing>> NewRing(int64_t size, const Plan& plan,
-                                                     const ChunkLayout& layout) {
+  // The ring a streamed upload lands in: buffers of the layout's largest chunk (chunk_plan.h:
+  // the first chunks and the last are the largest of any layout), as many as
+  // Limits::input_ring_bytes holds.
+  absl::StatusOr<RingShape> RingFor(const Plan& plan, const ChunkLayout& layout) const {
     const int64_t count = layout.chunk_count;
     int64_t chunk_bytes = 0;
     for (int64_t k : {int64_t{0}, int64_t{1}, int64_t{2}, count - 1}) {
@@ -130,16 +122,24 @@ class Engine::Impl {
     chunk_bytes = (chunk_bytes + HostBlockPool::kAlignment - 1) / HostBlockPool::kAlignment *
                   HostBlockPool::kAlignment;
     const int64_t ring_limit = options_.limits.input_ring_bytes;
-    const auto mib = [](int64_t b) { return static_cast<double>(b) / double(1 << 20); };
     if (chunk_bytes > ring_limit) {
       return absl::ResourceExhaustedError(absl::StrFormat(
           "input: one chunk of this job takes %.1f MiB, over the %.1f MiB an upload's ring "
           "holds (gpupiped --input-ring-mib)",
-          mib(chunk_bytes), mib(ring_limit)));
+          Mib(chunk_bytes), Mib(ring_limit)));
     }
-    const int64_t buffers =
+    RingShape shape;
+    shape.buffer_bytes = chunk_bytes;
+    shape.buffers =
         chunk_bytes == 0 ? 1 : std::max<int64_t>(1, std::min(count, ring_limit / chunk_bytes));
-    const int64_t bytes = buffers * chunk_bytes;
+    return shape;
+  }
+
+  // A ring of `shape` from the pool for an upload of `size` bytes.
+  absl::StatusOr<std::shared_ptr<InputRing>> NewRing(int64_t size, const Plan& plan,
+                                                     const ChunkLayout& layout,
+                                                     const RingShape& shape) {
+    const int64_t bytes = shape.bytes();
     char* memory = nullptr;
     std::function<void()> release;
     bool pinned = false;
@@ -154,40 +154,63 @@ class Engine::Impl {
         return absl::ResourceExhaustedError(absl::StrFormat(
             "input: the upload pool (%.1f MiB, gpupiped --input-ring-total-mib) has no room for "
             "this upload's %.1f MiB ring (%.1f MiB in use by other uploads); retry later",
-            mib(ring_pool_->capacity()), mib(bytes), mib(ring_pool_->used())));
+            Mib(ring_pool_->capacity()), Mib(bytes), Mib(ring_pool_->used())));
       }
       pinned = ring_pool_->pinned();
       release = [pool = ring_pool_, memory] { pool->Free(memory); };
     }
     return std::make_shared<InputRing>(
-        size, count, [plan, layout](int64_t k) { return ChunkInputRange(plan, layout, k); },
-        memory, buffers, chunk_bytes, pinned, std::move(release),
+        size, layout.chunk_count,
+        [plan, layout](int64_t k) { return ChunkInputRange(plan, layout, k); }, memory,
+        shape.buffers, shape.buffer_bytes, pinned, std::move(release),
         std::chrono::milliseconds(options_.limits.upload_idle_timeout_ms));
   }
 
   EngineDescription Describe() const {
-    return {backend_->name(),     backend_->device(),   backend_->levels(),
-            options_.limits,      backend_->stagings(), backend_->launch_modes(),
-            backend_->graph_cache_stats()};
+    EngineDescription d;
+    d.backend = backend_->name();
+    d.device = backend_->device();
+    d.levels = backend_->levels();
+    d.limits = options_.limits;
+    d.admission = options_.admission;
+    d.min_chunk_bytes = options_.chunk_policy.min_chunk_bytes;
+    d.stagings = backend_->stagings();
+    d.launch_modes = backend_->launch_modes();
+    d.graph_cache = backend_->graph_cache_stats();
+    return d;
+  }
+
+  void StopRunningJobs() {
+    std::vector<std::shared_ptr<InputSource>> inputs;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_running_ = true;
+      for (const QueuedJob* job : running_) inputs.push_back(job->input);
+    }
+    // A job waiting for upload bytes learns it at once; the others at their next check.
+    for (const std::shared_ptr<InputSource>& input : inputs) {
+      input->Fail(absl::UnavailableError(
+          "the server is shutting down: the job was stopped at the end of the shutdown grace "
+          "period (gpupiped --shutdown-grace-seconds)"));
+    }
   }
 
   void Shutdown() {
-    std::deque<std::unique_ptr<QueuedJob>> abandoned;
+    std::vector<std::unique_ptr<QueuedJob>> abandoned;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (stopping_ && workers_.empty()) return;
       stopping_ = true;
-      for (auto& q : queues_) {
-        for (auto& job : q) abandoned.push_back(std::move(job));
-        q.clear();
+      for (auto& queue : queues_) {
+        for (auto& job : queue.TakeAll()) abandoned.push_back(std::move(job));
       }
-      queued_jobs_ = 0;
-      queued_bytes_ = 0;
     }
     cv_.notify_all();
     for (auto& job : abandoned) {
-      Finish(*job, absl::UnavailableError("the server shut down before the job ran"), {});
+      Finish(*job, absl::UnavailableError("the server shut down before the job ran"), {},
+             /*started=*/false);
     }
+    StopRunningJobs();
     for (std::thread& t : workers_) {
       if (t.joinable()) t.join();
     }
@@ -203,6 +226,55 @@ class Engine::Impl {
   }
 
  private:
+  absl::Status SubmitOrThrow(JobSpec spec, int64_t input_size, InputPath path,
+                             const HeldBytes& held_bytes, const TakeInput& take_input,
+                             std::shared_ptr<JobSink> sink) {
+    if (absl::Status s = ValidateJob(spec, input_size, options_.limits, path); !s.ok()) {
+      return s;
+    }
+    if (absl::Status s = backend_->CheckOptions(spec); !s.ok()) return s;
+    absl::StatusOr<Plan> plan = PlanJob(spec);
+    if (!plan.ok()) return plan.status();
+    if (absl::Status s = CheckWork(*plan, options_.limits.max_work_per_byte); !s.ok()) return s;
+    if (spec.dry_run) return RunDry(std::move(spec), *plan, *sink);
+    absl::StatusOr<ChunkLayout> layout =
+        ChooseLayout(spec, *plan, *backend_, options_.chunk_policy);
+    if (!layout.ok()) return layout.status();
+    absl::StatusOr<int64_t> held = held_bytes(*plan, *layout);
+    if (!held.ok()) return held.status();
+    if (Clock::now() >= spec.deadline) {
+      return absl::DeadlineExceededError("the job's deadline passed before it was queued");
+    }
+
+    auto job = std::make_unique<QueuedJob>();
+    job->ticket = AdmissionTicket{spec.client, spec.priority, *held, path == InputPath::kStreamed};
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_ || stopping_accepting_) {
+        return absl::UnavailableError("the server is shutting down");
+      }
+      if (absl::Status s = admission_.Check(job->ticket); !s.ok()) return s;
+      absl::StatusOr<std::shared_ptr<InputSource>> input = take_input(*plan, *layout);
+      if (!input.ok()) return input.status();
+      job->id = absl::StrFormat("%s-%06d", id_prefix_, ++next_id_);
+      job->accepted_at = Clock::now();
+      job->spec = std::move(spec);
+      job->input = *std::move(input);
+      job->plan = *std::move(plan);
+      job->layout = *std::move(layout);
+      job->sink = std::move(sink);
+      job->sink->OnAccepted(
+          AcceptedInfo{job->id, job->plan.output_dtype, job->plan.output_shape, backend_->name()});
+      if (job->spec.explain) job->sink->OnPlan(backend_->Describe(job->spec, job->plan));
+      admission_.Queued(job->ticket);
+      ++in_flight_;
+      const std::string client = job->spec.client;
+      queues_[static_cast<int>(job->spec.priority)].Push(client, std::move(job));
+    }
+    cv_.notify_all();
+    return absl::OkStatus();
+  }
+
   // A dry run is accepted, planned and done at once; it never queues.
   absl::Status RunDry(JobSpec spec, const Plan& plan, JobSink& sink) {
     std::string id;
@@ -230,10 +302,9 @@ class Engine::Impl {
         std::unique_lock<std::mutex> lock(mu_);
         cv_.wait(lock, [&] { return stopping_ || !queue.empty(); });
         if (queue.empty()) return;  // stopping and nothing left
-        job = std::move(queue.front());
-        queue.pop_front();
-        --queued_jobs_;
-        queued_bytes_ -= job->input->size();
+        job = queue.Pop();
+        admission_.Started(job->ticket);
+        running_.insert(job.get());
       }
       Run(*job, priority, lane);
     }
@@ -244,15 +315,24 @@ class Engine::Impl {
     const Clock::time_point started = Clock::now();
     timing.queue_us = MicrosBetween(job.accepted_at, started);
     timing.bytes_in = job.input->size();
-    if (job.sink->Cancelled()) {
-      Finish(job, absl::CancelledError("the client went away before the job ran"), timing);
-      return;
+    const JobInterrupt interrupt(*job.sink, job.spec.deadline, &stop_running_);
+    // A job whose client left, or whose deadline passed, while it waited takes no lane time.
+    absl::Status status = interrupt.Check();
+    if (status.ok()) {
+      try {
+        const ChunkJob chunk_job{job.spec,  job.plan,  job.layout, *job.input,
+                                 *job.sink, interrupt, &timing,    options_.limits.max_chunk_bytes};
+        status = RunChunkPipeline(chunk_job, backend_->lane(priority, lane), gate_,
+                                  options_.chunk_policy);
+      } catch (...) {
+        status = FromException(std::current_exception());
+      }
+      // A job stopped for a reason of the interrupt's ends with that reason, whichever part of
+      // the job noticed first (an upload failed by a cancel, a reader gone at its deadline).
+      if (!status.ok()) {
+        if (absl::Status why = interrupt.Check(); !why.ok()) status = why;
+      }
     }
-    const ChunkJob chunk_job{job.spec,  job.plan, job.layout,
-                             *job.input, *job.sink, &timing,
-                             options_.limits.max_chunk_bytes};
-    absl::Status status = RunChunkPipeline(chunk_job, backend_->lane(priority, lane), gate_,
-                                           options_.chunk_policy);
     // An upload still arriving learns that its job is over.
     if (!status.ok()) job.input->Fail(status);
     const Clock::time_point finished = Clock::now();
@@ -264,14 +344,19 @@ class Engine::Impl {
       timing.gbps = static_cast<double>(timing.bytes_in + timing.bytes_out) / (timing.total_us * 1e3);
     }
     if (status.ok()) job.sink->OnTiming(timing);
-    Finish(job, status, timing);
+    Finish(job, status, timing, /*started=*/true);
   }
 
-  void Finish(QueuedJob& job, const absl::Status& status, const JobTiming& timing) {
+  void Finish(QueuedJob& job, const absl::Status& status, const JobTiming& timing, bool started) {
     job.sink->OnDone(status);
     if (options_.on_job_done) {
       JobRecord record{job.id, job.spec, backend_->name(), status, timing};
       options_.on_job_done(record);
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      admission_.Ended(job.ticket, started);
+      running_.erase(&job);
     }
     if (--in_flight_ == 0) {
       std::lock_guard<std::mutex> lock(mu_);
@@ -292,10 +377,11 @@ class Engine::Impl {
   std::condition_variable idle_;
   bool stopping_ = false;
   bool stopping_accepting_ = false;
+  std::atomic<bool> stop_running_{false};  // StopRunningJobs: every job's interrupt fires
   int64_t next_id_ = 0;
-  int queued_jobs_ = 0;
-  int64_t queued_bytes_ = 0;
-  std::array<std::deque<std::unique_ptr<QueuedJob>>, kPriorityLevels> queues_;
+  Admission admission_;
+  std::array<ClientQueue<std::unique_ptr<QueuedJob>>, kPriorityLevels> queues_;
+  std::unordered_set<const QueuedJob*> running_;
   std::atomic<int64_t> in_flight_{0};
   std::vector<std::thread> workers_;
 };
@@ -309,8 +395,10 @@ std::unique_ptr<Engine> Engine::Create(std::unique_ptr<Backend> backend, EngineO
 }
 
 absl::Status Engine::Submit(JobSpec spec, std::string& input, std::shared_ptr<JobSink> sink) {
+  const int64_t size = static_cast<int64_t>(input.size());
   return impl_->Submit(
-      std::move(spec), static_cast<int64_t>(input.size()), InputPath::kInline,
+      std::move(spec), size, InputPath::kInline,
+      [size](const Plan&, const ChunkLayout&) -> absl::StatusOr<int64_t> { return size; },
       [&input](const Plan&, const ChunkLayout&) -> absl::StatusOr<std::shared_ptr<InputSource>> {
         return InputSource::Complete(std::move(input));
       },
@@ -322,6 +410,7 @@ absl::Status Engine::Submit(JobSpec spec, std::shared_ptr<InputSource> input,
   const int64_t size = input->size();
   return impl_->Submit(
       std::move(spec), size, InputPath::kInline,
+      [size](const Plan&, const ChunkLayout&) -> absl::StatusOr<int64_t> { return size; },
       [&input](const Plan&, const ChunkLayout&) -> absl::StatusOr<std::shared_ptr<InputSource>> {
         return std::move(input);
       },
@@ -337,11 +426,18 @@ absl::StatusOr<std::shared_ptr<InputRing>> Engine::SubmitStreamed(JobSpec spec,
           ? -1
           : elements * itemsize;
   std::shared_ptr<InputRing> ring;
+  RingShape shape;
   absl::Status status = impl_->Submit(
       std::move(spec), size, InputPath::kStreamed,
+      [&](const Plan& plan, const ChunkLayout& layout) -> absl::StatusOr<int64_t> {
+        absl::StatusOr<RingShape> ring_shape = impl_->RingFor(plan, layout);
+        if (!ring_shape.ok()) return ring_shape.status();
+        shape = *ring_shape;
+        return shape.bytes();
+      },
       [&](const Plan& plan,
           const ChunkLayout& layout) -> absl::StatusOr<std::shared_ptr<InputSource>> {
-        absl::StatusOr<std::shared_ptr<InputRing>> made = impl_->NewRing(size, plan, layout);
+        absl::StatusOr<std::shared_ptr<InputRing>> made = impl_->NewRing(size, plan, layout, shape);
         if (!made.ok()) return made.status();
         ring = *made;
         return std::shared_ptr<InputSource>(ring);
@@ -353,6 +449,7 @@ absl::StatusOr<std::shared_ptr<InputRing>> Engine::SubmitStreamed(JobSpec spec,
 
 EngineDescription Engine::Describe() const { return impl_->Describe(); }
 
+void Engine::StopRunningJobs() { impl_->StopRunningJobs(); }
 void Engine::Shutdown() { impl_->Shutdown(); }
 bool Engine::Drain(std::chrono::milliseconds timeout) { return impl_->Drain(timeout); }
 int64_t Engine::jobs_in_flight() const { return impl_->jobs_in_flight(); }

@@ -2,9 +2,17 @@
 // priority through a backend, and reports every accepted job's events to its sink. It knows
 // nothing of gRPC.
 //
+// Scheduling: jobs queue per priority level, and within a level per client (JobSpec::client),
+// served round-robin across clients (scheduling/client_queue.h); admission limits the jobs and
+// memory each level and each client may hold (scheduling/admission.h). A job stops early, with
+// its status, once its reader is gone, its deadline passes (JobSpec::deadline, queued or
+// running) or the engine stops running jobs (job/interrupt.h).
+//
 // Thread safety: all public methods may be called from any thread.
 // Guarantee: every job that Submit accepted ends with exactly one JobSink::OnDone, also when
-// the engine shuts down (queued jobs then end with UNAVAILABLE).
+// the engine shuts down (queued jobs then end with UNAVAILABLE), and no exception escapes the
+// engine: an allocation that fails ends the job (or refuses the request) with
+// RESOURCE_EXHAUSTED.
 #pragma once
 
 #include <chrono>
@@ -24,6 +32,7 @@
 #include "server/engine/job/job_sink.h"
 #include "server/engine/job/limits.h"
 #include "server/engine/job/types.h"
+#include "server/engine/scheduling/admission.h"
 
 namespace gpupipe::engine {
 
@@ -39,9 +48,7 @@ struct JobRecord {
 struct EngineOptions {
   Limits limits;
   ChunkPolicy chunk_policy;
-  // Queued (accepted, not yet running) jobs beyond which Submit answers RESOURCE_EXHAUSTED.
-  int max_queued_jobs = 1024;
-  int64_t max_queued_bytes = int64_t{2} << 30;
+  AdmissionLimits admission;
   // Called once per finished job, from an engine thread.
   std::function<void(const JobRecord&)> on_job_done;
 };
@@ -51,6 +58,8 @@ struct EngineDescription {
   std::optional<DeviceDescription> device;
   std::vector<PriorityLevel> levels;
   Limits limits;
+  AdmissionLimits admission;
+  int64_t min_chunk_bytes = 0;
   std::vector<Staging> stagings;
   std::vector<LaunchMode> launch_modes;
   GraphCacheStats graph_cache;
@@ -87,8 +96,14 @@ class Engine {
   // already accepted to finish. Returns true when none is left.
   bool Drain(std::chrono::milliseconds timeout);
 
-  // Stops accepting jobs, lets running jobs finish, ends queued ones with UNAVAILABLE and joins
-  // the workers. Idempotent.
+  // Stops every running job at its next check (UNAVAILABLE: the server is shutting down), an
+  // upload's job waiting for bytes included; jobs that start later stop at once. Does not
+  // wait. Meant for the end of a shutdown's grace period.
+  void StopRunningJobs();
+
+  // Stops accepting jobs, ends queued ones with UNAVAILABLE, stops running ones
+  // (StopRunningJobs) and joins the workers. A job stopped while its reader does not read ends
+  // once its sink lets it (the RPC layer cancels such calls). Idempotent.
   void Shutdown();
 
   // Jobs accepted and not yet done.

@@ -386,6 +386,14 @@ v1::DescribeResponse EncodeDescription(const engine::EngineDescription& d,
   limits->set_max_rank(d.limits.max_rank);
   limits->set_input_ring_bytes(d.limits.input_ring_bytes);
   limits->set_input_ring_total_bytes(d.limits.input_ring_total_bytes);
+  limits->set_min_chunk_bytes(d.min_chunk_bytes);
+  limits->set_max_work_per_byte(d.limits.max_work_per_byte);
+  limits->set_max_queued_jobs(d.admission.max_queued_jobs);
+  limits->set_max_queued_bytes(d.admission.max_queued_bytes);
+  limits->set_max_client_jobs(d.admission.max_client_jobs);
+  limits->set_max_client_queued_bytes(d.admission.max_client_queued_bytes);
+  limits->set_max_client_uploads(d.admission.max_client_uploads);
+  limits->set_upload_idle_timeout_ms(d.limits.upload_idle_timeout_ms);
   for (engine::Staging s : d.stagings) response.add_stagings(EncodeStaging(s));
   for (engine::LaunchMode m : d.launch_modes) response.add_launch_modes(EncodeLaunchMode(m));
   v1::GraphCacheStats* graphs = response.mutable_graph_cache();

@@ -2,10 +2,18 @@
 
 #include <utility>
 
+#include "absl/strings/str_format.h"
 #include "server/rpc/convert.h"
 #include "server/rpc/status_mapping.h"
 
 namespace gpupipe::rpc {
+namespace {
+
+absl::Status ClientGone() {
+  return absl::CancelledError("the client cancelled the call or went away");
+}
+
+}  // namespace
 
 void EventStream::OnAccepted(const engine::AcceptedInfo& info) {
   std::unique_lock<std::mutex> lock(mu_);
@@ -18,16 +26,16 @@ void EventStream::OnPlan(const engine::PlanDescription& plan) {
   Push(std::move(lock), EncodePlan(job_id_, plan));
 }
 
-bool EventStream::OnChunk(int64_t offset, const char* data, int64_t size) {
+absl::Status EventStream::OnChunk(int64_t offset, const char* data, int64_t size) {
   v1::JobEvent event;
   std::unique_lock<std::mutex> lock(mu_);
   space_.wait(lock, [&] { return gone_ || queue_.size() < max_queued_; });
-  if (gone_) return false;
+  if (gone_) return gone_reason_;
   event.set_job_id(job_id_);
   event.mutable_chunk()->set_offset(offset);
   event.mutable_chunk()->set_data(data, static_cast<size_t>(size));
   Push(std::move(lock), std::move(event));
-  return true;
+  return absl::OkStatus();
 }
 
 void EventStream::OnTiming(const engine::JobTiming& timing) {
@@ -41,6 +49,7 @@ void EventStream::OnDone(const absl::Status& status) {
   if (status.ok() && hold_success_ && !input_ended_) {
     held_done_ = EncodeDone(job_id_, status);
     done_held_ = true;
+    held_since_ = std::chrono::steady_clock::now();
     return;
   }
   final_status_ = ToGrpcStatus(status);
@@ -63,26 +72,27 @@ void EventStream::InputEnded() {
   Push(std::move(lock), std::move(held_done_));
 }
 
-bool EventStream::Cancelled() const {
+absl::Status EventStream::ReaderStatus() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return gone_;
+  return gone_ ? gone_reason_ : absl::OkStatus();
 }
 
 void EventStream::WriteDone(bool ok) {
   std::unique_lock<std::mutex> lock(mu_);
   writing_ = false;
-  if (!ok) MarkGone();
+  if (!ok) MarkGone(ClientGone());
   Pump(std::move(lock));
 }
 
 void EventStream::Cancel() {
   std::unique_lock<std::mutex> lock(mu_);
-  MarkGone();
+  MarkGone(ClientGone());
   Pump(std::move(lock));
 }
 
 void EventStream::FinishNow(const grpc::Status& status) {
   std::unique_lock<std::mutex> lock(mu_);
+  if (finishing_ || done_queued_) return;
   final_status_ = status;
   done_queued_ = true;
   Pump(std::move(lock));
@@ -94,7 +104,8 @@ void EventStream::Abort(const grpc::Status& status) {
   aborted_ = true;
   final_status_ = status;
   done_queued_ = true;
-  MarkGone();
+  MarkGone(
+      absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message()));
   Pump(std::move(lock));
 }
 
@@ -104,12 +115,51 @@ bool EventStream::finishing() const {
 }
 
 void EventStream::Detach() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
+  if (canceller_ != std::this_thread::get_id()) {
+    cancel_done_.wait(lock, [&] { return !cancelling_; });
+  }
   writer_ = nullptr;
-  MarkGone();
+  MarkGone(ClientGone());
 }
 
-void EventStream::MarkGone() {
+bool EventStream::detached() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return writer_ == nullptr;
+}
+
+void EventStream::CheckStalled(std::chrono::steady_clock::time_point now,
+                               std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (writer_ == nullptr || cancelling_) return;
+  if (done_held_ && !aborted_ && now - held_since_ >= timeout) {
+    // The input was whole and the job succeeded; a client that never half-closes must not
+    // hold the call open for ever. Bytes it sends later are not read.
+    input_ended_ = true;
+    done_held_ = false;
+    final_status_ = grpc::Status::OK;
+    done_queued_ = true;
+    Push(std::move(lock), std::move(held_done_));
+    return;
+  }
+  if (!writing_ || gone_ || now - write_started_ < timeout) return;
+  MarkGone(absl::DeadlineExceededError(
+      absl::StrFormat("the client read nothing for %.0f s while a result waited (gpupiped "
+                      "--reader-idle-timeout-seconds); the call was cancelled",
+                      static_cast<double>(timeout.count()) / 1000.0)));
+  cancelling_ = true;
+  canceller_ = std::this_thread::get_id();
+  EventWriter* writer = writer_;
+  lock.unlock();
+  writer->CancelCall();
+  lock.lock();
+  cancelling_ = false;
+  canceller_ = std::thread::id();
+  cancel_done_.notify_all();
+}
+
+void EventStream::MarkGone(absl::Status reason) {
+  if (!gone_) gone_reason_ = std::move(reason);
   gone_ = true;
   queue_.clear();
   space_.notify_all();
@@ -127,6 +177,7 @@ void EventStream::Pump(std::unique_lock<std::mutex> lock) {
     in_flight_ = std::move(queue_.front());
     queue_.pop_front();
     writing_ = true;
+    write_started_ = std::chrono::steady_clock::now();
     space_.notify_all();
     lock.unlock();
     writer->WriteEvent(&in_flight_);

@@ -1,29 +1,37 @@
 // The write half of a job's call: events on their way from engine threads to a gRPC reactor,
 // at most `max_queued` of them waiting (a slow reader makes the job's lane wait in OnChunk
 // instead of growing server memory). Shared by the Submit and Run reactors.
+//
+// A reader that stops reading holds its job's lane only so long: CheckStalled (called by the
+// service's StallWatch) cancels a call whose event write has made no progress for the stall
+// timeout, and the job ends with DEADLINE_EXCEEDED.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <mutex>
 #include <string>
+#include <thread>
 
 #include "gpupipe/v1/gpupipe.pb.h"
 #include "server/engine/job/job_sink.h"
 
 namespace gpupipe::rpc {
 
-// What an EventStream needs from its reactor. Both are called outside the stream's lock, at
-// most one write in flight, and FinishCall exactly once.
+// What an EventStream needs from its reactor. All are called outside the stream's lock, at
+// most one write in flight, FinishCall exactly once, and none after the reactor detached.
 class EventWriter {
  public:
   virtual ~EventWriter() = default;
   // StartWrite(event); `event` stays valid until the reactor reports the write done.
   virtual void WriteEvent(const v1::JobEvent* event) = 0;
   virtual void FinishCall(const grpc::Status& status) = 0;
+  // Cancels the call (ServerContext::TryCancel): its pending write fails, OnCancel follows.
+  virtual void CancelCall() = 0;
 };
 
 // Thread safety: the JobSink methods come from engine threads, the rest from gRPC reactions;
@@ -36,10 +44,10 @@ class EventStream final : public engine::JobSink {
   // ---- JobSink (engine threads) ----
   void OnAccepted(const engine::AcceptedInfo& info) override;
   void OnPlan(const engine::PlanDescription& plan) override;
-  bool OnChunk(int64_t offset, const char* data, int64_t size) override;
+  absl::Status OnChunk(int64_t offset, const char* data, int64_t size) override;
   void OnTiming(const engine::JobTiming& timing) override;
   void OnDone(const absl::Status& status) override;
-  bool Cancelled() const override;
+  absl::Status ReaderStatus() const override;
 
   // ---- reactor side ----
   void WriteDone(bool ok);
@@ -60,11 +68,20 @@ class EventStream final : public engine::JobSink {
   void InputEnded();
   // True once FinishCall was made or is about to be.
   bool finishing() const;
-  // The reactor is gone (OnDone).
+  // The reactor is gone (OnDone). Waits for a CancelCall in progress on another thread.
   void Detach();
 
+  // ---- the stall watch (stall_watch.h), any thread ----
+  // A write in flight for `timeout` or more (the client reads nothing, so flow control holds
+  // the write): the reader counts as gone with DEADLINE_EXCEEDED and the call is cancelled. A
+  // successful Done held for the half-close (HoldSuccessUntilInputEnds) that long goes out.
+  void CheckStalled(std::chrono::steady_clock::time_point now, std::chrono::milliseconds timeout);
+  // Whether the call is over (no further CheckStalled can matter).
+  bool detached() const;
+
  private:
-  void MarkGone();
+  // The reader is gone, for `reason` (CANCELLED unless stalled).
+  void MarkGone(absl::Status reason);
   void Push(std::unique_lock<std::mutex> lock, v1::JobEvent event);
   // Starts the next write, or finishes the call once the terminal event is written (or the
   // reader is gone). Called with the lock held; releases it before calling into gRPC.
@@ -86,6 +103,13 @@ class EventStream final : public engine::JobSink {
   bool input_ended_ = false;
   bool done_held_ = false;     // a successful Done waits for InputEnded
   v1::JobEvent held_done_;
+  std::chrono::steady_clock::time_point held_since_;
+  std::chrono::steady_clock::time_point write_started_;  // of the write in flight
+  absl::Status gone_reason_;                             // why the reader is gone, once gone_
+  // CheckStalled calls CancelCall outside the lock; Detach waits for it to return.
+  std::condition_variable cancel_done_;
+  bool cancelling_ = false;
+  std::thread::id canceller_;
   grpc::Status final_status_;
 };
 

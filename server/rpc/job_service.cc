@@ -1,5 +1,7 @@
 #include "server/rpc/job_service.h"
 
+#include <new>
+
 #include "server/rpc/convert.h"
 #include "server/rpc/run_reactor.h"
 #include "server/rpc/submit_reactor.h"
@@ -7,24 +9,32 @@
 namespace gpupipe::rpc {
 
 JobServiceImpl::JobServiceImpl(engine::Engine* engine, JobServiceOptions options)
-    : engine_(engine), options_(std::move(options)) {}
+    : engine_(engine), options_(std::move(options)), stall_watch_(options_.reader_idle_timeout) {}
 
-grpc::ServerWriteReactor<v1::JobEvent>* JobServiceImpl::Submit(
-    grpc::CallbackServerContext* /*context*/, const v1::SubmitRequest* request) {
-  return new SubmitReactor(engine_, request, options_.max_queued_events);
+grpc::ServerWriteReactor<v1::JobEvent>* JobServiceImpl::Submit(grpc::CallbackServerContext* context,
+                                                               const v1::SubmitRequest* request) {
+  return new SubmitReactor(engine_, context, request, options_.max_queued_events, &stall_watch_,
+                           &active_calls_);
 }
 
 grpc::ServerBidiReactor<v1::RunRequest, v1::JobEvent>* JobServiceImpl::Run(
     grpc::CallbackServerContext* context) {
-  return new RunReactor(engine_, context, options_.max_queued_events);
+  return new RunReactor(engine_, context, options_.max_queued_events, &stall_watch_,
+                        options_.upload_idle_timeout, &active_calls_);
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::Describe(grpc::CallbackServerContext* context,
                                                    const v1::DescribeRequest* /*request*/,
                                                    v1::DescribeResponse* response) {
-  *response = EncodeDescription(engine_->Describe(), options_.server_version);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(grpc::Status::OK);
+  try {
+    *response = EncodeDescription(engine_->Describe(), options_.server_version);
+    response->mutable_limits()->set_reader_idle_timeout_ms(options_.reader_idle_timeout.count());
+    reactor->Finish(grpc::Status::OK);
+  } catch (const std::bad_alloc&) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                 "the server ran out of memory for this request"));
+  }
   return reactor;
 }
 

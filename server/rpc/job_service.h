@@ -1,19 +1,32 @@
 // The gpupipe.v1.JobService implementation: a thin callback-API layer that decodes requests,
 // hands them to the engine and writes the engine's events back. No reaction ever blocks: the
 // engine's threads produce events, and at most `max_queued_events` of them wait per call, so a
-// slow reader holds a bounded amount of server memory and its job waits instead.
+// slow reader holds a bounded amount of server memory and its job waits instead, for at most
+// the reader idle timeout. No exception crosses a reaction: a failed allocation answers
+// RESOURCE_EXHAUSTED and the call finishes.
 #pragma once
 
+#include <chrono>
 #include <string>
 
 #include "gpupipe/v1/gpupipe.grpc.pb.h"
 #include "server/engine/engine.h"
+#include "server/rpc/active_calls.h"
+#include "server/rpc/stall_watch.h"
 
 namespace gpupipe::rpc {
 
 struct JobServiceOptions {
   int max_queued_events = 4;
   std::string server_version;
+  // A call whose event write waits this long (its client reads nothing) is cancelled and its
+  // job ends with DEADLINE_EXCEEDED (stall_watch.h); a Run client that has not half-closed this
+  // long after its whole input and successful job gets its Done. 0: no limit.
+  std::chrono::milliseconds reader_idle_timeout{30000};
+  // A Run call whose first message (the spec) has not come this long after the call began ends
+  // with DEADLINE_EXCEEDED (the engine's upload idle timeout covers the data after it). 0: no
+  // limit.
+  std::chrono::milliseconds upload_idle_timeout{30000};
 };
 
 class JobServiceImpl final : public v1::JobService::CallbackService {
@@ -29,9 +42,17 @@ class JobServiceImpl final : public v1::JobService::CallbackService {
                                      const v1::DescribeRequest* request,
                                      v1::DescribeResponse* response) override;
 
+  // Waits until every Submit and Run call has finished (its last event and status sent) or
+  // `deadline` passes; true when none is left. For a shutdown, once the engine has drained.
+  bool WaitForCalls(std::chrono::steady_clock::time_point deadline) {
+    return active_calls_.WaitIdle(deadline);
+  }
+
  private:
   engine::Engine* engine_;
   JobServiceOptions options_;
+  StallWatch stall_watch_;
+  ActiveCalls active_calls_;
 };
 
 }  // namespace gpupipe::rpc

@@ -1,25 +1,52 @@
 #include "server/rpc/run_reactor.h"
 
 #include <limits>
+#include <new>
 #include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "server/engine/job/validate.h"
+#include "server/rpc/call_context.h"
 #include "server/rpc/convert.h"
 #include "server/rpc/status_mapping.h"
 
 namespace gpupipe::rpc {
 RunReactor::RunReactor(engine::Engine* engine, grpc::CallbackServerContext* context,
-                       int max_queued_events)
+                       int max_queued_events, StallWatch* watch,
+                       std::chrono::milliseconds spec_timeout, ActiveCalls* calls)
     : engine_(engine),
       context_(context),
+      calls_(calls),
       stream_(std::make_shared<EventStream>(this, static_cast<size_t>(max_queued_events))) {
+  if (calls_ != nullptr) calls_->Begin();
   stream_->HoldSuccessUntilInputEnds();
+  if (watch != nullptr) watch->Watch(stream_);
+  if (spec_timeout.count() > 0) {
+    spec_timeout_.Set(
+        std::chrono::system_clock::now() + spec_timeout,
+        [stream = stream_, seen = spec_seen_, spec_timeout](bool fired) {
+          if (!fired || seen->load()) return;
+          stream->FinishNow(grpc::Status(
+              grpc::StatusCode::DEADLINE_EXCEEDED,
+              absl::StrCat("RunRequest: no spec within ", spec_timeout.count() / 1000.0,
+                           " s of the call's start (gpupiped "
+                           "--upload-idle-timeout-seconds)")));
+        });
+  }
   StartRead(&request_);
 }
 
 void RunReactor::OnReadDone(bool ok) {
+  try {
+    HandleRead(ok);
+  } catch (const std::bad_alloc&) {
+    // Nothing more is read: the upload breaks, and with it the job.
+    Break(absl::ResourceExhaustedError("the server ran out of memory for this upload"));
+  }
+}
+
+void RunReactor::HandleRead(bool ok) {
   if (!ok) {
     // The client half-closed, or the call broke.
     OnInputEnded();
@@ -59,6 +86,9 @@ bool RunReactor::OnSpec(v1::SubmitRequest* spec_message) {
     return false;
   }
   have_spec_ = true;
+  spec_seen_->store(true);
+  // The spec came just as the call timed out waiting for it: the call is over.
+  if (stream_->finishing()) return false;
   if (!spec_message->input().data().empty()) {
     Reject(absl::InvalidArgumentError(absl::StrCat(
         "spec.input.data: must be empty in Run (got ", spec_message->input().data().size(),
@@ -70,6 +100,7 @@ bool RunReactor::OnSpec(v1::SubmitRequest* spec_message) {
     Reject(spec.status());
     return false;
   }
+  ApplyCallContext(*context_, &*spec);
   absl::StatusOr<std::shared_ptr<engine::InputRing>> ring =
       engine_->SubmitStreamed(*std::move(spec), stream_);
   if (!ring.ok()) {
@@ -132,8 +163,20 @@ void RunReactor::OnInputEnded() {
     stream_->InputEnded();  // a successful job's Done may go now
     return;
   }
-  Break(absl::InvalidArgumentError(absl::StrCat("input ended after ", source->received(),
-                                                " of ", source->size(), " bytes")));
+  // The stream ended early, or the client cancelled and this read was reported first: judge
+  // it once a cancel would have arrived.
+  const absl::Status early = absl::InvalidArgumentError(
+      absl::StrCat("input ended after ", source->received(), " of ", source->size(), " bytes"));
+  early_end_.Set(std::chrono::system_clock::now() + kCancelSettle,
+                 [stream = stream_, source, early](bool /*fired*/) {
+                   const absl::Status gone = stream->ReaderStatus();
+                   if (!gone.ok()) {
+                     source->Fail(gone);  // cancelled: OnCancel failed it already
+                     return;
+                   }
+                   source->Fail(early);
+                   stream->Abort(ToGrpcStatus(early));
+                 });
 }
 
 void RunReactor::Reject(const absl::Status& status) { stream_->FinishNow(ToGrpcStatus(status)); }
@@ -161,7 +204,9 @@ void RunReactor::OnDone() {
   // The ring may outlive this reactor (the job holds it): its callback must not call back.
   if (const std::shared_ptr<engine::InputRing> source = input()) source->ForgetRoomCallback();
   stream_->Detach();
+  ActiveCalls* calls = calls_;
   delete this;
+  if (calls != nullptr) calls->End();
 }
 
 }  // namespace gpupipe::rpc

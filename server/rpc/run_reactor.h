@@ -9,11 +9,17 @@
 // daemon holds the ring, never the whole input. Writes are bounded by the EventStream's queue.
 // Errors of the upload (bytes beyond the size, an early half-close, a second spec) fail the
 // ring, so a job waiting for bytes ends, and end the call at once with INVALID_ARGUMENT; a
-// client that cancels fails the ring with CANCELLED.
+// client that cancels fails the ring with CANCELLED. A client's cancel also ends its stream,
+// and gRPC may report the read that ended before the cancel: a stream that ends before the
+// input's last byte is therefore judged kCancelSettle later, as a cancel if the call was
+// cancelled meanwhile, else as an upload that ended early.
 #pragma once
 
+#include <grpcpp/alarm.h>
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
+#include <chrono>
 #include <memory>
 #include <mutex>
 
@@ -21,7 +27,9 @@
 #include "gpupipe/v1/gpupipe.pb.h"
 #include "server/engine/engine.h"
 #include "server/engine/pipeline/input_ring.h"
+#include "server/rpc/active_calls.h"
 #include "server/rpc/event_stream.h"
+#include "server/rpc/stall_watch.h"
 
 namespace gpupipe::rpc {
 
@@ -30,7 +38,15 @@ namespace gpupipe::rpc {
 class RunReactor final : public grpc::ServerBidiReactor<v1::RunRequest, v1::JobEvent>,
                          public EventWriter {
  public:
-  RunReactor(engine::Engine* engine, grpc::CallbackServerContext* context, int max_queued_events);
+  // `watch` (may be null) watches the call for a client that stops reading; a call whose spec
+  // has not come `spec_timeout` after it began ends with DEADLINE_EXCEEDED (0: no limit).
+  // `calls` (may be null) counts the call until OnDone.
+  RunReactor(engine::Engine* engine, grpc::CallbackServerContext* context, int max_queued_events,
+             StallWatch* watch, std::chrono::milliseconds spec_timeout,
+             ActiveCalls* calls = nullptr);
+
+  // How long after a stream ends early it is judged (see above).
+  static constexpr std::chrono::milliseconds kCancelSettle{250};
 
   void OnReadDone(bool ok) override;
   void OnWriteDone(bool ok) override;
@@ -40,7 +56,10 @@ class RunReactor final : public grpc::ServerBidiReactor<v1::RunRequest, v1::JobE
  private:
   void WriteEvent(const v1::JobEvent* event) override { StartWrite(event); }
   void FinishCall(const grpc::Status& status) override { Finish(status); }
+  void CancelCall() override { context_->TryCancel(); }
 
+  // The reaction to a read, without the exception guard of OnReadDone.
+  void HandleRead(bool ok);
   // Handlers of one read; each returns whether to read on.
   bool OnSpec(v1::SubmitRequest* spec);
   bool OnData();
@@ -56,6 +75,7 @@ class RunReactor final : public grpc::ServerBidiReactor<v1::RunRequest, v1::JobE
 
   engine::Engine* const engine_;
   grpc::CallbackServerContext* const context_;
+  ActiveCalls* const calls_;
   std::shared_ptr<EventStream> stream_;
   v1::RunRequest request_;  // the read in flight; reads are serialized
   bool have_spec_ = false;  // reaction state: touched only by OnReadDone
@@ -65,6 +85,12 @@ class RunReactor final : public grpc::ServerBidiReactor<v1::RunRequest, v1::JobE
   size_t pending_taken_ = 0;
   mutable std::mutex input_mu_;  // OnCancel may run beside OnReadDone
   std::shared_ptr<engine::InputRing> input_;
+  // Judges a stream that ended early (kCancelSettle). Its callback holds the stream and the
+  // ring, never the reactor, which may be gone by then.
+  grpc::Alarm early_end_;
+  // Ends a call whose spec does not come in time; `spec_seen_` is shared with its callback.
+  std::shared_ptr<std::atomic<bool>> spec_seen_ = std::make_shared<std::atomic<bool>>(false);
+  grpc::Alarm spec_timeout_;
 };
 
 }  // namespace gpupipe::rpc

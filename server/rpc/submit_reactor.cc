@@ -1,27 +1,39 @@
 #include "server/rpc/submit_reactor.h"
 
+#include <new>
 #include <string>
 
+#include "server/rpc/call_context.h"
 #include "server/rpc/convert.h"
 #include "server/rpc/status_mapping.h"
 
 namespace gpupipe::rpc {
 
-SubmitReactor::SubmitReactor(engine::Engine* engine, const v1::SubmitRequest* request,
-                             int max_queued_events)
-    : stream_(std::make_shared<EventStream>(this, static_cast<size_t>(max_queued_events))) {
-  absl::StatusOr<engine::JobSpec> spec = DecodeJobSpec(*request);
-  if (!spec.ok()) {
-    stream_->FinishNow(ToGrpcStatus(spec.status()));
-    return;
+SubmitReactor::SubmitReactor(engine::Engine* engine, grpc::CallbackServerContext* context,
+                             const v1::SubmitRequest* request, int max_queued_events,
+                             StallWatch* watch, ActiveCalls* calls)
+    : context_(context),
+      calls_(calls),
+      stream_(std::make_shared<EventStream>(this, static_cast<size_t>(max_queued_events))) {
+  if (calls_ != nullptr) calls_->Begin();
+  if (watch != nullptr) watch->Watch(stream_);
+  absl::Status status;
+  try {
+    absl::StatusOr<engine::JobSpec> spec = DecodeJobSpec(*request);
+    if (spec.ok()) {
+      ApplyCallContext(*context, &*spec);
+      // The request lives until the call ends and nothing reads its bytes after this point, so
+      // the input is moved out instead of copied (it can be tens of MiB).
+      std::string input =
+          std::move(*const_cast<v1::SubmitRequest*>(request)->mutable_input()->mutable_data());
+      status = engine->Submit(*std::move(spec), input, stream_);
+    } else {
+      status = spec.status();
+    }
+  } catch (const std::bad_alloc&) {
+    status = absl::ResourceExhaustedError("the server ran out of memory for this request");
   }
-  // The request lives until the call ends and nothing reads its bytes after this point, so the
-  // input is moved out instead of copied (it can be tens of MiB).
-  std::string input =
-      std::move(*const_cast<v1::SubmitRequest*>(request)->mutable_input()->mutable_data());
-  if (absl::Status s = engine->Submit(*std::move(spec), input, stream_); !s.ok()) {
-    stream_->FinishNow(ToGrpcStatus(s));
-  }
+  if (!status.ok()) stream_->FinishNow(ToGrpcStatus(status));
 }
 
 void SubmitReactor::OnWriteDone(bool ok) { stream_->WriteDone(ok); }
@@ -29,7 +41,9 @@ void SubmitReactor::OnCancel() { stream_->Cancel(); }
 
 void SubmitReactor::OnDone() {
   stream_->Detach();
+  ActiveCalls* calls = calls_;
   delete this;
+  if (calls != nullptr) calls->End();
 }
 
 }  // namespace gpupipe::rpc

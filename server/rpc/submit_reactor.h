@@ -7,7 +7,9 @@
 
 #include "gpupipe/v1/gpupipe.pb.h"
 #include "server/engine/engine.h"
+#include "server/rpc/active_calls.h"
 #include "server/rpc/event_stream.h"
+#include "server/rpc/stall_watch.h"
 
 namespace gpupipe::rpc {
 
@@ -15,7 +17,11 @@ namespace gpupipe::rpc {
 // through the shared EventStream, whose calls become no-ops once the reactor is gone.
 class SubmitReactor final : public grpc::ServerWriteReactor<v1::JobEvent>, public EventWriter {
  public:
-  SubmitReactor(engine::Engine* engine, const v1::SubmitRequest* request, int max_queued_events);
+  // `watch` (may be null) watches the call for a client that stops reading; `calls` (may be
+  // null) counts it until OnDone.
+  SubmitReactor(engine::Engine* engine, grpc::CallbackServerContext* context,
+                const v1::SubmitRequest* request, int max_queued_events, StallWatch* watch,
+                ActiveCalls* calls = nullptr);
 
   void OnWriteDone(bool ok) override;
   void OnCancel() override;
@@ -24,7 +30,10 @@ class SubmitReactor final : public grpc::ServerWriteReactor<v1::JobEvent>, publi
  private:
   void WriteEvent(const v1::JobEvent* event) override { StartWrite(event); }
   void FinishCall(const grpc::Status& status) override { Finish(status); }
+  void CancelCall() override { context_->TryCancel(); }
 
+  grpc::CallbackServerContext* const context_;
+  ActiveCalls* const calls_;
   std::shared_ptr<EventStream> stream_;
 };
 

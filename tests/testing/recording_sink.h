@@ -31,7 +31,7 @@ class RecordingSink : public engine::JobSink {
     ++plans_;
   }
 
-  bool OnChunk(int64_t offset, const char* data, int64_t size) override {
+  absl::Status OnChunk(int64_t offset, const char* data, int64_t size) override {
     {
       std::unique_lock<std::mutex> lock(mu_);
       EXPECT_TRUE(accepted_) << "chunk before OnAccepted";
@@ -43,7 +43,7 @@ class RecordingSink : public engine::JobSink {
       output_cv_.notify_all();
       gate_.wait(lock, [&] { return open_ || cancelled_; });
     }
-    return !cancelled_;
+    return ReaderStatus();
   }
 
   void OnTiming(const engine::JobTiming& timing) override {
@@ -63,7 +63,9 @@ class RecordingSink : public engine::JobSink {
     output_cv_.notify_all();
   }
 
-  bool Cancelled() const override { return cancelled_; }
+  absl::Status ReaderStatus() const override {
+    return cancelled_ ? absl::CancelledError("the test's reader went away") : absl::OkStatus();
+  }
 
   // Test controls.
   void Cancel() {

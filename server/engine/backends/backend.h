@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "server/engine/planning/chunk_plan.h"
 #include "server/engine/pipeline/input_source.h"
+#include "server/engine/job/interrupt.h"
 #include "server/engine/job/job_sink.h"
 #include "server/engine/planning/plan.h"
 #include "server/engine/job/types.h"
@@ -66,9 +67,12 @@ class LaneExecutor {
 
   // Chunks the lane can have enqueued and not finished at once.
   virtual int window() const = 0;
-  // A job starts on the lane. Fills the lane's fields of `timing` (stream, staging).
+  // A job starts on the lane. Fills the lane's fields of `timing` (stream, staging). A lane
+  // that computes on the host asks `interrupt` (valid until End) between slices of a chunk's
+  // work and returns its status, so a costly chunk stops within milliseconds; a device lane
+  // need not (the pipeline asks between chunks, and a chunk's kernels are short).
   virtual absl::Status Begin(const JobSpec& spec, const Plan& plan, const ChunkLayout& layout,
-                             JobTiming* timing) = 0;
+                             const JobInterrupt& interrupt, JobTiming* timing) = 0;
   // Host-side work on chunk's input before it may take a slot (the CUDA lane copies pageable
   // bytes into pinned staging here, while earlier chunks are still in flight). `input` stays
   // acquired until the chunk is finished.

@@ -75,18 +75,20 @@ struct JobTiming {
 // always last). Calls come from engine threads, never concurrently for one job.
 //
 // OnChunk may block to apply backpressure (the job's lane waits for the reader instead of
-// buffering); it must copy `data` before returning, and returns false when the reader has gone
-// away, after which the engine stops the job and reports CANCELLED through OnDone.
+// buffering); it must copy `data` before returning. It returns why the reader is gone once it
+// is (CANCELLED: the client cancelled or disconnected; DEADLINE_EXCEEDED: it stopped reading for
+// longer than the server allows), and the engine then stops the job and ends it with that status.
 class JobSink {
  public:
   virtual ~JobSink() = default;
   virtual void OnAccepted(const AcceptedInfo& info) = 0;
   virtual void OnPlan(const PlanDescription& plan) = 0;
-  virtual bool OnChunk(int64_t offset, const char* data, int64_t size) = 0;
+  virtual absl::Status OnChunk(int64_t offset, const char* data, int64_t size) = 0;
   virtual void OnTiming(const JobTiming& timing) = 0;
   virtual void OnDone(const absl::Status& status) = 0;
-  // True once the reader has gone away; lets the engine skip a queued job's work.
-  virtual bool Cancelled() const = 0;
+  // OK while the reader is there; otherwise why it is gone, as OnChunk says. Lets the engine
+  // skip or stop a job nobody waits for. Never blocks.
+  virtual absl::Status ReaderStatus() const = 0;
 };
 
 }  // namespace gpupipe::engine

@@ -32,6 +32,12 @@ struct Limits {
   // A running job whose upload has room in its ring but sends nothing for this long ends with
   // DEADLINE_EXCEEDED and frees its lane (0: no limit).
   int64_t upload_idle_timeout_ms = 30000;
+  // A job's estimated work (planning/step_work.h, in element operations) may be at most this
+  // many per byte of its input and output, beyond an allowance every job has
+  // (kWorkAllowance): a request that is cheap to send and costly to run, such as a chain of
+  // long convolutions over a few bytes, is refused with RESOURCE_EXHAUSTED instead of holding
+  // a lane for minutes. 0: no limit.
+  int64_t max_work_per_byte = 4096;
 };
 
 }  // namespace gpupipe::engine

@@ -1,6 +1,7 @@
 // The engine's job model: plain data, independent of gRPC and of any backend.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -62,6 +63,11 @@ struct JobSpec {
   bool explain = false;  // report the plan
   bool dry_run = false;  // plan only; run nothing
   std::string client_tag;
+  // Set by whoever submits the job, not by the request: the client it belongs to (per-client
+  // limits and fairness, scheduling/; all anonymous jobs share the empty name), and when the
+  // caller stops waiting for it (the job then ends with DEADLINE_EXCEEDED, queued or running).
+  std::string client;
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
 };
 
 const char* DTypeName(DType dtype);  // "float32", ...

@@ -40,9 +40,7 @@ class PipelineRun {
   absl::Status Run() {
     const ChunkLayout& layout = job_.layout;
     for (int64_t k = 0; k < layout.chunk_count; ++k) {
-      if (job_.sink.Cancelled()) {
-        return absl::CancelledError("the client went away while the job ran");
-      }
+      if (absl::Status s = job_.interrupt.Check(); !s.ok()) return s;
       Chunk chunk = ChunkAt(job_.plan, layout, k);
       const ByteRange range = ChunkInputRange(chunk, layout);
       // The input holds a bounded number of chunks, and an upload that is behind should not
@@ -88,6 +86,7 @@ class PipelineRun {
     if (policy_.priority_hold_us <= 0 || !gate_.HigherRunning(level_)) return absl::OkStatus();
     const auto until = Clock::now() + std::chrono::microseconds(policy_.priority_hold_us);
     while (gate_.HigherRunning(level_) && Clock::now() < until) {
+      if (absl::Status s = job_.interrupt.Check(); !s.ok()) return s;
       if (absl::Status s = EmitFinished(); !s.ok()) return s;
       std::this_thread::sleep_for(kHoldPoll);
     }
@@ -103,7 +102,7 @@ class PipelineRun {
     absl::StatusOr<const char*> result = lane_.Finish(chunk, job_.timing);
     if (!result.ok()) return result.status();
     if (chunk.index == layout.chunk_count - 1) job_.timing->output_ready = Clock::now();
-    bool delivered = true;
+    absl::Status delivered;
     switch (layout.mode) {
       case ChunkLayout::Mode::kSplitRow:
         combiner_.Add(chunk, *result, oldest.input.data);
@@ -126,22 +125,21 @@ class PipelineRun {
     }
     job_.input.Release(chunk.index);
     in_flight_.pop_front();
-    if (!delivered) {
-      return absl::CancelledError("the client went away while the result was streamed");
-    }
-    return absl::OkStatus();
+    return delivered;
   }
 
   // `size` bytes at `data`, which belong at output byte `base`, in result chunks of bounded
-  // size; false once the sink's reader is gone.
-  bool Emit(int64_t base, const char* data, int64_t size) {
+  // size; the sink's status once its reader is gone.
+  absl::Status Emit(int64_t base, const char* data, int64_t size) {
     const int64_t step = job_.max_result_chunk_bytes;
     for (int64_t offset = 0; offset < size; offset += step) {
-      if (!job_.sink.OnChunk(base + offset, data + offset, std::min(step, size - offset))) {
-        return false;
+      if (absl::Status s =
+              job_.sink.OnChunk(base + offset, data + offset, std::min(step, size - offset));
+          !s.ok()) {
+        return s;
       }
     }
-    return true;
+    return absl::OkStatus();
   }
 
   const ChunkJob& job_;
@@ -164,7 +162,8 @@ absl::StatusOr<ChunkLayout> ChooseLayout(const JobSpec& spec, const Plan& plan,
                                          const Backend& backend, const ChunkPolicy& policy) {
   const int64_t capacity = backend.chunk_capacity_bytes();
   const int64_t requested = spec.chunk_bytes > 0
-                                ? std::min(spec.chunk_bytes, backend.default_chunk_bytes())
+                                ? std::min(std::max(spec.chunk_bytes, policy.min_chunk_bytes),
+                                           backend.default_chunk_bytes())
                                 : backend.default_chunk_bytes();
   absl::StatusOr<ChunkLayout> layout = MakeChunkLayout(spec, plan, requested, capacity);
   const int64_t cap = policy.low_priority_chunk_bytes;
@@ -195,7 +194,7 @@ absl::Status RunChunkPipeline(const ChunkJob& job, LaneExecutor& lane, PriorityG
                               const ChunkPolicy& policy) {
   const PriorityGate::Running running = gate.Enter(static_cast<int>(job.spec.priority));
   job.timing->chunks = static_cast<int>(job.layout.chunk_count);
-  absl::Status status = lane.Begin(job.spec, job.plan, job.layout, job.timing);
+  absl::Status status = lane.Begin(job.spec, job.plan, job.layout, job.interrupt, job.timing);
   if (status.ok()) status = PipelineRun(job, lane, gate, policy).Run();
   lane.End(status, job.timing);
   return status;

@@ -11,7 +11,12 @@
 //    chunk's input released once its result is out;
 //  - the priority hold (PriorityGate): while a job of a higher priority runs, a job holds its
 //    next chunk back for at most `priority_hold_us`, handing over finished chunks meanwhile;
-//  - cancellation: the sink's Cancelled() is checked between chunks.
+//  - stopping early: the job's interrupt (job/interrupt.h: its reader gone, its deadline passed,
+//    the server stopping) is asked before each chunk and while a chunk is held back, and the
+//    lane is given it to ask inside long host work; the job then ends with the interrupt's
+//    status, and so does a job whose reader's OnChunk says it is gone.
+//  - chunk size floor: a job's chunk_bytes below ChunkPolicy::min_chunk_bytes is raised to it,
+//    so a request cannot make a job pay per-chunk costs millions of times over.
 #pragma once
 
 #include <chrono>
@@ -23,6 +28,7 @@
 #include "server/engine/backends/backend.h"
 #include "server/engine/planning/chunk_plan.h"
 #include "server/engine/pipeline/input_source.h"
+#include "server/engine/job/interrupt.h"
 #include "server/engine/job/job_sink.h"
 #include "server/engine/scheduling/priority_gate.h"
 
@@ -36,10 +42,16 @@ struct ChunkPolicy {
   int64_t low_priority_chunk_bytes = int64_t{512} << 10;
   // See the header comment; 0: no holding.
   int64_t priority_hold_us = 20000;
+  // The smallest chunk a job may ask for (JobSpec::chunk_bytes; rows larger than it still
+  // make whole-row chunks). Every chunk costs a few copies, launches and events, and a piece
+  // of a split histogram row a pass over its bins, so without a floor a tiny request could
+  // cost millions of those. 0: no floor (tests of the chunking itself).
+  int64_t min_chunk_bytes = int64_t{64} << 10;
 };
 
-// The job's chunks on `backend`: of spec.chunk_bytes (capped at the backend's default) or the
-// backend's default, within its chunk capacity, and capped for low-priority jobs (ChunkPolicy).
+// The job's chunks on `backend`: of spec.chunk_bytes (raised to the policy's floor, capped at
+// the backend's default) or the backend's default, within its chunk capacity, and capped for
+// low-priority jobs (ChunkPolicy).
 // RESOURCE_EXHAUSTED when a row does not fit and cannot be split.
 absl::StatusOr<ChunkLayout> ChooseLayout(const JobSpec& spec, const Plan& plan,
                                          const Backend& backend, const ChunkPolicy& policy);
@@ -55,13 +67,15 @@ struct ChunkJob {
   const ChunkLayout& layout;
   InputSource& input;
   JobSink& sink;
+  const JobInterrupt& interrupt;
   JobTiming* timing;
   int64_t max_result_chunk_bytes;  // largest result chunk handed to the sink (Limits)
 };
 
 // Runs `job` on `lane`, emitting its result through job.sink in increasing offset. Sets
-// timing->output_ready when the last result byte is on the host. Returns CANCELLED when the
-// sink's reader went away, the input's failure when the upload failed, or the lane's error.
+// timing->output_ready when the last result byte is on the host. Returns the interrupt's status
+// or the reader's (OnChunk) when the job stopped early, the input's failure when the upload
+// failed, or the lane's error.
 absl::Status RunChunkPipeline(const ChunkJob& job, LaneExecutor& lane, PriorityGate& gate,
                               const ChunkPolicy& policy);
 

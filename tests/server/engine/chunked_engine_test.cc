@@ -22,6 +22,13 @@ using gpupipe::testing::AsBytes;
 using gpupipe::testing::AsFloats;
 using gpupipe::testing::RecordingSink;
 
+// Engine options for tests of the chunking itself: jobs may ask for chunks of a few bytes.
+EngineOptions ChunkingOptions() {
+  EngineOptions options;
+  options.chunk_policy.min_chunk_bytes = 0;
+  return options;
+}
+
 JobSpec Spec(std::vector<int64_t> shape, std::vector<OpSpec> ops, int64_t chunk_bytes = 0,
              DType dtype = DType::kFloat32) {
   JobSpec spec;
@@ -165,7 +172,7 @@ TEST(ChunkLayout, ChunkSpanAgreesWithChunkAtForEveryChunkOfEveryCase) {
 }
 
 TEST(ChunkedEngine, EveryChunkingGivesTheWholeJobsResult) {
-  auto engine = Engine::Create(CreateCpuBackend({}), {});
+  auto engine = Engine::Create(CreateCpuBackend({}), ChunkingOptions());
   const uint64_t seed = gpupipe::testing::FreshSeed();
   SCOPED_TRACE("seed " + std::to_string(seed) + " (replay with GPUPIPE_TEST_SEED)");
   int n = 0;
@@ -196,7 +203,7 @@ TEST(ChunkedEngine, EveryChunkingGivesTheWholeJobsResult) {
 }
 
 TEST(ChunkedEngine, ResultsStreamWhileTheInputIsStillArriving) {
-  auto engine = Engine::Create(CreateCpuBackend({}), {});
+  auto engine = Engine::Create(CreateCpuBackend({}), ChunkingOptions());
   const int64_t rows = 64, cols = 256;
   std::vector<float> x = gpupipe::testing::RandomFloats(rows * cols, 7);
   const std::string bytes = AsBytes(x);
@@ -219,7 +226,7 @@ TEST(ChunkedEngine, ResultsStreamWhileTheInputIsStillArriving) {
 }
 
 TEST(ChunkedEngine, TimelineHasOneComputeEntryPerChunk) {
-  auto engine = Engine::Create(CreateCpuBackend({}), {});
+  auto engine = Engine::Create(CreateCpuBackend({}), ChunkingOptions());
   JobSpec spec = Spec({10, 100}, {{OpKind::kSum}}, 4 * 100 * 3);
   spec.timeline = true;
   auto sink = RunJob(*engine, spec, gpupipe::testing::RandomFloats(1000, 3));
@@ -238,7 +245,7 @@ TEST(ChunkedEngine, TimelineHasOneComputeEntryPerChunk) {
 TEST(ChunkedEngine, ARowOverTheCapacityIsResourceExhaustedBeforeItIsAccepted) {
   CpuBackendOptions cpu;
   cpu.chunk_capacity_bytes = 1024;
-  auto engine = Engine::Create(CreateCpuBackend(cpu), {});
+  auto engine = Engine::Create(CreateCpuBackend(cpu), ChunkingOptions());
   auto rejected = std::make_shared<RecordingSink>();
   std::string bytes = AsBytes(gpupipe::testing::RandomFloats(2000, 5));
   const absl::Status s = engine->Submit(Spec({2, 1000}, {{OpKind::kStandardize}}), bytes, rejected);
@@ -254,7 +261,7 @@ TEST(ChunkedEngine, ConcurrentSubmittersOfMixedPrioritiesAndSizesEachGetTheirRes
   CpuBackendOptions cpu;
   cpu.lanes_per_level = 2;
   cpu.chunk_bytes = 4096;
-  auto engine = Engine::Create(CreateCpuBackend(cpu), {});
+  auto engine = Engine::Create(CreateCpuBackend(cpu), ChunkingOptions());
   const uint64_t seed = gpupipe::testing::FreshSeed();
   SCOPED_TRACE("seed " + std::to_string(seed) + " (replay with GPUPIPE_TEST_SEED)");
   constexpr int kSubmitters = 8, kJobsEach = 12;

@@ -4,13 +4,17 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <mutex>
+#include <new>
 #include <thread>
 
 #include "common/float16.h"
 #include "server/engine/backends/cpu/cpu_backend.h"
+#include "server/engine/pipeline/input_ring.h"
 #include "tests/testing/random_tensor.h"
 #include "tests/testing/recording_sink.h"
 
@@ -26,6 +30,7 @@ std::unique_ptr<Engine> MakeEngine(int lanes = 1, int64_t max_chunk_bytes = 1 <<
   CpuBackendOptions cpu;
   cpu.lanes_per_level = lanes;
   options.limits.max_chunk_bytes = max_chunk_bytes;
+  options.chunk_policy.min_chunk_bytes = 0;  // jobs that ask for small chunks
   return Engine::Create(CreateCpuBackend(cpu), std::move(options));
 }
 
@@ -232,7 +237,7 @@ TEST(Engine, QueuedJobOfACancelledReaderIsSkipped) {
 
 TEST(Engine, AdmissionRefusesBeyondTheQueueBound) {
   EngineOptions options;
-  options.max_queued_jobs = 2;
+  options.admission.max_queued_jobs = 2;
   auto engine = MakeEngine(1, 64, options);
   auto blocker = std::make_shared<RecordingSink>();
   blocker->SetGateOpen(false);
@@ -283,8 +288,243 @@ TEST(Engine, ShutdownEndsQueuedJobsWithUnavailableAndRefusesNewOnes) {
   opener.join();
   EXPECT_EQ(queued->status().code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(queued->done_calls(), 1);
-  EXPECT_TRUE(blocker->status().ok()) << "a running job finishes";
+  EXPECT_TRUE(blocker->status().ok()) << "a job whose last chunk was in flight finishes";
   EXPECT_EQ(engine->jobs_in_flight(), 0);
+}
+
+JobSpec ClientSpec(std::string client, std::vector<int64_t> shape = {1}) {
+  JobSpec spec = Spec(std::move(shape), {{OpKind::kRelu}});
+  spec.client = std::move(client);
+  return spec;
+}
+
+// Finished jobs' tags, in the order they finished (one lane: the order they ran).
+struct FinishOrder {
+  std::mutex mu;
+  std::vector<std::string> tags;
+  EngineOptions Options() {
+    EngineOptions options;
+    options.on_job_done = [this](const JobRecord& r) {
+      std::lock_guard<std::mutex> lock(mu);
+      tags.push_back(r.spec.client_tag);
+    };
+    return options;
+  }
+};
+
+TEST(EngineFairness, AFloodingClientDelaysAnotherByOneJobPerLane) {
+  FinishOrder order;
+  auto engine = MakeEngine(1, 64, order.Options());
+  auto blocker = std::make_shared<RecordingSink>();
+  blocker->SetGateOpen(false);
+  std::string big = AsBytes(std::vector<float>(100, 1.0f));
+  JobSpec first = ClientSpec("flood", {100});
+  first.client_tag = "flood-blocker";
+  ASSERT_TRUE(engine->Submit(first, big, blocker).ok());
+  while (blocker->chunks() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::vector<std::shared_ptr<RecordingSink>> sinks;
+  for (int i = 0; i < 20; ++i) {
+    JobSpec spec = ClientSpec("flood");
+    spec.client_tag = "flood";
+    sinks.push_back(std::make_shared<RecordingSink>());
+    std::string in = AsBytes({1.0f});
+    ASSERT_TRUE(engine->Submit(spec, in, sinks.back()).ok());
+  }
+  JobSpec other = ClientSpec("other");
+  other.client_tag = "other";
+  sinks.push_back(std::make_shared<RecordingSink>());
+  std::string in = AsBytes({1.0f});
+  ASSERT_TRUE(engine->Submit(other, in, sinks.back()).ok());
+  blocker->SetGateOpen(true);
+  for (auto& sink : sinks) ASSERT_TRUE(sink->WaitDone());
+  std::lock_guard<std::mutex> lock(order.mu);
+  const auto at = std::find(order.tags.begin(), order.tags.end(), "other") - order.tags.begin();
+  // The blocker, then at most one flood job (the flood's turn came first), then the other
+  // client: without round-robin it would run 22nd.
+  EXPECT_LE(at, 2) << "the other client's job ran at position " << at;
+}
+
+TEST(EngineFairness, PerClientLimitsRefuseTheFloodNotTheOthers) {
+  EngineOptions options;
+  options.admission.max_client_jobs = 3;
+  auto engine = MakeEngine(1, 64, options);
+  auto blocker = std::make_shared<RecordingSink>();
+  blocker->SetGateOpen(false);
+  std::string big = AsBytes(std::vector<float>(100, 1.0f));
+  ASSERT_TRUE(engine->Submit(ClientSpec("flood", {100}), big, blocker).ok());
+  std::vector<std::shared_ptr<RecordingSink>> sinks;
+  for (int i = 0; i < 2; ++i) {
+    sinks.push_back(std::make_shared<RecordingSink>());
+    std::string in = AsBytes({1.0f});
+    ASSERT_TRUE(engine->Submit(ClientSpec("flood"), in, sinks.back()).ok());
+  }
+  std::string in = AsBytes({1.0f});
+  const absl::Status refused =
+      engine->Submit(ClientSpec("flood"), in, std::make_shared<RecordingSink>());
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted) << refused;
+  EXPECT_NE(refused.message().find("--max-client-jobs"), std::string::npos) << refused;
+  for (Priority p : {Priority::kLow, Priority::kNormal, Priority::kHigh}) {
+    JobSpec spec = ClientSpec("other");
+    spec.priority = p;
+    sinks.push_back(std::make_shared<RecordingSink>());
+    std::string other_in = AsBytes({1.0f});
+    EXPECT_TRUE(engine->Submit(spec, other_in, sinks.back()).ok());
+  }
+  blocker->SetGateOpen(true);
+  for (auto& sink : sinks) {
+    ASSERT_TRUE(sink->WaitDone());
+    EXPECT_TRUE(sink->status().ok()) << sink->status();
+  }
+  // Once its jobs ended the flooding client may submit again.
+  ASSERT_TRUE(blocker->WaitDone());
+  std::string again = AsBytes({1.0f});
+  EXPECT_TRUE(engine->Submit(ClientSpec("flood"), again, std::make_shared<RecordingSink>()).ok());
+}
+
+TEST(EngineDeadline, AJobWhoseDeadlinePassedWhileQueuedEndsWithoutRunning) {
+  auto engine = MakeEngine(1, 64);
+  auto blocker = std::make_shared<RecordingSink>();
+  blocker->SetGateOpen(false);
+  std::string big = AsBytes(std::vector<float>(100, 1.0f));
+  ASSERT_TRUE(engine->Submit(Spec({100}, {{OpKind::kRelu}}), big, blocker).ok());
+  JobSpec spec = Spec({1}, {{OpKind::kRelu}});
+  spec.deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(30);
+  auto queued = std::make_shared<RecordingSink>();
+  std::string in = AsBytes({1.0f});
+  ASSERT_TRUE(engine->Submit(spec, in, queued).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  blocker->SetGateOpen(true);
+  ASSERT_TRUE(queued->WaitDone());
+  EXPECT_EQ(queued->status().code(), absl::StatusCode::kDeadlineExceeded) << queued->status();
+  EXPECT_EQ(queued->chunks(), 0);
+  // Already past at submission: refused, never accepted.
+  spec.deadline = std::chrono::steady_clock::now() - std::chrono::milliseconds(1);
+  auto late = std::make_shared<RecordingSink>();
+  std::string in2 = AsBytes({1.0f});
+  EXPECT_EQ(engine->Submit(spec, in2, late).code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_FALSE(late->accepted());
+}
+
+// A CPU job of about 10^9 products: seconds of work unless stopped.
+JobSpec CostlyJob() {
+  OpSpec convolve{OpKind::kConvolve};
+  convolve.taps.assign(1024, 0.5);
+  return Spec({1 << 20}, {convolve});
+}
+
+TEST(EngineStop, ACostlyRunningJobStopsWithinMillisecondsOfItsDeadlineOrCancel) {
+  auto engine = MakeEngine(1);
+  JobSpec spec = CostlyJob();
+  spec.deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+  auto timed = std::make_shared<RecordingSink>();
+  std::string in = AsBytes(std::vector<float>(1 << 20, 1.0f));
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_TRUE(engine->Submit(spec, in, timed).ok());
+  ASSERT_TRUE(timed->WaitDone());
+  EXPECT_EQ(timed->status().code(), absl::StatusCode::kDeadlineExceeded) << timed->status();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(600));
+
+  auto cancelled = std::make_shared<RecordingSink>();
+  std::string in2 = AsBytes(std::vector<float>(1 << 20, 1.0f));
+  ASSERT_TRUE(engine->Submit(CostlyJob(), in2, cancelled).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const auto cancel_at = std::chrono::steady_clock::now();
+  cancelled->Cancel();
+  ASSERT_TRUE(cancelled->WaitDone());
+  EXPECT_EQ(cancelled->status().code(), absl::StatusCode::kCancelled);
+  EXPECT_LT(std::chrono::steady_clock::now() - cancel_at, std::chrono::milliseconds(500));
+}
+
+TEST(EngineStop, StopRunningJobsStopsCostlyJobsAndAnUploadWaitingForBytes) {
+  EngineOptions options;
+  options.limits.upload_idle_timeout_ms = 0;  // only the stop may end the upload
+  auto engine = MakeEngine(2, 1 << 20, options);
+  auto costly = std::make_shared<RecordingSink>();
+  std::string in = AsBytes(std::vector<float>(1 << 20, 1.0f));
+  ASSERT_TRUE(engine->Submit(CostlyJob(), in, costly).ok());
+  auto upload = std::make_shared<RecordingSink>();
+  absl::StatusOr<std::shared_ptr<InputRing>> ring =
+      engine->SubmitStreamed(Spec({1000}, {{OpKind::kRelu}}), upload);
+  ASSERT_TRUE(ring.ok()) << ring.status();
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const auto stop_at = std::chrono::steady_clock::now();
+  engine->StopRunningJobs();
+  ASSERT_TRUE(costly->WaitDone());
+  ASSERT_TRUE(upload->WaitDone());
+  EXPECT_LT(std::chrono::steady_clock::now() - stop_at, std::chrono::milliseconds(500));
+  EXPECT_EQ(costly->status().code(), absl::StatusCode::kUnavailable) << costly->status();
+  EXPECT_EQ(upload->status().code(), absl::StatusCode::kUnavailable) << upload->status();
+  EXPECT_NE(costly->status().message().find("shutting down"), std::string::npos);
+  EXPECT_TRUE(engine->Drain(std::chrono::seconds(1)));
+}
+
+// A backend whose lanes throw from Enqueue once (as a failed allocation would), and otherwise
+// run the CPU backend's lanes.
+class ThrowingBackend final : public Backend {
+ public:
+  ThrowingBackend() : cpu_(CreateCpuBackend({})) {}
+  std::string name() const override { return cpu_->name(); }
+  std::optional<DeviceDescription> device() const override { return std::nullopt; }
+  std::vector<PriorityLevel> levels() const override { return cpu_->levels(); }
+  std::string LaneName(Priority p, int lane) const override { return cpu_->LaneName(p, lane); }
+  std::vector<Staging> stagings() const override { return cpu_->stagings(); }
+  std::vector<LaunchMode> launch_modes() const override { return cpu_->launch_modes(); }
+  PlanDescription Describe(const JobSpec& spec, const Plan& plan) const override {
+    return cpu_->Describe(spec, plan);
+  }
+  int64_t default_chunk_bytes() const override { return cpu_->default_chunk_bytes(); }
+  int64_t chunk_capacity_bytes() const override { return cpu_->chunk_capacity_bytes(); }
+  LaneExecutor& lane(Priority p, int lane) override {
+    lane_.inner = &cpu_->lane(p, lane);
+    return lane_;
+  }
+
+ private:
+  struct Lane final : LaneExecutor {
+    LaneExecutor* inner = nullptr;
+    bool thrown = false;
+    int window() const override { return inner->window(); }
+    absl::Status Begin(const JobSpec& s, const Plan& p, const ChunkLayout& l, const JobInterrupt& i,
+                       JobTiming* t) override {
+      return inner->Begin(s, p, l, i, t);
+    }
+    absl::Status Stage(const Chunk& c, const InputChunk& in) override {
+      return inner->Stage(c, in);
+    }
+    absl::Status Enqueue(const Chunk& c) override {
+      if (!thrown) {
+        thrown = true;
+        throw std::bad_alloc();
+      }
+      return inner->Enqueue(c);
+    }
+    absl::Status Profile(const Chunk& c, JobTiming* t) override { return inner->Profile(c, t); }
+    absl::StatusOr<bool> Ready(const Chunk& c) override { return inner->Ready(c); }
+    absl::StatusOr<const char*> Finish(const Chunk& c, JobTiming* t) override {
+      return inner->Finish(c, t);
+    }
+    void End(const absl::Status& s, JobTiming* t) override { inner->End(s, t); }
+  };
+  std::unique_ptr<Backend> cpu_;
+  Lane lane_;
+};
+
+TEST(EngineErrors, AnAllocationThatFailsEndsTheJobAndTheLaneServesTheNext) {
+  CpuBackendOptions cpu;
+  cpu.lanes_per_level = 1;
+  auto engine = Engine::Create(std::make_unique<ThrowingBackend>(), {});
+  auto failed = std::make_shared<RecordingSink>();
+  std::string in = AsBytes({1.0f, -1.0f});
+  ASSERT_TRUE(engine->Submit(Spec({2}, {{OpKind::kRelu}}), in, failed).ok());
+  ASSERT_TRUE(failed->WaitDone());
+  EXPECT_EQ(failed->status().code(), absl::StatusCode::kResourceExhausted) << failed->status();
+  EXPECT_EQ(failed->done_calls(), 1);
+  auto next = std::make_shared<RecordingSink>();
+  std::string in2 = AsBytes({1.0f, -1.0f});
+  ASSERT_TRUE(engine->Submit(Spec({2}, {{OpKind::kRelu}}), in2, next).ok());
+  ASSERT_TRUE(next->WaitDone());
+  EXPECT_TRUE(next->status().ok()) << next->status();
+  EXPECT_EQ(AsFloats(next->output()), (std::vector<float>{1.0f, 0.0f}));
 }
 
 TEST(Engine, DescribeListsTheBackendAndLevels) {

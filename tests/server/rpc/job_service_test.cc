@@ -22,6 +22,7 @@ class JobServiceTest : public ::testing::Test {
   void SetUp() override {
     engine::EngineOptions options;
     options.limits.max_input_bytes = 8 << 20;
+    options.chunk_policy.min_chunk_bytes = 0;  // jobs that ask for small chunks
     engine_ = engine::Engine::Create(engine::CreateCpuBackend({}), options);
     service_ = std::make_unique<JobServiceImpl>(engine_.get(), JobServiceOptions{4, "test"});
     grpc::ServerBuilder builder;

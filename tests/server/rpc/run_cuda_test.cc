@@ -28,6 +28,7 @@ struct Service {
     engine::EngineOptions options;
     options.limits.max_input_bytes = 8 << 20;
     options.limits.max_stream_input_bytes = kBuffers;
+    options.chunk_policy.min_chunk_bytes = 0;  // jobs that ask for small chunks
     engine = engine::Engine::Create(std::move(backend), options);
     service = std::make_unique<JobServiceImpl>(engine.get(), JobServiceOptions{4, "test"});
     grpc::ServerBuilder builder;

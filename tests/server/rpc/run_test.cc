@@ -5,7 +5,9 @@
 
 #include <chrono>
 #include <cstring>
+#include <mutex>
 #include <thread>
+#include <vector>
 
 #include "client/job_client.h"
 #include "server/engine/backends/cpu/cpu_backend.h"
@@ -24,12 +26,24 @@ constexpr int64_t kMaxStreamed = 32 << 20;
 
 class RunTest : public ::testing::Test {
  protected:
-  void SetUp() override {
+  void SetUp() override { Start(JobServiceOptions{4, "test"}); }
+
+  // (Re)starts the engine and the service with `service_options`.
+  void Start(JobServiceOptions service_options) {
+    if (server_) {
+      server_->Shutdown();
+      engine_->Shutdown();
+    }
     engine::EngineOptions options;
     options.limits.max_input_bytes = kMaxInline;
     options.limits.max_stream_input_bytes = kMaxStreamed;
+    options.chunk_policy.min_chunk_bytes = 0;  // jobs that ask for small chunks
+    options.on_job_done = [this](const engine::JobRecord& r) {
+      std::lock_guard<std::mutex> lock(done_mu_);
+      done_.push_back(r.status);
+    };
     engine_ = engine::Engine::Create(engine::CreateCpuBackend({}), options);
-    service_ = std::make_unique<JobServiceImpl>(engine_.get(), JobServiceOptions{4, "test"});
+    service_ = std::make_unique<JobServiceImpl>(engine_.get(), service_options);
     grpc::ServerBuilder builder;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
     builder.RegisterService(service_.get());
@@ -58,6 +72,13 @@ class RunTest : public ::testing::Test {
     return engine_->jobs_in_flight() == jobs;
   }
   bool WaitIdle() { return WaitInFlight(0); }
+
+  // The final statuses of the jobs that ended so far, in the order they ended (the engine's
+  // log of them).
+  std::vector<absl::Status> Done() {
+    std::lock_guard<std::mutex> lock(done_mu_);
+    return done_;
+  }
 
   static v1::SubmitRequest Spec(std::vector<int64_t> shape, const char* op = "relu") {
     v1::SubmitRequest request;
@@ -103,6 +124,8 @@ class RunTest : public ::testing::Test {
   std::unique_ptr<client::JobClient> client_;
   std::unique_ptr<v1::JobService::Stub> stub_;
   int port_ = 0;
+  std::mutex done_mu_;
+  std::vector<absl::Status> done_;
 };
 
 TEST_F(RunTest, StreamedJobEqualsUnaryJob) {
@@ -305,6 +328,105 @@ TEST_F(RunTest, CancelMidUploadEndsTheJobAndTheServerStaysHealthy) {
   absl::StatusOr<client::JobResult> next = Run(Spec({2}), AsBytes({-1.0f, 2.0f}));
   ASSERT_TRUE(next.ok()) << next.status();
   EXPECT_EQ(AsFloats(next->output.data()), (std::vector<float>{0.0f, 2.0f}));
+}
+
+TEST_F(RunTest, ACancelMidUploadIsLoggedAsCancelledEveryTime) {
+  for (int i = 0; i < 20; ++i) {
+    grpc::ClientContext context;
+    std::unique_ptr<RawStream> s = stub_->Run(&context);
+    WriteSpec(s.get(), Spec({1 << 20}));
+    WriteData(s.get(), std::string(64 << 10, '\0'));
+    v1::JobEvent accepted;
+    ASSERT_TRUE(s->Read(&accepted));
+    context.TryCancel();
+    EXPECT_EQ(Drain(s.get()).error_code(), grpc::StatusCode::CANCELLED);
+    ASSERT_TRUE(WaitIdle());
+  }
+  const std::vector<absl::Status> done = Done();
+  ASSERT_EQ(done.size(), 20u);
+  for (size_t i = 0; i < done.size(); ++i) {
+    EXPECT_EQ(done[i].code(), absl::StatusCode::kCancelled) << i << ": " << done[i];
+  }
+}
+
+TEST_F(RunTest, AnEarlyHalfCloseIsLoggedAsTheInvalidArgumentTheClientGets) {
+  for (int i = 0; i < 5; ++i) {
+    grpc::ClientContext context;
+    std::unique_ptr<RawStream> s = stub_->Run(&context);
+    WriteSpec(s.get(), Spec({4}));
+    WriteData(s.get(), std::string(8, '\0'));
+    s->WritesDone();
+    EXPECT_EQ(Drain(s.get()).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    ASSERT_TRUE(WaitIdle());
+  }
+  for (const absl::Status& status : Done()) {
+    EXPECT_EQ(status, absl::InvalidArgumentError("input ended after 8 of 16 bytes"));
+  }
+}
+
+TEST_F(RunTest, ACallThatNeverSendsItsSpecEndsAtTheUploadIdleTimeout) {
+  JobServiceOptions options{4, "test"};
+  options.upload_idle_timeout = std::chrono::milliseconds(200);
+  Start(options);
+  grpc::ClientContext context;
+  const auto start = std::chrono::steady_clock::now();
+  std::unique_ptr<RawStream> s = stub_->Run(&context);
+  const grpc::Status status = Drain(s.get());
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << status.error_message();
+  EXPECT_NE(status.error_message().find("no spec within"), std::string::npos);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));
+  // A prompt client is not touched by the timer.
+  absl::StatusOr<client::JobResult> ok = Run(Spec({2}), AsBytes({-1.0f, 2.0f}));
+  EXPECT_TRUE(ok.ok()) << ok.status();
+}
+
+TEST_F(RunTest, AReaderThatStopsReadingIsCancelledAndItsLaneFreed) {
+  JobServiceOptions options{4, "test"};
+  options.reader_idle_timeout = std::chrono::milliseconds(300);
+  Start(options);
+  // 8 MiB of results: far more than the event queue and flow control hold (a channel of its
+  // own whose receive window does not grow).
+  v1::SubmitRequest request = Spec({2 << 20});
+  request.mutable_input()->set_data(std::string(8 << 20, '\0'));
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  std::unique_ptr<v1::JobService::Stub> stub = v1::JobService::NewStub(grpc::CreateCustomChannel(
+      "127.0.0.1:" + std::to_string(port_), grpc::InsecureChannelCredentials(), args));
+  grpc::ClientContext context;
+  std::unique_ptr<grpc::ClientReader<v1::JobEvent>> reader = stub->Submit(&context, request);
+  v1::JobEvent accepted;
+  ASSERT_TRUE(reader->Read(&accepted));  // then reads nothing more
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_TRUE(WaitIdle()) << "the stalled job kept its lane";
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  const std::vector<absl::Status> done = Done();
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].code(), absl::StatusCode::kDeadlineExceeded) << done[0];
+  EXPECT_NE(done[0].message().find("--reader-idle-timeout-seconds"), std::string::npos);
+  // The lane serves the next job; the stalled call was cancelled.
+  absl::StatusOr<client::JobResult> next = Run(Spec({2}), AsBytes({-1.0f, 2.0f}));
+  EXPECT_TRUE(next.ok()) << next.status();
+  v1::JobEvent e;
+  while (reader->Read(&e)) {
+  }
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+}
+
+TEST_F(RunTest, AClientThatNeverHalfClosesGetsItsDoneAtTheIdleTimeout) {
+  JobServiceOptions options{4, "test"};
+  options.reader_idle_timeout = std::chrono::milliseconds(300);
+  Start(options);
+  grpc::ClientContext context;
+  std::unique_ptr<RawStream> s = stub_->Run(&context);
+  WriteSpec(s.get(), Spec({4}));
+  WriteData(s.get(), std::string(16, '\0'));  // the whole input; no WritesDone
+  bool done_ok = false;
+  v1::JobEvent e;
+  while (s->Read(&e)) {
+    if (e.has_done() && e.done().code() == 0) done_ok = true;
+  }
+  EXPECT_TRUE(s->Finish().ok());
+  EXPECT_TRUE(done_ok);
 }
 
 TEST_F(RunTest, AFailingReaderCancelsTheUpload) {

@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/cpu/reference_ops.h"
-#include "server/engine/planning/chunk_plan.h"
 #include "server/engine/backends/cpu/cpu_row_ops.h"
+#include "server/engine/backends/cpu/host_steps.h"
+#include "server/engine/planning/chunk_plan.h"
 
 namespace gpupipe::engine {
 namespace {
@@ -21,110 +21,6 @@ double MicrosBetween(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::micro>(b - a).count();
 }
 
-// A tensor's bytes, aligned for any element type.
-class Buffer {
- public:
-  Buffer() = default;
-  explicit Buffer(size_t bytes) { Resize(bytes); }
-  void Resize(size_t bytes) { words_.resize((bytes + 7) / 8); }
-  void* data() { return words_.data(); }
-  const void* data() const { return words_.data(); }
-  void swap(Buffer& other) { words_.swap(other.words_); }
-
- private:
-  std::vector<uint64_t> words_;
-};
-
-// Runs one elementwise or prologue-taking row step from `in` into `out` (sized for the step's
-// output). A row step applies its prologue in the compute type first, as the kernels do on load
-// (RunWithPrologue). False where the reference lacks the step's dtype.
-bool RunStep(const PlanStep& step, const void* in, void* out) {
-  namespace cpu = kernels::cpu;
-  const kernels::ElementType in_type = ToElementType(step.in_dtype);
-  if (step.kind == StepKind::kElementwise) {
-    return cpu::Elementwise(in, in_type, out, step.input_elements(), step.program);
-  }
-  return cpu::RunWithPrologue(
-      in, in_type, step.input_elements(), step.program, out, ToElementType(step.out_dtype),
-      step.output_elements(), [&](const void* x, kernels::ElementType type, void* y) {
-        switch (step.kind) {
-          case StepKind::kRowReduce:
-            return cpu::RowReduce(x, type, y, step.rows, step.cols, step.reduce);
-          case StepKind::kRowArgmax:
-            return cpu::RowArgmax(x, type, static_cast<int64_t*>(y), step.rows, step.cols);
-          case StepKind::kRowSoftmax:
-            return cpu::RowSoftmax(x, type, y, step.rows, step.cols);
-          case StepKind::kRowNormalize:
-            return cpu::RowNormalize(x, type, y, step.rows, step.cols, step.normalize);
-          default:
-            break;
-        }
-        return false;
-      });
-}
-
-// Runs `plan` on the input bytes at `input` (plan.input_elements of the first step's dtype)
-// with the reference ops; the result, in the plan's output dtype, is in `*current`. Adds each
-// step's host time to `step_us` (one entry per step).
-absl::Status RunPlanOnHost(const Plan& plan, const char* input, Buffer* current,
-                           std::vector<double>* step_us) {
-  const int64_t in_bytes =
-      plan.steps.empty() ? 0 : plan.input_elements * plan.steps.front().input_itemsize();
-  current->Resize(static_cast<size_t>(in_bytes));
-  std::memcpy(current->data(), input, static_cast<size_t>(in_bytes));
-  Buffer next;
-  auto step_start = Clock::now();
-  for (size_t i = 0; i < plan.steps.size(); ++i) {
-    const PlanStep& step = plan.steps[i];
-    next.Resize(static_cast<size_t>(step.output_elements() * step.output_itemsize()));
-    if (step.resizes()) {
-      if (absl::Status s = RunRowResizeOnCpu(step, current->data(), next.data()); !s.ok()) {
-        return s;
-      }
-    } else if (!RunStep(step, current->data(), next.data())) {
-      return absl::InternalError(absl::StrCat("the CPU reference has no ", step.ops, " for ",
-                                              DTypeName(step.in_dtype)));
-    }
-    current->swap(next);
-    const auto now = Clock::now();
-    (*step_us)[i] += MicrosBetween(step_start, now);
-    step_start = now;
-  }
-  return absl::OkStatus();
-}
-
-// Runs kSplitRowResize piece `chunk` on the input bytes at `input` (chunk.in_elements): its
-// elementwise step if it has one, then the resize step with the row's state; the piece's
-// result (chunk.out_elements) is in `*current`.
-absl::Status RunPieceOnHost(const Chunk& chunk, const char* input, CpuSplitRowState* state,
-                            Buffer* current, std::vector<double>* step_us) {
-  const Plan& plan = chunk.plan;
-  const size_t bytes = static_cast<size_t>(plan.max_bytes);
-  current->Resize(bytes);
-  std::memcpy(current->data(), input,
-              static_cast<size_t>(chunk.in_elements * plan.steps.front().input_itemsize()));
-  auto start = Clock::now();
-  if (plan.steps.size() == 2) {
-    const PlanStep& ew = plan.steps.front();
-    if (!kernels::cpu::Elementwise(current->data(), ToElementType(ew.in_dtype), current->data(),
-                                   chunk.in_elements, ew.program)) {
-      return absl::InternalError(absl::StrCat("no CPU reference for ", ew.ops, " on ",
-                                              DTypeName(ew.in_dtype)));
-    }
-    const auto now = Clock::now();
-    (*step_us)[0] += MicrosBetween(start, now);
-    start = now;
-  }
-  Buffer next(bytes);
-  if (absl::Status s = RunRowResizePieceOnCpu(chunk, current->data(), next.data(), state);
-      !s.ok()) {
-    return s;
-  }
-  current->swap(next);
-  step_us->back() += MicrosBetween(start, Clock::now());
-  return absl::OkStatus();
-}
-
 // A CPU lane runs one chunk at a time: Enqueue computes it, so it is ready at once.
 class CpuLane final : public LaneExecutor {
  public:
@@ -133,8 +29,9 @@ class CpuLane final : public LaneExecutor {
   int window() const override { return 1; }
 
   absl::Status Begin(const JobSpec& spec, const Plan& plan, const ChunkLayout& layout,
-                     JobTiming* timing) override {
+                     const JobInterrupt& interrupt, JobTiming* timing) override {
     spec_ = &spec;
+    interrupt_ = &interrupt;
     plan_ = &plan;
     layout_ = &layout;
     timing_ = timing;
@@ -155,9 +52,11 @@ class CpuLane final : public LaneExecutor {
 
   absl::Status Enqueue(const Chunk& chunk) override {
     const auto chunk_start = Clock::now();
-    if (absl::Status s = layout_->mode == ChunkLayout::Mode::kSplitRowResize
-                             ? RunPieceOnHost(chunk, input_, &split_state_, &values_, &step_us_)
-                             : RunPlanOnHost(chunk.plan, input_, &values_, &step_us_);
+    if (absl::Status s =
+            layout_->mode == ChunkLayout::Mode::kSplitRowResize
+                ? RunPieceOnHost(chunk, input_, &split_state_, *interrupt_, &buffers_, &result_,
+                                 &step_us_)
+                : RunPlanOnHost(chunk.plan, input_, *interrupt_, &buffers_, &result_, &step_us_);
         !s.ok()) {
       return s;
     }
@@ -174,9 +73,7 @@ class CpuLane final : public LaneExecutor {
   // Step times are summed in Enqueue and reported once, at End.
   absl::Status Profile(const Chunk&, JobTiming*) override { return absl::OkStatus(); }
   absl::StatusOr<bool> Ready(const Chunk&) override { return true; }
-  absl::StatusOr<const char*> Finish(const Chunk&, JobTiming*) override {
-    return static_cast<const char*>(values_.data());
-  }
+  absl::StatusOr<const char*> Finish(const Chunk&, JobTiming*) override { return result_; }
 
   void End(const absl::Status& status, JobTiming* timing) override {
     if (status.ok() && spec_->profile) {
@@ -185,6 +82,7 @@ class CpuLane final : public LaneExecutor {
       }
     }
     input_ = nullptr;
+    interrupt_ = nullptr;
   }
 
  private:
@@ -192,12 +90,14 @@ class CpuLane final : public LaneExecutor {
   const JobSpec* spec_ = nullptr;
   const Plan* plan_ = nullptr;
   const ChunkLayout* layout_ = nullptr;
+  const JobInterrupt* interrupt_ = nullptr;
   JobTiming* timing_ = nullptr;
   Clock::time_point start_;
   std::vector<double> step_us_;
   CpuSplitRowState split_state_;
   const char* input_ = nullptr;
-  Buffer values_;
+  HostBuffers buffers_;
+  const char* result_ = nullptr;
 };
 
 class CpuBackend final : public Backend {

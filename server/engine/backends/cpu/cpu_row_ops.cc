@@ -50,6 +50,17 @@ absl::Status RunRowResizeOnCpu(const PlanStep& step, const void* in, void* out) 
   return absl::OkStatus();
 }
 
+absl::Status ConvolveWindowOnCpu(const PlanStep& step, const kernels::ConvolveWindow& window,
+                                 const void* in, void* out) {
+  if (step.kind != StepKind::kRowConvolve ||
+      !kernels::cpu::RowConvolveWindow(in, ToElementType(step.in_dtype), out, window,
+                                       step.op.taps.data(),
+                                       static_cast<int32_t>(step.op.taps.size()))) {
+    return Rejected(step);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status RunRowResizePieceOnCpu(const Chunk& chunk, const void* in, void* out,
                                     CpuSplitRowState* state) {
   const PlanStep& step = chunk.plan.steps.back();
@@ -69,10 +80,6 @@ absl::Status RunRowResizePieceOnCpu(const Chunk& chunk, const void* in, void* ou
       if (ok && chunk.last_piece) {
         std::memcpy(out, state->counts.data(), state->counts.size() * sizeof(int64_t));
       }
-      break;
-    case StepKind::kRowConvolve:
-      ok = kernels::cpu::RowConvolveWindow(in, type, out, chunk.window, op.taps.data(),
-                                           static_cast<int32_t>(op.taps.size()));
       break;
     case StepKind::kRowTopk:
       ok = kernels::cpu::RowTopk(in, type, out, 1, step.cols, static_cast<int32_t>(op.k));

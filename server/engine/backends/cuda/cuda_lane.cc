@@ -67,7 +67,7 @@ CudaLane::CudaLane(Lane& lane, std::string name, int64_t slot_bytes, CopyPool& c
 }
 
 absl::Status CudaLane::Begin(const JobSpec& spec, const Plan& plan, const ChunkLayout& layout,
-                             JobTiming* timing) {
+                             const JobInterrupt& /*interrupt*/, JobTiming* timing) {
   spec_ = &spec;
   layout_ = &layout;
   timing_ = timing;

@@ -45,7 +45,7 @@ class CudaLane final : public LaneExecutor {
 
   int window() const override { return kSlots; }
   absl::Status Begin(const JobSpec& spec, const Plan& plan, const ChunkLayout& layout,
-                     JobTiming* timing) override;
+                     const JobInterrupt& interrupt, JobTiming* timing) override;
   absl::Status Stage(const Chunk& chunk, const InputChunk& input) override;
   absl::Status Enqueue(const Chunk& chunk) override;
   absl::Status Profile(const Chunk& chunk, JobTiming* timing) override;

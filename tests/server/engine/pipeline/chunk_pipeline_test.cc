@@ -4,8 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -37,7 +39,7 @@ class ScriptedLane final : public LaneExecutor {
   explicit ScriptedLane(int window, InputSource* input) : window_(window), input_(input) {}
 
   int window() const override { return window_; }
-  absl::Status Begin(const JobSpec&, const Plan&, const ChunkLayout& layout,
+  absl::Status Begin(const JobSpec&, const Plan&, const ChunkLayout& layout, const JobInterrupt&,
                      JobTiming*) override {
     layout_ = &layout;
     return absl::OkStatus();
@@ -79,6 +81,11 @@ class ScriptedLane final : public LaneExecutor {
   absl::Status end_status_ = absl::UnknownError("End was not called");
 };
 
+// An interrupt that fires only when the sink's reader leaves.
+JobInterrupt ReaderOnly(const JobSink& sink) {
+  return JobInterrupt(sink, std::chrono::steady_clock::time_point::max());
+}
+
 std::string Bytes(int64_t n) {
   std::string s(static_cast<size_t>(n), '\0');
   for (int64_t i = 0; i < n / 4; ++i) {
@@ -109,7 +116,8 @@ TEST(ChunkPipeline, KeepsTheLaneWindowFullAndEmitsInOrder) {
   sink.OnAccepted({});  // as the engine does before a job runs
   PriorityGate gate(kPriorityLevels);
   const absl::Status s = RunChunkPipeline(
-      {job.spec, job.plan, job.layout, *input, sink, &job.timing, 1 << 20}, lane, gate, {});
+      {job.spec, job.plan, job.layout, *input, sink, ReaderOnly(sink), &job.timing, 1 << 20}, lane,
+      gate, {});
   ASSERT_TRUE(s.ok()) << s;
   EXPECT_EQ(lane.max_in_flight_, 3);  // never more than the window, and filled
   EXPECT_EQ(lane.finished_, 16);
@@ -141,7 +149,8 @@ TEST(ChunkPipeline, AnInputRingBoundsTheWindowAndGetsEveryChunkBack) {
   sink.OnAccepted({});  // as the engine does before a job runs
   PriorityGate gate(kPriorityLevels);
   const absl::Status s = RunChunkPipeline(
-      {job.spec, job.plan, job.layout, *ring, sink, &job.timing, 1 << 20}, lane, gate, {});
+      {job.spec, job.plan, job.layout, *ring, sink, ReaderOnly(sink), &job.timing, 1 << 20}, lane,
+      gate, {});
   ASSERT_TRUE(s.ok()) << s;
   EXPECT_EQ(lane.max_in_flight_, 1);  // one chunk runs while the other buffer fills
   EXPECT_EQ(sent, bytes.size());
@@ -172,12 +181,12 @@ TEST(ChunkPipeline, EveryLayoutModeEmitsTheWholeResultInOrderOnTheCpuLane) {
     a.OnAccepted({});
     b.OnAccepted({});
     ASSERT_TRUE(RunChunkPipeline({chunked.spec, chunked.plan, chunked.layout, *input, a,
-                                  &chunked.timing, 1 << 20},
+                                  ReaderOnly(a), &chunked.timing, 1 << 20},
                                  cpu->lane(Priority::kNormal, 0), gate, {})
                     .ok());
-    ASSERT_TRUE(RunChunkPipeline(
-                    {whole.spec, whole.plan, whole.layout, *input, b, &whole.timing, 1 << 20},
-                    cpu->lane(Priority::kNormal, 0), gate, {})
+    ASSERT_TRUE(RunChunkPipeline({whole.spec, whole.plan, whole.layout, *input, b, ReaderOnly(b),
+                                  &whole.timing, 1 << 20},
+                                 cpu->lane(Priority::kNormal, 0), gate, {})
                     .ok());
     EXPECT_EQ(a.output().size(), b.output().size()) << i;
     // Sums of a split row round differently; the rows and the scan are exact here.
@@ -197,8 +206,8 @@ TEST(ChunkPipeline, AJobHoldsItsNextChunkWhileAHigherPriorityOneRuns) {
   policy.priority_hold_us = 30000;
   const auto high = gate.Enter(static_cast<int>(Priority::kHigh));
   const auto start = std::chrono::steady_clock::now();
-  ASSERT_TRUE(RunChunkPipeline({job.spec, job.plan, job.layout, *input, sink, &job.timing,
-                                1 << 20},
+  ASSERT_TRUE(RunChunkPipeline({job.spec, job.plan, job.layout, *input, sink, ReaderOnly(sink),
+                                &job.timing, 1 << 20},
                                lane, gate, policy)
                   .ok());
   // Each of the 4 chunks waited out the hold: slowed, never starved.
@@ -215,7 +224,8 @@ TEST(ChunkPipeline, ACancelledJobStopsBetweenChunks) {
   sink.Cancel();
   PriorityGate gate(kPriorityLevels);
   const absl::Status s = RunChunkPipeline(
-      {job.spec, job.plan, job.layout, *input, sink, &job.timing, 1 << 20}, lane, gate, {});
+      {job.spec, job.plan, job.layout, *input, sink, ReaderOnly(sink), &job.timing, 1 << 20}, lane,
+      gate, {});
   EXPECT_EQ(s.code(), absl::StatusCode::kCancelled) << s;
   EXPECT_EQ(lane.enqueued_, 0);
   EXPECT_EQ(lane.end_status_.code(), absl::StatusCode::kCancelled);
@@ -230,7 +240,8 @@ TEST(ChunkPipeline, ALaneErrorEndsTheJobAndTheLaneIsTold) {
   sink.OnAccepted({});  // as the engine does before a job runs
   PriorityGate gate(kPriorityLevels);
   const absl::Status s = RunChunkPipeline(
-      {job.spec, job.plan, job.layout, *input, sink, &job.timing, 1 << 20}, lane, gate, {});
+      {job.spec, job.plan, job.layout, *input, sink, ReaderOnly(sink), &job.timing, 1 << 20}, lane,
+      gate, {});
   EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
   EXPECT_EQ(lane.end_status_.code(), absl::StatusCode::kInternal);
 }
@@ -251,8 +262,76 @@ TEST(ChooseLayout, LowPriorityJobsRunInCappedChunksUnlessThatSplitsTheirRows) {
   EXPECT_EQ(chunks(Spec({1 << 16}, {{OpKind::kRelu}}, 0, Priority::kLow)), 64);
   // Rows of 8 KiB stay whole: capping would split them and change the rounding of the sums.
   EXPECT_EQ(chunks(Spec({4, 2048}, {{OpKind::kSum}}, 0, Priority::kLow)), 1);
-  // A job's own request wins over the default, and over the cap when smaller.
+  // A job's own request wins over the default, and over the cap when smaller ...
+  policy.min_chunk_bytes = 0;
   EXPECT_EQ(chunks(Spec({1 << 16}, {{OpKind::kRelu}}, 1024, Priority::kLow)), 256);
+  // ... but not below the floor.
+  policy.min_chunk_bytes = 2048;
+  EXPECT_EQ(chunks(Spec({1 << 16}, {{OpKind::kRelu}}, 1024, Priority::kLow)), 128);
+}
+
+TEST(ChooseLayout, AChunkRequestBelowTheFloorIsRaisedToIt) {
+  std::unique_ptr<Backend> cpu = CreateCpuBackend({});
+  const ChunkPolicy policy;  // the daemon's floor
+  ASSERT_EQ(policy.min_chunk_bytes, 64 << 10);
+  // histogram(bins=65536) over 4 MiB asking for 1-byte chunks: without the floor, a million
+  // pieces each paying for the bins.
+  OpSpec histogram{OpKind::kHistogram};
+  histogram.bins = 65536;
+  histogram.lo = 0;
+  histogram.hi = 1;
+  const JobSpec spec = Spec({1 << 20}, {histogram}, 1);
+  absl::StatusOr<Plan> plan = PlanJob(spec);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  absl::StatusOr<ChunkLayout> layout = ChooseLayout(spec, *plan, *cpu, policy);
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  EXPECT_EQ(layout->chunk_count, (4 << 20) / (64 << 10));
+  // Rows of a row op fill chunks of the floor's size, whole.
+  const JobSpec rows = Spec({1024, 256}, {{OpKind::kSoftmax}}, 1);
+  absl::StatusOr<Plan> rows_plan = PlanJob(rows);
+  absl::StatusOr<ChunkLayout> rows_layout = ChooseLayout(rows, *rows_plan, *cpu, policy);
+  ASSERT_TRUE(rows_layout.ok());
+  EXPECT_EQ(rows_layout->chunk_count, (1024 * 256 * 4) / (64 << 10));
+}
+
+TEST(ChunkPipeline, AJobPastItsDeadlineStopsBeforeItsNextChunk) {
+  Job job(Spec({64}, {{OpKind::kRelu}}, 16));
+  std::shared_ptr<InputSource> input = InputSource::Complete(Bytes(256));
+  ScriptedLane lane(1, input.get());
+  RecordingSink sink;
+  sink.OnAccepted({});
+  PriorityGate gate(kPriorityLevels);
+  const JobInterrupt past(sink, std::chrono::steady_clock::now());
+  const absl::Status s = RunChunkPipeline(
+      {job.spec, job.plan, job.layout, *input, sink, past, &job.timing, 1 << 20}, lane, gate, {});
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+  EXPECT_EQ(lane.enqueued_, 0);
+}
+
+TEST(ChunkPipeline, AStoppingEngineStopsAHeldJobWithUnavailable) {
+  Job job(Spec({16}, {{OpKind::kRelu}}, 16, Priority::kLow));  // 4 chunks
+  std::shared_ptr<InputSource> input = InputSource::Complete(Bytes(64));
+  ScriptedLane lane(1, input.get());
+  lane.ready_ = true;
+  RecordingSink sink;
+  sink.OnAccepted({});
+  PriorityGate gate(kPriorityLevels);
+  ChunkPolicy policy;
+  policy.priority_hold_us = 10'000'000;  // a hold that would outlast the test
+  std::atomic<bool> stopping{false};
+  const JobInterrupt interrupt(sink, std::chrono::steady_clock::time_point::max(), &stopping);
+  const auto high = gate.Enter(static_cast<int>(Priority::kHigh));
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    stopping = true;
+  });
+  const auto start = std::chrono::steady_clock::now();
+  const absl::Status s = RunChunkPipeline(
+      {job.spec, job.plan, job.layout, *input, sink, interrupt, &job.timing, 1 << 20}, lane, gate,
+      policy);
+  stopper.join();
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
 }
 
 }  // namespace

@@ -208,7 +208,9 @@ TEST(RowResizePlanner, DtypesFlowThroughSteps) {
 std::unique_ptr<Engine> MakeEngine() {
   CpuBackendOptions cpu;
   cpu.lanes_per_level = 1;
-  return Engine::Create(CreateCpuBackend(cpu), EngineOptions{});
+  EngineOptions options;
+  options.chunk_policy.min_chunk_bytes = 0;  // tests of the chunking itself
+  return Engine::Create(CreateCpuBackend(cpu), options);
 }
 
 std::shared_ptr<RecordingSink> RunJob(Engine& engine, const JobSpec& spec, std::string input) {

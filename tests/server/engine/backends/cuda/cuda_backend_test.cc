@@ -34,6 +34,7 @@ class CudaBackendTest : public ::testing::Test {
     }
     EngineOptions engine_options;
     engine_options.limits.max_input_bytes = 64 << 20;
+    engine_options.chunk_policy.min_chunk_bytes = 0;  // jobs that ask for small chunks
     cuda_ = Engine::Create(*std::move(backend), engine_options).release();
     cpu_ = Engine::Create(CreateCpuBackend({}), engine_options).release();
   }
@@ -366,6 +367,7 @@ class CudaLaunchModesTest : public ::testing::Test {
     if (!backend.ok()) GTEST_SKIP() << "no usable CUDA device: " << backend.status();
     EngineOptions engine_options;
     engine_options.limits.max_input_bytes = 64 << 20;
+    engine_options.chunk_policy.min_chunk_bytes = 0;  // jobs that ask for small chunks
     engine_ = Engine::Create(*std::move(backend), engine_options);
   }
 

@@ -38,6 +38,7 @@ std::shared_ptr<RecordingSink> RunJob(Engine& engine, const JobSpec& spec,
 std::unique_ptr<Engine> MakeCpuEngine() {
   EngineOptions engine_options;
   engine_options.limits.max_input_bytes = int64_t{512} << 20;
+  engine_options.chunk_policy.min_chunk_bytes = 0;  // tests of the chunking itself
   return Engine::Create(CreateCpuBackend({}), engine_options);
 }
 
@@ -66,6 +67,7 @@ std::unique_ptr<Engine> MakeCudaEngine(std::string* skip, int64_t chunk_bytes = 
   engine_options.limits.max_input_bytes = int64_t{512} << 20;
   engine_options.limits.input_ring_bytes = 4 << 20;
   engine_options.limits.input_ring_total_bytes = input_ring_total_bytes;
+  engine_options.chunk_policy.min_chunk_bytes = 0;  // tests of the chunking itself
   return Engine::Create(*std::move(backend), engine_options);
 }
 

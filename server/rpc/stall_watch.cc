@@ -1,0 +1,50 @@
+#include "server/rpc/stall_watch.h"
+
+#include <algorithm>
+
+namespace gpupipe::rpc {
+
+StallWatch::StallWatch(std::chrono::milliseconds timeout) : timeout_(timeout) {
+  if (timeout_.count() > 0) thread_ = std::thread([this] { Loop(); });
+}
+
+StallWatch::~StallWatch() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void StallWatch::Watch(std::weak_ptr<EventStream> stream) {
+  if (timeout_.count() <= 0) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  streams_.push_back(std::move(stream));
+}
+
+void StallWatch::Loop() {
+  const auto period = std::min<std::chrono::milliseconds>(
+      timeout_ / 4 + std::chrono::milliseconds(1), std::chrono::seconds(1));
+  std::vector<std::shared_ptr<EventStream>> live;
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!wake_.wait_for(lock, period, [&] { return stop_; })) {
+    // Take the live streams out of the lock: checking one may cancel its call.
+    live.clear();
+    auto gone = std::remove_if(streams_.begin(), streams_.end(),
+                               [&](const std::weak_ptr<EventStream>& weak) {
+                                 std::shared_ptr<EventStream> stream = weak.lock();
+                                 if (!stream || stream->detached()) return true;
+                                 live.push_back(std::move(stream));
+                                 return false;
+                               });
+    streams_.erase(gone, streams_.end());
+    lock.unlock();
+    const auto now = std::chrono::steady_clock::now();
+    for (const std::shared_ptr<EventStream>& stream : live) stream->CheckStalled(now, timeout_);
+    live.clear();  // the last reference to a stream may go here, outside the lock
+    lock.lock();
+  }
+}
+
+}  // namespace gpupipe::rpc
