@@ -72,6 +72,7 @@ void JobClient::SetDeadline(grpc::ClientContext* context) const {
   context->set_deadline(std::chrono::system_clock::now() +
                         std::chrono::duration_cast<std::chrono::system_clock::duration>(
                             std::chrono::duration<double>(options_.deadline_seconds)));
+  if (!options_.client_id.empty()) context->AddMetadata("client-id", options_.client_id);
 }
 
 absl::StatusOr<v1::DescribeResponse> JobClient::Describe() {

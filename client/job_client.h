@@ -21,6 +21,9 @@ namespace client {
 struct ClientOptions {
   // Deadline of each RPC, from its start. Must be positive.
   double deadline_seconds = 300;
+  // Sent as the `client-id` metadata of every call: the daemon counts clients by their address
+  // (or TLS identity), and this tells apart clients that share one. Empty: not sent.
+  std::string client_id;
 };
 
 // Called with every event of a Submit stream, in order, after the event was checked.
@@ -77,6 +80,7 @@ class JobClient {
   const ClientOptions& options() const { return options_; }
 
  private:
+  // The deadline and the client-id of a call.
   void SetDeadline(grpc::ClientContext* context) const;
 
   ClientOptions options_;

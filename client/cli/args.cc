@@ -61,6 +61,7 @@ const std::map<std::string, OptionSpec>& Options() {
   static const auto* options = new std::map<std::string, OptionSpec>{
       {"--target", {true, {}}},
       {"--deadline", {true, {}}},
+      {"--client-id", {true, {}}},
       {"--input", {true, {"submit", "compare"}}},
       {"--ops", {true, {"submit", "compare"}}},
       {"--output", {true, {"submit"}}},
@@ -223,6 +224,12 @@ absl::StatusOr<Args> ParseArgs(const std::vector<std::string>& argv) {
                                   value, "'"));
       }
       args.deadline_seconds = d;
+    } else if (name == "--client-id") {
+      if (value.empty() || value.size() > kMaxClientIdBytes) {
+        return Usage(
+            absl::StrCat("--client-id: 1 to ", kMaxClientIdBytes, " bytes, got ", value.size()));
+      }
+      args.client_id = value;
     } else {
       values[name] = value;
     }
@@ -360,8 +367,12 @@ std::string MainHelp() {
       "  describe   show the daemon's device, ops, launch modes and limits\n"
       "\n"
       "global options (also accepted after the command):\n"
-      "  --target HOST:PORT   daemon address (default ", kDefaultTarget, ")\n"
+      "  --target HOST:PORT   daemon address (default ",
+      kDefaultTarget,
+      ")\n"
       "  --deadline SECONDS   give up on a call after this long (default 300)\n"
+      "  --client-id ID       who the daemon counts this client as, within its address\n"
+      "                       (per-client limits and fair share; default: the address)\n"
       "  --json               print one JSON object instead of text\n"
       "  -h, --help           show help (gpupipe <command> --help for a command)\n"
       "  --version            print the version\n"

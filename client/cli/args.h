@@ -57,10 +57,14 @@ struct Args {
   std::string help_topic;  // for kHelp: "", "submit", "describe" or "compare"
   std::string target = kDefaultTarget;
   double deadline_seconds = 300;
+  std::string client_id;  // --client-id
   bool json = false;
   SubmitArgs submit;
   CompareArgs compare;
 };
+
+// Longest --client-id (the daemon keeps at most this much of it).
+inline constexpr size_t kMaxClientIdBytes = 64;
 
 // Parses the arguments after the program name. Options take their value as the next
 // argument or after '='. Global options (--target, --deadline, --json, --help) are accepted

@@ -84,6 +84,7 @@ int FailRpc(const Reporter& reporter, const Args& args, const absl::Status& stat
 absl::StatusOr<std::unique_ptr<client::JobClient>> Connect(const Args& args) {
   client::ClientOptions options;
   options.deadline_seconds = args.deadline_seconds;
+  options.client_id = args.client_id;
   return client::JobClient::Create(args.target, options);
 }
 

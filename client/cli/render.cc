@@ -488,6 +488,25 @@ std::string RenderDescribeText(const v1::DescribeResponse& d) {
                                            " each, from a pool of ",
                                            FormatBytes(l.input_ring_total_bytes())));
     }
+    if (l.max_queued_jobs() > 0) {
+      text += Line("queue", absl::StrCat(l.max_queued_jobs(), " jobs per priority, ",
+                                         FormatBytes(l.max_queued_bytes()), " held"));
+      text += Line("client", absl::StrCat(l.max_client_jobs(), " jobs, ",
+                                          FormatBytes(l.max_client_queued_bytes()), " queued, ",
+                                          l.max_client_uploads(), " uploads"));
+    }
+    if (l.min_chunk_bytes() > 0 || l.max_work_per_byte() > 0) {
+      text +=
+          Line("work", absl::StrCat("chunks of at least ", FormatBytes(l.min_chunk_bytes()),
+                                    ", at most ", l.max_work_per_byte(), " operations per byte"));
+    }
+    const auto seconds = [](int64_t ms) {
+      return ms > 0 ? absl::StrCat(ms / 1000.0, " s") : std::string("none");
+    };
+    if (l.upload_idle_timeout_ms() > 0 || l.reader_idle_timeout_ms() > 0) {
+      text += Line("idle", absl::StrCat("upload ", seconds(l.upload_idle_timeout_ms()), ", reader ",
+                                        seconds(l.reader_idle_timeout_ms())));
+    }
   }
   return text;
 }

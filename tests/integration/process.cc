@@ -94,6 +94,39 @@ CommandResult RunCommand(const std::vector<std::string>& argv) {
   return result;
 }
 
+ChildProcess::ChildProcess(const std::vector<std::string>& argv) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
+  std::vector<char*> args = Argv(argv);
+  if (posix_spawn(&pid_, args[0], &actions, nullptr, args.data(), environ) != 0) pid_ = -1;
+  posix_spawn_file_actions_destroy(&actions);
+}
+
+ChildProcess::~ChildProcess() {
+  if (pid_ > 0 && exit_code_ < 0) {
+    kill(pid_, SIGKILL);
+    Wait();
+  }
+}
+
+void ChildProcess::Signal(int sig) {
+  if (pid_ > 0 && exit_code_ < 0) kill(pid_, sig);
+}
+
+int ChildProcess::Wait() {
+  if (pid_ <= 0 || exit_code_ >= 0) return exit_code_;
+  int status = 0;
+  pid_t waited;
+  do {
+    waited = waitpid(pid_, &status, 0);
+  } while (waited < 0 && errno == EINTR);
+  if (waited == pid_) exit_code_ = DecodeWaitStatus(status);
+  return exit_code_;
+}
+
 DaemonProcess::DaemonProcess(const std::string& binary, std::vector<std::string> args) {
   int err_pipe[2];
   if (pipe(err_pipe) != 0) {
@@ -170,6 +203,15 @@ bool DaemonProcess::alive() {
     return false;
   }
   return r == 0;
+}
+
+bool DaemonProcess::WaitForLog(const std::string& text, std::chrono::milliseconds timeout) const {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    if (log().find(text) != std::string::npos) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
 }
 
 int DaemonProcess::Terminate(std::chrono::seconds timeout) {

@@ -29,6 +29,25 @@ int64_t ProcStatusBytes(pid_t pid, const std::string& field);
 // Runs argv[0] with arguments and waits; stdin is /dev/null.
 CommandResult RunCommand(const std::vector<std::string>& argv);
 
+// A child process left running (stdin, stdout and stderr on /dev/null), for tests that signal
+// a client mid-call: SIGSTOP (a client that stops answering), SIGKILL (one that vanishes).
+class ChildProcess {
+ public:
+  explicit ChildProcess(const std::vector<std::string>& argv);
+  ~ChildProcess();  // SIGKILL if still running
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
+
+  pid_t pid() const { return pid_; }
+  void Signal(int sig);
+  // Waits for the child; its exit code (128 + signal when killed by one).
+  int Wait();
+
+ private:
+  pid_t pid_ = -1;
+  int exit_code_ = -1;
+};
+
 // gpupiped on a free loopback port (`--listen 127.0.0.1:0`), its stderr collected.
 class DaemonProcess {
  public:
@@ -45,6 +64,9 @@ class DaemonProcess {
   bool alive();
   // SIGTERM and wait; the exit code, or -1 on timeout.
   int Terminate(std::chrono::seconds timeout = std::chrono::seconds(20));
+  // Waits up to `timeout` for `text` to appear in the log; whether it did.
+  bool WaitForLog(const std::string& text,
+                  std::chrono::milliseconds timeout = std::chrono::seconds(10)) const;
 
  private:
   pid_t pid_ = -1;

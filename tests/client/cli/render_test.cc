@@ -436,6 +436,24 @@ TEST(RenderTest, DescribeText) {
   streaming.mutable_limits()->set_max_stream_input_bytes(int64_t{4} << 30);
   EXPECT_THAT(RenderDescribeText(streaming),
               HasSubstr("limits    input 1.0 GiB (streamed 4.0 GiB), 16 ops, rank 8, chunks 1.0 MiB\n"));
+  v1::DescribeResponse admission = Description();
+  v1::Limits* l = admission.mutable_limits();
+  l->set_max_queued_jobs(1024);
+  l->set_max_queued_bytes(int64_t{2} << 30);
+  l->set_max_client_jobs(256);
+  l->set_max_client_queued_bytes(int64_t{512} << 20);
+  l->set_max_client_uploads(4);
+  l->set_min_chunk_bytes(64 << 10);
+  l->set_max_work_per_byte(4096);
+  l->set_upload_idle_timeout_ms(30000);
+  l->set_reader_idle_timeout_ms(0);
+  const std::string limits = RenderDescribeText(admission);
+  EXPECT_THAT(limits, HasSubstr("queue     1024 jobs per priority, 2.0 GiB held\n"));
+  EXPECT_THAT(limits, HasSubstr("client    256 jobs, 512.0 MiB queued, 4 uploads\n"));
+  EXPECT_THAT(
+      limits,
+      HasSubstr("work      chunks of at least 64.0 KiB, at most 4096 operations per byte\n"));
+  EXPECT_THAT(limits, HasSubstr("idle      upload 30 s, reader none\n"));
   v1::DescribeResponse cpu;
   cpu.set_backend("cpu");
   EXPECT_THAT(RenderDescribeText(cpu), HasSubstr("device    none (CPU backend)\n"));
