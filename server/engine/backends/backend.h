@@ -59,8 +59,9 @@ struct HostBlock {
 // One lane's per-chunk verbs, called by the chunk pipeline for one job at a time, from that
 // job's worker thread, in this order per job: Begin; per chunk k (in order) Stage, Enqueue,
 // (Profile), then Ready any number of times and Finish once, oldest first, with at most
-// window() chunks enqueued and not finished; End. A result returned by Finish stays valid
-// until the next Enqueue.
+// window() chunks enqueued and not finished; End. Chunk k+1 may be staged before chunk k is
+// enqueued (never two ahead), so that the lane's host work on one overlaps the other. A
+// result returned by Finish stays valid until the next Enqueue.
 class LaneExecutor {
  public:
   virtual ~LaneExecutor() = default;
@@ -73,9 +74,10 @@ class LaneExecutor {
   // need not (the pipeline asks between chunks, and a chunk's kernels are short).
   virtual absl::Status Begin(const JobSpec& spec, const Plan& plan, const ChunkLayout& layout,
                              const JobInterrupt& interrupt, JobTiming* timing) = 0;
-  // Host-side work on chunk's input before it may take a slot (the CUDA lane copies pageable
-  // bytes into pinned staging here, while earlier chunks are still in flight). `input` stays
-  // acquired until the chunk is finished.
+  // Host-side work on chunk's input before it may take a slot (the CUDA lane starts copying
+  // pageable bytes into pinned staging here, on helper threads, while earlier chunks are in
+  // flight and enqueued; Enqueue waits for it). `input` stays acquired until the chunk is
+  // finished.
   virtual absl::Status Stage(const Chunk& chunk, const InputChunk& input) = 0;
   // Starts the chunk's work: copy in, the plan's kernels, copy out (the CPU lane runs it).
   virtual absl::Status Enqueue(const Chunk& chunk) = 0;

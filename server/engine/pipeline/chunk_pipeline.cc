@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -44,24 +45,29 @@ class PipelineRun {
       Chunk chunk = ChunkAt(job_.plan, layout, k);
       const ByteRange range = ChunkInputRange(chunk, layout);
       // The input holds a bounded number of chunks, and an upload that is behind should not
-      // keep finished results back: hand over what is done before waiting for more input.
-      while (!in_flight_.empty() &&
-             (in_flight_.size() + 1 > held_limit_ || !job_.input.Ready(k, range))) {
-        if (absl::Status s = FinishOldest(); !s.ok()) return s;
+      // keep work back: while chunk k's input has no room or has not arrived, enqueue the
+      // staged chunk and hand over finished ones.
+      for (;;) {
+        if (held() + 1 <= held_limit_ && job_.input.Ready(k, range)) break;
+        if (staged_ && in_flight_.size() < window_) {
+          if (absl::Status s = EnqueueStaged(); !s.ok()) return s;
+        } else if (!in_flight_.empty()) {
+          if (absl::Status s = FinishOldest(); !s.ok()) return s;
+        } else {
+          break;  // nothing to do but wait for the input (Acquire blocks)
+        }
       }
       absl::StatusOr<InputChunk> input = job_.input.Acquire(k, range);
       if (!input.ok()) return input.status();
+      // Chunk k's host work (a staging copy) starts, then chunk k-1 is enqueued while it runs.
       if (absl::Status s = lane_.Stage(chunk, *input); !s.ok()) return s;
-      while (in_flight_.size() >= window_) {
-        if (absl::Status s = FinishOldest(); !s.ok()) return s;
+      if (staged_) {
+        if (absl::Status s = EnqueueStaged(); !s.ok()) return s;
       }
-      if (absl::Status s = HoldForHigherPriority(); !s.ok()) return s;
-      if (absl::Status s = lane_.Enqueue(chunk); !s.ok()) return s;
-      if (job_.spec.profile) {
-        if (absl::Status s = lane_.Profile(chunk, job_.timing); !s.ok()) return s;
-      }
-      in_flight_.push_back({std::move(chunk), *input});
-      if (absl::Status s = EmitFinished(); !s.ok()) return s;
+      staged_ = InFlight{std::move(chunk), *input};
+    }
+    if (staged_) {
+      if (absl::Status s = EnqueueStaged(); !s.ok()) return s;
     }
     while (!in_flight_.empty()) {
       if (absl::Status s = FinishOldest(); !s.ok()) return s;
@@ -70,6 +76,24 @@ class PipelineRun {
   }
 
  private:
+  // Input chunks the pipeline holds: in flight and staged.
+  size_t held() const { return in_flight_.size() + (staged_ ? 1 : 0); }
+
+  // Enqueues the staged chunk once the window has room (and no higher priority holds it).
+  absl::Status EnqueueStaged() {
+    while (in_flight_.size() >= window_) {
+      if (absl::Status s = FinishOldest(); !s.ok()) return s;
+    }
+    if (absl::Status s = HoldForHigherPriority(); !s.ok()) return s;
+    if (absl::Status s = lane_.Enqueue(staged_->chunk); !s.ok()) return s;
+    if (job_.spec.profile) {
+      if (absl::Status s = lane_.Profile(staged_->chunk, job_.timing); !s.ok()) return s;
+    }
+    in_flight_.push_back(*std::move(staged_));
+    staged_.reset();
+    return EmitFinished();
+  }
+
   // Hands over every chunk whose result is already on the host, oldest first, without waiting.
   absl::Status EmitFinished() {
     while (!in_flight_.empty()) {
@@ -154,6 +178,7 @@ class PipelineRun {
   SplitRowCombiner combiner_;
   SplitRowResizeMerger merger_;
   std::deque<InFlight> in_flight_;  // enqueued, result not yet emitted; oldest first
+  std::optional<InFlight> staged_;  // staged, not yet enqueued: the newest chunk
 };
 
 }  // namespace

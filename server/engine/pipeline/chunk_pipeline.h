@@ -5,7 +5,10 @@
 //  - waiting for input bytes: chunk k is acquired from the InputSource only once the lane has
 //    room for it, and while an upload is behind every finished chunk is handed over first, so
 //    results keep streaming while the input arrives;
-//  - the in-flight window: at most min(lane window, input ring) chunks enqueued at once;
+//  - the in-flight window: at most min(lane window, input ring) chunks enqueued at once, and
+//    one chunk staged ahead: chunk k is staged (its host copy starts) before chunk k-1 is
+//    enqueued, so a lane's host work on one chunk overlaps the enqueueing and handing over of
+//    the others;
 //  - ordered emission per layout mode (kRows as they are, kSplitRow through SplitRowCombiner,
 //    kSplitRowResize through SplitRowResizeMerger), in result chunks of bounded size, each
 //    chunk's input released once its result is out;

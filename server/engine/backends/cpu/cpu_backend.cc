@@ -45,8 +45,8 @@ class CpuLane final : public LaneExecutor {
     return absl::OkStatus();
   }
 
-  absl::Status Stage(const Chunk&, const InputChunk& input) override {
-    input_ = input.data;
+  absl::Status Stage(const Chunk& chunk, const InputChunk& input) override {
+    inputs_[chunk.index % 2] = input.data;  // the chunk after may be staged before it runs
     return absl::OkStatus();
   }
 
@@ -54,9 +54,10 @@ class CpuLane final : public LaneExecutor {
     const auto chunk_start = Clock::now();
     if (absl::Status s =
             layout_->mode == ChunkLayout::Mode::kSplitRowResize
-                ? RunPieceOnHost(chunk, input_, &split_state_, *interrupt_, &buffers_, &result_,
-                                 &step_us_)
-                : RunPlanOnHost(chunk.plan, input_, *interrupt_, &buffers_, &result_, &step_us_);
+                ? RunPieceOnHost(chunk, inputs_[chunk.index % 2], &split_state_, *interrupt_,
+                                 &buffers_, &result_, &step_us_)
+                : RunPlanOnHost(chunk.plan, inputs_[chunk.index % 2], *interrupt_, &buffers_,
+                                &result_, &step_us_);
         !s.ok()) {
       return s;
     }
@@ -81,7 +82,7 @@ class CpuLane final : public LaneExecutor {
         timing->steps.push_back({static_cast<int>(i), plan_->steps[i].ops, 0, step_us_[i]});
       }
     }
-    input_ = nullptr;
+    inputs_ = {};
     interrupt_ = nullptr;
   }
 
@@ -95,7 +96,7 @@ class CpuLane final : public LaneExecutor {
   Clock::time_point start_;
   std::vector<double> step_us_;
   CpuSplitRowState split_state_;
-  const char* input_ = nullptr;
+  std::array<const char*, 2> inputs_{};  // staged chunks' inputs, by chunk index parity
   HostBuffers buffers_;
   const char* result_ = nullptr;
 };

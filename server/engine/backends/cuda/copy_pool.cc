@@ -68,43 +68,74 @@ void CopyPool::Loop() {
   }
 }
 
-void CopyPool::Copy(void* dst, const void* src, size_t n) {
-  const size_t parts =
-      std::min<size_t>(threads_.size() + 1, std::max<size_t>(1, n / kMinPartBytes));
-  const auto copy = [streaming = streaming_stores_](void* d, const void* s, size_t len) {
-    if (streaming) {
-      StreamingCopy(d, s, len);
-    } else {
-      std::memcpy(d, s, len);
-    }
-  };
-  if (parts <= 1) {
-    copy(dst, src, n);
-    return;
+void CopyPool::Pending::Wait() {
+  std::unique_lock<std::mutex> lock(mu_);
+  done_.wait(lock, [&] { return left_ == 0; });
+}
+
+void CopyPool::Pending::PartDone() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (--left_ == 0) {
+    finished_ = std::chrono::steady_clock::now();
+    done_.notify_all();
   }
+}
+
+void CopyPool::CopyPart(void* dst, const void* src, size_t n) const {
+  if (streaming_stores_) {
+    StreamingCopy(dst, src, n);
+  } else {
+    std::memcpy(dst, src, n);
+  }
+}
+
+void CopyPool::Queue(char* dst, const char* src, size_t n, size_t parts, size_t first,
+                     Pending* pending) {
   // Parts end on 64-byte boundaries so no two threads write one cache line.
   const size_t part = (n / parts + 63) / 64 * 64;
-  std::mutex done_mu;
-  std::condition_variable done;
-  size_t left = 0;
-  auto* d = static_cast<char*>(dst);
-  const auto* s = static_cast<const char*>(src);
+  {
+    std::lock_guard<std::mutex> pending_lock(pending->mu_);
+    for (size_t begin = first * part; begin < n; begin += part) ++pending->left_;
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (size_t begin = part; begin < n; begin += part) {
+    for (size_t begin = first * part; begin < n; begin += part) {
       const size_t len = std::min(part, n - begin);
-      ++left;
-      tasks_.push_back([=, &done_mu, &done, &left] {
-        copy(d + begin, s + begin, len);
-        std::lock_guard<std::mutex> l(done_mu);
-        if (--left == 0) done.notify_one();
+      tasks_.push_back([this, dst, src, begin, len, pending] {
+        CopyPart(dst + begin, src + begin, len);
+        pending->PartDone();
       });
     }
   }
   work_.notify_all();
-  copy(d, s, std::min(part, n));
-  std::unique_lock<std::mutex> lock(done_mu);
-  done.wait(lock, [&] { return left == 0; });
+}
+
+void CopyPool::Copy(void* dst, const void* src, size_t n) {
+  const size_t parts =
+      std::min<size_t>(threads_.size() + 1, std::max<size_t>(1, n / kMinPartBytes));
+  if (parts <= 1) {
+    CopyPart(dst, src, n);
+    return;
+  }
+  // The caller copies the first part itself.
+  Pending pending;
+  auto* d = static_cast<char*>(dst);
+  const auto* s = static_cast<const char*>(src);
+  Queue(d, s, n, parts, /*first=*/1, &pending);
+  CopyPart(d, s, std::min((n / parts + 63) / 64 * 64, n));
+  pending.Wait();
+}
+
+void CopyPool::CopyAsync(void* dst, const void* src, size_t n, Pending* pending) {
+  const size_t parts =
+      std::min<size_t>(threads_.size(), std::max<size_t>(1, n / kMinPartBytes));
+  if (threads_.empty() || n == 0) {
+    CopyPart(dst, src, n);
+    std::lock_guard<std::mutex> lock(pending->mu_);
+    pending->finished_ = std::chrono::steady_clock::now();
+    return;
+  }
+  Queue(static_cast<char*>(dst), static_cast<const char*>(src), n, parts, /*first=*/0, pending);
 }
 
 }  // namespace gpupipe::engine

@@ -2,9 +2,10 @@
 // at a fraction of PCIe 5 bandwidth, so a chunk pipeline that stages its input with one memcpy
 // is bound by the host copy rather than by the DMA; splitting the copy restores the overlap.
 //
-// Thread safety: Copy may be called from any number of threads at once.
+// Thread safety: Copy and CopyAsync may be called from any number of threads at once.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
@@ -24,14 +25,40 @@ class CopyPool {
   CopyPool(const CopyPool&) = delete;
   CopyPool& operator=(const CopyPool&) = delete;
 
+  // A copy started by CopyAsync.
+  class Pending {
+   public:
+    Pending() = default;
+    Pending(const Pending&) = delete;
+    Pending& operator=(const Pending&) = delete;
+    // Returns once every part is copied (at once for a copy never started).
+    void Wait();
+    // When the last part was copied; valid after Wait.
+    std::chrono::steady_clock::time_point finished() const { return finished_; }
+
+   private:
+    friend class CopyPool;
+    void PartDone();
+    std::mutex mu_;
+    std::condition_variable done_;
+    size_t left_ = 0;
+    std::chrono::steady_clock::time_point finished_;
+  };
+
   // memcpy(dst, src, n), in parts of at least kMinPartBytes on the helpers and the caller;
   // returns when every part is copied.
   void Copy(void* dst, const void* src, size_t n);
+  // The same on the helpers only, returning at once (with no helpers it copies first);
+  // `pending` says when it is done and must be waited for before it, `dst` or `src` go.
+  void CopyAsync(void* dst, const void* src, size_t n, Pending* pending);
 
   static constexpr size_t kMinPartBytes = size_t{1} << 20;
 
  private:
   void Loop();
+  // Queues the parts of a copy of `n` bytes in `parts` parts from the `first`th on.
+  void Queue(char* dst, const char* src, size_t n, size_t parts, size_t first, Pending* pending);
+  void CopyPart(void* dst, const void* src, size_t n) const;
 
   std::mutex mu_;
   std::condition_variable work_;

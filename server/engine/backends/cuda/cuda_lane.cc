@@ -98,40 +98,49 @@ absl::Status CudaLane::Stage(const Chunk& chunk, const InputChunk& input) {
                                             chunk.plan.max_bytes, " bytes, over the slot's ",
                                             slot_bytes_));
   }
-  const int s = static_cast<int>(chunk.index % kSlots);
-  h2d_source_[s] = input.data;
-  staged_[s] = nullptr;
+  StagedChunk& next = staging_[chunk.index % 2];
+  next.source = input.data;
+  next.staged = nullptr;
   if (input.pinned) return absl::OkStatus();
   // Pageable bytes go through pinned staging: one host copy buys a DMA at full PCIe speed
-  // instead of the driver's slower staged pageable path. The copy runs while the slots'
-  // earlier chunks are still in flight.
+  // instead of the driver's slower staged pageable path. The copy runs on the pool's threads
+  // while this thread enqueues the chunk before and hands over finished ones.
   StagedInput& staged = lane_.inputs[chunk.index % kInputBuffers];
   GPUPIPE_CUDA_RETURN(cudaEventSynchronize(staged.copied.get()), "running the job");
-  const auto copy_start = std::chrono::steady_clock::now();
-  copier_.Copy(staged.h_input, input.data, static_cast<size_t>(input.range.size()));
-  timing_->host_staging_us += std::chrono::duration<double, std::micro>(
-                                  std::chrono::steady_clock::now() - copy_start)
-                                  .count();
-  h2d_source_[s] = static_cast<const char*>(staged.h_input);
-  staged_[s] = &staged;
+  next.copy_start = std::chrono::steady_clock::now();
+  copier_.CopyAsync(staged.h_input, input.data, static_cast<size_t>(input.range.size()),
+                    &next.copy);
+  next.copying = true;
+  next.source = static_cast<const char*>(staged.h_input);
+  next.staged = &staged;
   return absl::OkStatus();
+}
+
+void CudaLane::WaitForStaging(StagedChunk& chunk) {
+  if (!chunk.copying) return;
+  chunk.copy.Wait();
+  chunk.copying = false;
+  timing_->host_staging_us +=
+      std::chrono::duration<double, std::micro>(chunk.copy.finished() - chunk.copy_start).count();
 }
 
 absl::Status CudaLane::Enqueue(const Chunk& chunk) {
   const int s = static_cast<int>(chunk.index % kSlots);
   Slot& slot = lane_.slots[s];
+  StagedChunk& input = staging_[chunk.index % 2];
+  WaitForStaging(input);
   const cudaStream_t h2d = lane_.h2d_stream();
   const cudaStream_t compute = lane_.stream();
   const cudaStream_t d2h = lane_.d2h_stream();
   const int64_t in_bytes = chunk.in_elements * layout_->in_itemsize;
   GPUPIPE_CUDA_RETURN(cudaEventRecord(slot.times[0].get(), h2d), "cudaEventRecord");
-  GPUPIPE_CUDA_RETURN(cudaMemcpyAsync(slot.d_buffers[0], h2d_source_[s], in_bytes,
+  GPUPIPE_CUDA_RETURN(cudaMemcpyAsync(slot.d_buffers[0], input.source, in_bytes,
                                       cudaMemcpyHostToDevice, h2d),
                       "copying a chunk of the input to the device");
   GPUPIPE_CUDA_RETURN(cudaEventRecord(slot.times[1].get(), h2d), "cudaEventRecord");
   GPUPIPE_CUDA_RETURN(cudaEventRecord(slot.h2d_done.get(), h2d), "cudaEventRecord");
-  if (staged_[s] != nullptr) {
-    GPUPIPE_CUDA_RETURN(cudaEventRecord(staged_[s]->copied.get(), h2d), "cudaEventRecord");
+  if (input.staged != nullptr) {
+    GPUPIPE_CUDA_RETURN(cudaEventRecord(input.staged->copied.get(), h2d), "cudaEventRecord");
   }
 
   GPUPIPE_CUDA_RETURN(cudaStreamWaitEvent(compute, slot.h2d_done.get(), 0),
@@ -310,6 +319,9 @@ absl::StatusOr<const char*> CudaLane::Finish(const Chunk& chunk, JobTiming* timi
 }
 
 void CudaLane::End(const absl::Status& status, JobTiming* timing) {
+  // A chunk staged and never enqueued (the job failed) may still be copying from its input,
+  // which the job releases next.
+  for (StagedChunk& chunk : staging_) WaitForStaging(chunk);
   if (!status.ok()) {
     // No work may be left that could touch the lane's buffers under the next job.
     for (cudaStream_t s : {lane_.h2d_stream(), lane_.stream(), lane_.d2h_stream()}) {

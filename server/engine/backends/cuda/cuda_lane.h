@@ -1,7 +1,8 @@
 // One CUDA lane's per-chunk verbs (LaneExecutor): chunk k runs in slot k % kSlots of its lane
-// (lane_pool.h). Stage copies a pageable chunk input into pinned staging buffer
-// k % kInputBuffers (a pinned input is copied to the device straight from where it is);
-// Enqueue puts the copy in on the lane's copy-in stream, the plan's kernels (one by one, or as
+// (lane_pool.h). Stage starts copying a pageable chunk input into pinned staging buffer
+// k % kInputBuffers on the copy pool's threads (a pinned input is copied to the device straight
+// from where it is), so the copy runs while the pipeline enqueues the chunk before it;
+// Enqueue waits for that copy, then puts the copy in on the lane's copy-in stream, the plan's kernels (one by one, or as
 // a cached graph) on its compute stream after the copy-in event, and the copy out on its
 // copy-out stream after the compute event, so the copy in of chunk k+1, the kernels of chunk k
 // and the copy out of chunk k-1 run at once; Finish waits for the chunk's copy out on the job's
@@ -13,6 +14,7 @@
 #include <cuda_runtime_api.h>
 
 #include <array>
+#include <chrono>
 #include <string>
 
 #include "kernels/cuda/ops.h"
@@ -63,6 +65,9 @@ class CudaLane final : public LaneExecutor {
   absl::Status LaunchSplitRowPiece(const Chunk& chunk, int slot);
   // What the job's timing reports as its launch mode.
   void DescribeLaunch(JobTiming* timing) const;
+  struct StagedChunk;
+  // Waits for a staged chunk's host copy, if it has one in flight, and counts its time.
+  void WaitForStaging(StagedChunk& chunk);
 
   Lane& lane_;
   const std::string name_;
@@ -78,8 +83,16 @@ class CudaLane final : public LaneExecutor {
   JobTiming* timing_ = nullptr;
   kernels::cuda::LaunchConfig config_{};
   kernels::cuda::KernelProfile profile_{};
-  std::array<const char*, kSlots> h2d_source_{};  // per slot: the bytes its copy in reads
-  std::array<StagedInput*, kSlots> staged_{};     // per slot: the staging buffer used, if any
+  // A staged chunk, from Stage to Enqueue; chunk k uses entry k % 2, since chunk k+1 may be
+  // staged before chunk k is enqueued.
+  struct StagedChunk {
+    const char* source = nullptr;   // the bytes its copy in reads
+    StagedInput* staged = nullptr;  // the staging buffer it fills, if any
+    bool copying = false;           // `copy` is in flight
+    CopyPool::Pending copy;
+    std::chrono::steady_clock::time_point copy_start;
+  };
+  std::array<StagedChunk, 2> staging_;
   int kernels_ = 0;
   int64_t graph_chunks_ = 0;
   std::string last_graph_;

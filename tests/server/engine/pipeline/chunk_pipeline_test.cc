@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <cstring>
 #include <thread>
 #include <string>
@@ -45,11 +46,13 @@ class ScriptedLane final : public LaneExecutor {
     return absl::OkStatus();
   }
   absl::Status Stage(const Chunk& chunk, const InputChunk& input) override {
+    verbs_.push_back("S" + std::to_string(chunk.index));
     staged_.push_back(chunk.index);
     inputs_.push_back(std::string(input.data, static_cast<size_t>(input.range.size())));
     return absl::OkStatus();
   }
   absl::Status Enqueue(const Chunk& chunk) override {
+    verbs_.push_back("E" + std::to_string(chunk.index));
     ++enqueued_;
     max_in_flight_ = std::max(max_in_flight_, enqueued_ - finished_);
     enqueue_times_.push_back(std::chrono::steady_clock::now());
@@ -72,6 +75,7 @@ class ScriptedLane final : public LaneExecutor {
   bool ready_ = false;
   int64_t fail_at_ = -1;
   std::vector<int64_t> staged_;
+  std::vector<std::string> verbs_;  // "S<k>" and "E<k>" in the order they came
   std::vector<std::string> inputs_;
   std::vector<std::chrono::steady_clock::time_point> enqueue_times_;
   int64_t enqueued_ = 0;
@@ -124,6 +128,55 @@ TEST(ChunkPipeline, KeepsTheLaneWindowFullAndEmitsInOrder) {
   EXPECT_EQ(sink.output(), bytes);
   EXPECT_TRUE(lane.end_status_.ok());
   EXPECT_EQ(job.timing.chunks, 16);
+}
+
+TEST(ChunkPipeline, StagesOneChunkAheadOfTheChunkItEnqueues) {
+  Job job(Spec({16}, {{OpKind::kRelu}}, 16));  // 4 chunks
+  std::shared_ptr<InputSource> input = InputSource::Complete(Bytes(64));
+  ScriptedLane lane(3, input.get());
+  lane.ready_ = true;
+  RecordingSink sink;
+  sink.OnAccepted({});
+  PriorityGate gate(kPriorityLevels);
+  ASSERT_TRUE(RunChunkPipeline({job.spec, job.plan, job.layout, *input, sink, ReaderOnly(sink),
+                                &job.timing, 1 << 20},
+                               lane, gate, {})
+                  .ok());
+  // Chunk k+1's host work starts before chunk k is enqueued, never two ahead.
+  EXPECT_EQ(lane.verbs_,
+            (std::vector<std::string>{"S0", "S1", "E0", "S2", "E1", "S3", "E2", "E3"}));
+  EXPECT_EQ(sink.output(), Bytes(64));
+}
+
+TEST(ChunkPipeline, AStagedChunkIsEnqueuedBeforeWaitingForAnUploadThatIsBehind) {
+  Job job(Spec({16}, {{OpKind::kRelu}}, 16));  // 4 chunks of 16 bytes
+  const std::string bytes = Bytes(64);
+  std::vector<char> memory(4 * 16);
+  auto ring = std::make_shared<InputRing>(
+      64, job.layout.chunk_count,
+      [&](int64_t k) { return ChunkInputRange(job.plan, job.layout, k); }, memory.data(),
+      /*buffers=*/4, /*buffer_bytes=*/16, /*pinned=*/false, nullptr);
+  ASSERT_TRUE(WriteAll(*ring, bytes.data(), 16).ok());  // chunk 0 only, for now
+  ScriptedLane lane(3, ring.get());
+  lane.ready_ = true;
+  RecordingSink sink;
+  sink.OnAccepted({});
+  PriorityGate gate(kPriorityLevels);
+  std::thread upload([&] {
+    // The rest arrives only once chunk 0 came back: the pipeline must not hold chunk 0 staged
+    // while it waits for chunk 1's bytes.
+    sink.WaitForOutput(16);
+    ASSERT_TRUE(WriteAll(*ring, bytes.data() + 16, 48).ok());
+  });
+  const absl::Status s = RunChunkPipeline(
+      {job.spec, job.plan, job.layout, *ring, sink, ReaderOnly(sink), &job.timing, 1 << 20}, lane,
+      gate, {});
+  upload.join();
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(sink.output(), bytes);
+  ASSERT_GE(lane.verbs_.size(), 2u);
+  EXPECT_EQ(lane.verbs_[0], "S0");
+  EXPECT_EQ(lane.verbs_[1], "E0");
 }
 
 TEST(ChunkPipeline, AnInputRingBoundsTheWindowAndGetsEveryChunkBack) {

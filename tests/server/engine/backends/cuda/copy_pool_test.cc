@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
 #include <random>
 #include <string>
@@ -43,6 +44,35 @@ TEST(CopyPool, SplitCopiesMatchMemcpyWithAndWithoutStreamingStores) {
     EXPECT_EQ(std::memcmp(dst.data() + 3, src.data(), src.size()), 0) << streaming;
     EXPECT_EQ(std::string(dst.data(), 3), "xxx");
   }
+}
+
+TEST(CopyPool, AsyncCopiesAreWholeOnceWaitedForAndOverlapEachOther) {
+  const std::string a = RandomBytes((size_t{6} << 20) + 777, 3);
+  const std::string b = RandomBytes((size_t{3} << 20) + 5, 4);
+  for (int threads : {0, 1, 4}) {
+    CopyPool pool(threads);
+    std::vector<char> da(a.size()), db(b.size());
+    CopyPool::Pending pa, pb;
+    const auto start = std::chrono::steady_clock::now();
+    pool.CopyAsync(da.data(), a.data(), a.size(), &pa);
+    pool.CopyAsync(db.data(), b.data(), b.size(), &pb);  // two in flight at once
+    pb.Wait();
+    pa.Wait();
+    EXPECT_EQ(std::memcmp(da.data(), a.data(), a.size()), 0) << threads;
+    EXPECT_EQ(std::memcmp(db.data(), b.data(), b.size()), 0) << threads;
+    EXPECT_GE(pa.finished(), start);
+    EXPECT_LE(pa.finished(), std::chrono::steady_clock::now());
+    // A Pending is reused for the next copy.
+    std::vector<char> again(b.size());
+    pool.CopyAsync(again.data(), b.data(), b.size(), &pb);
+    pb.Wait();
+    EXPECT_EQ(std::memcmp(again.data(), b.data(), b.size()), 0) << threads;
+  }
+}
+
+TEST(CopyPool, WaitingForACopyNeverStartedReturnsAtOnce) {
+  CopyPool::Pending never;
+  never.Wait();
 }
 
 }  // namespace
