@@ -215,8 +215,9 @@ std::string RenderTimelineText(const v1::Timing& timing) {
   }
   std::vector<std::vector<std::string>> rows = {{"chunk", "h2d us", "compute us", "d2h us"}};
   int shown = 0;
-  for (const auto& [chunk, stages] : chunks) {
+  for (const auto& [chunk, chunk_stages] : chunks) {
     if (shown++ == kMaxTimelineChunks) break;
+    const std::map<std::string, std::string>& stages = chunk_stages;  // lambdas capture no bindings
     const auto cell = [&](const char* stage) {
       auto it = stages.find(stage);
       return it == stages.end() ? std::string("-") : it->second;

@@ -20,8 +20,11 @@ v1::Tensor MakeTensor(v1::DType dtype, std::vector<int64_t> shape, std::vector<T
   v1::Tensor t;
   t.set_dtype(dtype);
   for (int64_t d : shape) t.add_shape(d);
-  t.mutable_data()->resize(values.size() * sizeof(T));
-  std::memcpy(t.mutable_data()->data(), values.data(), values.size() * sizeof(T));
+  // An empty vector's data() may be null, which memcpy must not get even for no bytes.
+  if (!values.empty()) {
+    t.mutable_data()->assign(reinterpret_cast<const char*>(values.data()),
+                             values.size() * sizeof(T));
+  }
   return t;
 }
 
