@@ -188,11 +188,7 @@ class Engine::Impl {
       for (const QueuedJob* job : running_) inputs.push_back(job->input);
     }
     // A job waiting for upload bytes learns it at once; the others at their next check.
-    for (const std::shared_ptr<InputSource>& input : inputs) {
-      input->Fail(absl::UnavailableError(
-          "the server is shutting down: the job was stopped at the end of the shutdown grace "
-          "period (gpupiped --shutdown-grace-seconds)"));
-    }
+    for (const std::shared_ptr<InputSource>& input : inputs) input->Fail(JobInterrupt::Stopped());
   }
 
   void Shutdown() {
@@ -348,15 +344,16 @@ class Engine::Impl {
   }
 
   void Finish(QueuedJob& job, const absl::Status& status, const JobTiming& timing, bool started) {
+    {
+      // Before the client hears of it, so that its next job finds its share free.
+      std::lock_guard<std::mutex> lock(mu_);
+      admission_.Ended(job.ticket, started);
+      running_.erase(&job);
+    }
     job.sink->OnDone(status);
     if (options_.on_job_done) {
       JobRecord record{job.id, job.spec, backend_->name(), status, timing};
       options_.on_job_done(record);
-    }
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      admission_.Ended(job.ticket, started);
-      running_.erase(&job);
     }
     if (--in_flight_ == 0) {
       std::lock_guard<std::mutex> lock(mu_);

@@ -30,6 +30,9 @@ class JobInterrupt {
   // passed (also when the reader left because of it), else the sink's reason its reader left.
   absl::Status Check() const;
 
+  // The status of a job the engine stopped (the UNAVAILABLE of Check).
+  static absl::Status Stopped();
+
  private:
   const JobSink& sink_;
   const Clock::time_point deadline_;
