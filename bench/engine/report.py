@@ -81,6 +81,11 @@ def main():
     pinned_sum = staging_by_case.get(("pinned", "sum"))
     priority = {r["case"]: r for r in rows if r["bench"] == "priority"}
 
+    # Span over the longest stage of the pipeline, the host's staging copy included (older
+    # outputs have only the device-stage ratio).
+    def ratio_all(r):
+        return r.get("ratio_all", r["span_us"] / max(r["longest_us"], r.get("host_staging_us", 0)))
+
     targets = ["| target | measured | beside it | target | met |", "| --- | --- | --- | --- | --- |"]
     o = overlap.get(True)
     serial = overlap.get(False)
@@ -97,13 +102,14 @@ def main():
     if o:
         targets.append(
             f"| a: overlap, the same on pageable input (a `Submit` request), staged by the host "
-            f"| span {o['span_us']:,.0f} us = {o['ratio']:.2f} x longest device stage (h2d "
-            f"{o['h2d_us']:,.0f}, compute {o['compute_us']:,.0f}, d2h {o['d2h_us']:,.0f} us); "
-            f"host staging copies {o.get('host_staging_us', 0):,.0f} us | "
+            f"| span {o['span_us']:,.0f} us = {ratio_all(o):.2f} x longest stage, the host's "
+            f"staging copies {o.get('host_staging_us', 0):,.0f} us ({o['ratio']:.2f} x the "
+            f"longest device stage: h2d {o['h2d_us']:,.0f}, compute {o['compute_us']:,.0f}, d2h "
+            f"{o['d2h_us']:,.0f} us) | "
             + (f"with memcpy instead of streaming stores: span {cached['span_us']:,.0f} us = "
-               f"{cached['ratio']:.2f} x (h2d {cached['h2d_us']:,.0f} us), host copies "
+               f"{ratio_all(cached):.2f} x (h2d {cached['h2d_us']:,.0f} us), host copies "
                f"{cached['host_staging_us']:,.0f} us" if cached else "n/a")
-            + f" | <= 1.15 x | {yes_no(o['ratio'] <= 1.15)} |")
+            + f" | <= 1.15 x | {yes_no(ratio_all(o) <= 1.15)} |")
     if not o and not pinned_overlap:
         targets.append("| a: overlap | not measured | | <= 1.15 x | n/a |")
     if staging:
