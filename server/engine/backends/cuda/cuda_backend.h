@@ -31,9 +31,11 @@ struct CudaBackendOptions {
   // Threads that help copy a pageable chunk input into pinned staging (one thread's memcpy is
   // slower than the PCIe DMA it feeds); shared by every lane.
   int host_copy_threads = 4;
-  // Those copies write around the cache (non-temporal stores): the DMA reads the staging
-  // buffer next, not the CPU. False: plain memcpy, for the engine benchmark's comparison.
-  bool streaming_host_copies = true;
+  // Those copies with non-temporal stores (StreamingCopy) instead of memcpy, for the engine
+  // benchmark's comparison: the pipeline stages a chunk one ahead, so memcpy's lines have left
+  // the CPU's caches by the time the DMA reads them, and memcpy is the faster copy
+  // (bench/results/engine-h200.md, overlap).
+  bool streaming_host_copies = false;
   int default_stages = 2;
   // Instantiated CUDA graphs kept per lane (least recently used evicted first).
   int graph_cache_capacity = 32;

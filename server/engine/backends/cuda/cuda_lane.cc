@@ -1,5 +1,6 @@
 #include "server/engine/backends/cuda/cuda_lane.h"
 
+#include <algorithm>
 #include <chrono>
 #include <utility>
 
@@ -76,6 +77,7 @@ absl::Status CudaLane::Begin(const JobSpec& spec, const Plan& plan, const ChunkL
   graph_chunks_ = 0;
   last_graph_.clear();
   first_launch_ = LaunchMode::kAuto;
+  staging_busy_until_ = {};
   timing->stream = name_;
   timing->staging = StagingLabel(config_);
   GPUPIPE_CUDA_RETURN(cudaSetDevice(defaults_.device), "cudaSetDevice");
@@ -120,8 +122,13 @@ void CudaLane::WaitForStaging(StagedChunk& chunk) {
   if (!chunk.copying) return;
   chunk.copy.Wait();
   chunk.copying = false;
-  timing_->host_staging_us +=
-      std::chrono::duration<double, std::micro>(chunk.copy.finished() - chunk.copy_start).count();
+  // Staging copies of consecutive chunks overlap: count the time any of them ran, once.
+  const auto from = std::max(chunk.copy_start, staging_busy_until_);
+  if (chunk.copy.finished() > from) {
+    timing_->host_staging_us +=
+        std::chrono::duration<double, std::micro>(chunk.copy.finished() - from).count();
+    staging_busy_until_ = chunk.copy.finished();
+  }
 }
 
 absl::Status CudaLane::Enqueue(const Chunk& chunk) {

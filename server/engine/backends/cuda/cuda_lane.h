@@ -93,6 +93,8 @@ class CudaLane final : public LaneExecutor {
     std::chrono::steady_clock::time_point copy_start;
   };
   std::array<StagedChunk, 2> staging_;
+  // When the last staging copy counted so far finished (JobTiming::host_staging_us).
+  std::chrono::steady_clock::time_point staging_busy_until_;
   int kernels_ = 0;
   int64_t graph_chunks_ = 0;
   std::string last_graph_;
