@@ -28,13 +28,12 @@ LIMITS = [
     "copy) no longer slows the DMA with snoops, as it did when each chunk's DMA followed its "
     "copy at once. Non-temporal stores, which avoided that, are now the slower choice.",
     "- **b (staging)**: the DMA of a chunk from pinned staging runs at raw speed alone: the "
-    "sum row, whose copies out are a few bytes, moves its copies in at 0.99 x raw. In a relu "
-    "job each copy in shares the link with the previous chunk's copy out, and with pageable "
-    "input the host's memory with the next chunk's staging memcpy (about 2 bytes of host "
-    "traffic per input byte). The bidirectional raw figure (`raw with the other direction at "
-    "once`, about 0.92 x raw) is the ceiling a pipelined job can reach each way; the pinned "
-    "input rings (`--input-ring-total-mib`, what `Run` uploads land in) remove the staging memcpy "
-    "and brings both directions to about 0.9 x raw, within 2% of that ceiling.",
+    "sum row, whose copies out are a few bytes, moves its copies in at about raw speed. In a "
+    "relu job each copy in shares the link with the previous chunk's copy out, and with "
+    "pageable input the host's memory with the next chunks' staging copies. The bidirectional "
+    "raw figure (`raw with the other direction at once`) is the ceiling a pipelined job can "
+    "reach each way, and it differs from machine to machine; the page-locked input rings "
+    "(`--input-ring-total-mib`, what `Run` uploads land in) remove the staging copy.",
     "- **c (priority)**: stream priorities order only the dispatch of new thread blocks; a "
     "resident block of the load keeps its SM until it finishes, and copy engines ignore "
     "priorities. So a high-priority job waits behind the load's resident blocks and queued "
