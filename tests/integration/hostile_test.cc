@@ -13,7 +13,6 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -23,6 +22,7 @@
 #include <vector>
 
 #include "client/job_client.h"
+#include "client/npy.h"
 #include "gpupipe/v1/gpupipe.grpc.pb.h"
 #include "tests/integration/binaries.h"
 #include "tests/integration/process.h"
@@ -611,21 +611,10 @@ TEST(Hostile, KeepaliveFindsAClientThatStoppedAnswering) {
   ASSERT_NE(mkdtemp(dir_template), nullptr);
   const std::string dir = dir_template;
   const std::string input = dir + "/x.npy";
-  {
-    // A float32 .npy of 16 MiB: its result is far more than the client's windows hold.
-    std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (4194304,), }";
-    header.append(64 - (10 + header.size() + 1) % 64, ' ');
-    header.push_back('\n');
-    std::FILE* f = std::fopen(input.c_str(), "wb");
-    ASSERT_NE(f, nullptr);
-    const uint16_t len = static_cast<uint16_t>(header.size());
-    std::fwrite("\x93NUMPY\x01\x00", 1, 8, f);
-    std::fwrite(&len, 2, 1, f);
-    std::fwrite(header.data(), 1, header.size(), f);
-    const std::vector<char> zeros(16 << 20, 0);
-    std::fwrite(zeros.data(), 1, zeros.size(), f);
-    std::fclose(f);
-  }
+  // A float32 .npy of 16 MiB: its result is far more than the client's windows hold.
+  const absl::Status written =
+      client::WriteNpy(input, {v1::DTYPE_FLOAT32, {4 << 20}, std::string(16 << 20, '\0')});
+  ASSERT_TRUE(written.ok()) << written;
   DaemonProcess daemon(
       DaemonBinary(),
       {"--backend", "cpu", "--keepalive-seconds", "1", "--keepalive-timeout-seconds", "1",

@@ -26,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "client/npy.h"
 #include "gpupipe/v1/gpupipe.grpc.pb.h"
 #include "tests/integration/binaries.h"
 #include "tests/integration/process.h"
@@ -357,19 +358,15 @@ std::map<std::string, int> LoggedJobs(const std::string& log, std::map<std::stri
   return ids;
 }
 
-std::string WriteNpy(const std::string& dir) {
+// A float32 .npy of 4 MiB for the clients that vanish mid-call.
+std::string WriteInput(const std::string& dir) {
   const std::string path = dir + "/x.npy";
-  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (64, 16384), }";
-  header.append(64 - (10 + header.size() + 1) % 64, ' ');
-  header.push_back('\n');
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  const uint16_t len = static_cast<uint16_t>(header.size());
-  std::fwrite("\x93NUMPY\x01\x00", 1, 8, f);
-  std::fwrite(&len, 2, 1, f);
-  std::fwrite(header.data(), 1, header.size(), f);
   const std::vector<float> x(64 * 16384, 1.0f);
-  std::fwrite(x.data(), 4, x.size(), f);
-  std::fclose(f);
+  const absl::Status s =
+      client::WriteNpy(path, {v1::DTYPE_FLOAT32,
+                              {64, 16384},
+                              std::string(reinterpret_cast<const char*>(x.data()), x.size() * 4)});
+  EXPECT_TRUE(s.ok()) << s;
   return path;
 }
 
@@ -381,7 +378,7 @@ TEST(Soak, ManyHostileClientsEveryJobEndsOnceNoLaneStuckMemoryReturns) {
   char dir_template[] = "/tmp/gpupipe-soak-XXXXXX";
   ASSERT_NE(mkdtemp(dir_template), nullptr);
   const std::string dir = dir_template;
-  const std::string npy = WriteNpy(dir);
+  const std::string npy = WriteInput(dir);
   const char* backend = std::getenv("GPUPIPE_SOAK_BACKEND");
   DaemonProcess daemon(DaemonBinary(),
                        {"--backend", backend != nullptr ? backend : "cpu", "--streams-per-priority",

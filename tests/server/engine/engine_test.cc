@@ -14,6 +14,7 @@
 
 #include "common/float16.h"
 #include "server/engine/backends/cpu/cpu_backend.h"
+#include "server/engine/job/validate.h"
 #include "server/engine/pipeline/input_ring.h"
 #include "tests/testing/random_tensor.h"
 #include "tests/testing/recording_sink.h"
@@ -41,6 +42,19 @@ JobSpec Spec(std::vector<int64_t> shape, std::vector<OpSpec> ops,
   spec.ops = std::move(ops);
   spec.priority = priority;
   return spec;
+}
+
+// Submits `spec` (100 floats unless it says otherwise) with a reader that takes nothing, and
+// waits until its lane has it: the lane stays busy until the test opens the sink's gate.
+std::shared_ptr<RecordingSink> BlockLane(Engine& engine,
+                                         JobSpec spec = Spec({100}, {{OpKind::kRelu}})) {
+  auto blocker = std::make_shared<RecordingSink>();
+  blocker->SetGateOpen(false);
+  std::string input = AsBytes(std::vector<float>(ElementCount(spec.shape), 1.0f));
+  EXPECT_TRUE(engine.Submit(std::move(spec), input, blocker).ok());
+  while (blocker->chunks() == 0 && !blocker->WaitDone(std::chrono::milliseconds(1))) {
+  }
+  return blocker;
 }
 
 TEST(Engine, RunsAJobAndReportsEventsInOrder) {
@@ -239,12 +253,7 @@ TEST(Engine, AdmissionRefusesBeyondTheQueueBound) {
   EngineOptions options;
   options.admission.max_queued_jobs = 2;
   auto engine = MakeEngine(1, 64, options);
-  auto blocker = std::make_shared<RecordingSink>();
-  blocker->SetGateOpen(false);
-  std::string big = AsBytes(std::vector<float>(100, 1.0f));
-  ASSERT_TRUE(engine->Submit(Spec({100}, {{OpKind::kRelu}}), big, blocker).ok());
-  // Wait until the lane has taken the blocker, so the queue holds only what follows.
-  while (blocker->chunks() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  auto blocker = BlockLane(*engine);  // the queue holds only what follows
   std::vector<std::shared_ptr<RecordingSink>> sinks;
   for (int i = 0; i < 2; ++i) {
     sinks.push_back(std::make_shared<RecordingSink>());
@@ -265,11 +274,7 @@ TEST(Engine, AdmissionRefusesBeyondTheQueueBound) {
 
 TEST(Engine, ShutdownEndsQueuedJobsWithUnavailableAndRefusesNewOnes) {
   auto engine = MakeEngine(1, 64);
-  auto blocker = std::make_shared<RecordingSink>();
-  blocker->SetGateOpen(false);
-  std::string big = AsBytes(std::vector<float>(100, 1.0f));
-  ASSERT_TRUE(engine->Submit(Spec({100}, {{OpKind::kRelu}}), big, blocker).ok());
-  while (blocker->chunks() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  auto blocker = BlockLane(*engine);  // the queue holds only what follows
   auto queued = std::make_shared<RecordingSink>();
   std::string in = AsBytes({1.0f});
   ASSERT_TRUE(engine->Submit(Spec({1}, {{OpKind::kRelu}}), in, queued).ok());
@@ -315,13 +320,9 @@ struct FinishOrder {
 TEST(EngineFairness, AFloodingClientDelaysAnotherByOneJobPerLane) {
   FinishOrder order;
   auto engine = MakeEngine(1, 64, order.Options());
-  auto blocker = std::make_shared<RecordingSink>();
-  blocker->SetGateOpen(false);
-  std::string big = AsBytes(std::vector<float>(100, 1.0f));
   JobSpec first = ClientSpec("flood", {100});
   first.client_tag = "flood-blocker";
-  ASSERT_TRUE(engine->Submit(first, big, blocker).ok());
-  while (blocker->chunks() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  auto blocker = BlockLane(*engine, first);
   std::vector<std::shared_ptr<RecordingSink>> sinks;
   for (int i = 0; i < 20; ++i) {
     JobSpec spec = ClientSpec("flood");
@@ -348,10 +349,7 @@ TEST(EngineFairness, PerClientLimitsRefuseTheFloodNotTheOthers) {
   EngineOptions options;
   options.admission.max_client_jobs = 3;
   auto engine = MakeEngine(1, 64, options);
-  auto blocker = std::make_shared<RecordingSink>();
-  blocker->SetGateOpen(false);
-  std::string big = AsBytes(std::vector<float>(100, 1.0f));
-  ASSERT_TRUE(engine->Submit(ClientSpec("flood", {100}), big, blocker).ok());
+  auto blocker = BlockLane(*engine, ClientSpec("flood", {100}));
   std::vector<std::shared_ptr<RecordingSink>> sinks;
   for (int i = 0; i < 2; ++i) {
     sinks.push_back(std::make_shared<RecordingSink>());
@@ -383,10 +381,7 @@ TEST(EngineFairness, PerClientLimitsRefuseTheFloodNotTheOthers) {
 
 TEST(EngineDeadline, AJobWhoseDeadlinePassedWhileQueuedEndsWithoutRunning) {
   auto engine = MakeEngine(1, 64);
-  auto blocker = std::make_shared<RecordingSink>();
-  blocker->SetGateOpen(false);
-  std::string big = AsBytes(std::vector<float>(100, 1.0f));
-  ASSERT_TRUE(engine->Submit(Spec({100}, {{OpKind::kRelu}}), big, blocker).ok());
+  auto blocker = BlockLane(*engine);  // the queue holds only what follows
   JobSpec spec = Spec({1}, {{OpKind::kRelu}});
   spec.deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(30);
   auto queued = std::make_shared<RecordingSink>();

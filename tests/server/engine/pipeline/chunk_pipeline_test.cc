@@ -110,6 +110,16 @@ struct Job {
   JobTiming timing;
 };
 
+// A ring of `buffers` buffers of `buffer_bytes` over `memory` for `job`'s chunks.
+std::shared_ptr<InputRing> RingFor(const Job& job, std::vector<char>* memory, int64_t buffers,
+                                   int64_t buffer_bytes) {
+  memory->assign(static_cast<size_t>(buffers * buffer_bytes), '\0');
+  return std::make_shared<InputRing>(
+      ElementCount(job.spec.shape) * 4, job.layout.chunk_count,
+      [&job](int64_t k) { return ChunkInputRange(job.plan, job.layout, k); }, memory->data(),
+      buffers, buffer_bytes, /*pinned=*/false, nullptr);
+}
+
 TEST(ChunkPipeline, KeepsTheLaneWindowFullAndEmitsInOrder) {
   Job job(Spec({64}, {{OpKind::kRelu}}, 16));  // 16 chunks of 4 floats
   ASSERT_EQ(job.layout.chunk_count, 16);
@@ -151,11 +161,8 @@ TEST(ChunkPipeline, StagesOneChunkAheadOfTheChunkItEnqueues) {
 TEST(ChunkPipeline, AStagedChunkIsEnqueuedBeforeWaitingForAnUploadThatIsBehind) {
   Job job(Spec({16}, {{OpKind::kRelu}}, 16));  // 4 chunks of 16 bytes
   const std::string bytes = Bytes(64);
-  std::vector<char> memory(4 * 16);
-  auto ring = std::make_shared<InputRing>(
-      64, job.layout.chunk_count,
-      [&](int64_t k) { return ChunkInputRange(job.plan, job.layout, k); }, memory.data(),
-      /*buffers=*/4, /*buffer_bytes=*/16, /*pinned=*/false, nullptr);
+  std::vector<char> memory;
+  auto ring = RingFor(job, &memory, /*buffers=*/4, /*buffer_bytes=*/16);
   ASSERT_TRUE(WriteAll(*ring, bytes.data(), 16).ok());  // chunk 0 only, for now
   ScriptedLane lane(3, ring.get());
   lane.ready_ = true;
@@ -182,11 +189,8 @@ TEST(ChunkPipeline, AStagedChunkIsEnqueuedBeforeWaitingForAnUploadThatIsBehind) 
 TEST(ChunkPipeline, AnInputRingBoundsTheWindowAndGetsEveryChunkBack) {
   Job job(Spec({64}, {{OpKind::kRelu}}, 16));
   const std::string bytes = Bytes(64 * 4);
-  std::vector<char> memory(2 * 16);
-  auto ring = std::make_shared<InputRing>(
-      64 * 4, job.layout.chunk_count,
-      [&](int64_t k) { return ChunkInputRange(job.plan, job.layout, k); }, memory.data(),
-      /*buffers=*/2, /*buffer_bytes=*/16, /*pinned=*/false, nullptr);
+  std::vector<char> memory;
+  auto ring = RingFor(job, &memory, /*buffers=*/2, /*buffer_bytes=*/16);
   // The producer writes what fits whenever the pipeline frees a buffer.
   size_t sent = 0;
   std::function<void()> produce = [&] {
