@@ -52,6 +52,19 @@ absl::Status FromGrpcStatus(const grpc::Status& status) {
                       status.error_message());
 }
 
+std::string TargetWithPort(const std::string& target) {
+  if (target.find("://") != std::string::npos || target.rfind("unix:", 0) == 0 ||
+      target.rfind("dns:", 0) == 0 || target.rfind("ipv4:", 0) == 0 ||
+      target.rfind("ipv6:", 0) == 0) {
+    return target;
+  }
+  if (!target.empty() && target.front() == '[') {  // [v6] or [v6]:port
+    return target.back() == ']' ? absl::StrCat(target, ":", kDefaultPort) : target;
+  }
+  const size_t colons = std::count(target.begin(), target.end(), ':');
+  return colons == 0 ? absl::StrCat(target, ":", kDefaultPort) : target;
+}
+
 absl::StatusOr<std::unique_ptr<JobClient>> JobClient::Create(const std::string& target,
                                                              ClientOptions options) {
   if (target.empty()) return absl::InvalidArgumentError("target is empty (expected HOST:PORT)");
@@ -60,8 +73,19 @@ absl::StatusOr<std::unique_ptr<JobClient>> JobClient::Create(const std::string& 
         absl::StrCat("deadline must be a positive number of seconds, got ",
                      options.deadline_seconds));
   }
+  if (options.tls_cert_pem.empty() != options.tls_key_pem.empty()) {
+    return absl::InvalidArgumentError("a TLS client certificate and its key go together");
+  }
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+  if (!options.tls_ca_pem.empty() || !options.tls_cert_pem.empty()) {
+    grpc::SslCredentialsOptions tls;
+    tls.pem_root_certs = options.tls_ca_pem;
+    tls.pem_cert_chain = options.tls_cert_pem;
+    tls.pem_private_key = options.tls_key_pem;
+    credentials = grpc::SslCredentials(tls);
+  }
   std::shared_ptr<grpc::Channel> channel =
-      grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
+      grpc::CreateChannel(TargetWithPort(target), credentials);
   return std::make_unique<JobClient>(std::move(channel), options);
 }
 
@@ -73,6 +97,7 @@ void JobClient::SetDeadline(grpc::ClientContext* context) const {
                         std::chrono::duration_cast<std::chrono::system_clock::duration>(
                             std::chrono::duration<double>(options_.deadline_seconds)));
   if (!options_.client_id.empty()) context->AddMetadata("client-id", options_.client_id);
+  if (!options_.token.empty()) context->AddMetadata("authorization", "Bearer " + options_.token);
 }
 
 absl::StatusOr<v1::DescribeResponse> JobClient::Describe() {

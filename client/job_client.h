@@ -24,7 +24,21 @@ struct ClientOptions {
   // Sent as the `client-id` metadata of every call: the daemon counts clients by their address
   // (or TLS identity), and this tells apart clients that share one. Empty: not sent.
   std::string client_id;
+  // TLS, when any of these is set (PEM contents): the CA that signed the server's certificate
+  // (empty: the system's roots), and a client certificate and key for mutual TLS.
+  std::string tls_ca_pem;
+  std::string tls_cert_pem;
+  std::string tls_key_pem;
+  // Sent as `authorization: Bearer <token>` on every call. Empty: not sent.
+  std::string token;
 };
+
+// The daemon's port when a target names only a host.
+inline constexpr int kDefaultPort = 50051;
+
+// `target` with the default port added where it names a host without one ("gpu7" ->
+// "gpu7:50051", "[::1]" -> "[::1]:50051"); URIs ("dns:///...", "unix:...") as they are.
+std::string TargetWithPort(const std::string& target);
 
 // Called with every event of a Submit stream, in order, after the event was checked.
 using EventCallback = std::function<void(const v1::JobEvent&)>;
@@ -45,9 +59,9 @@ absl::Status FromGrpcStatus(const grpc::Status& status);
 
 class JobClient {
  public:
-  // Connects lazily to `target` ("host:port", or any gRPC target URI) over an insecure channel;
-  // fails only on invalid arguments, never because the server is down: that shows on the first
-  // call as UNAVAILABLE.
+  // Connects lazily to `target` ("host:port", a host alone for port 50051, or any gRPC target
+  // URI), over TLS where `options` has TLS settings, else plaintext; fails only on invalid
+  // arguments, never because the server is down: that shows on the first call as UNAVAILABLE.
   static absl::StatusOr<std::unique_ptr<JobClient>> Create(const std::string& target,
                                                            ClientOptions options = {});
 
@@ -80,7 +94,7 @@ class JobClient {
   const ClientOptions& options() const { return options_; }
 
  private:
-  // The deadline and the client-id of a call.
+  // The deadline, the client-id and the token of a call.
   void SetDeadline(grpc::ClientContext* context) const;
 
   ClientOptions options_;

@@ -9,7 +9,7 @@ packages=(
   libgrpc++-dev libgrpc-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libgtest-dev libgmock-dev nlohmann-json3-dev
   python3 python3-numpy procps
-  clang libclang-rt-dev
+  clang libclang-rt-dev openssl
 )
 
 sudo_cmd=()

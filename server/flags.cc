@@ -124,6 +124,15 @@ Runs the gpupipe job service: a gRPC daemon that owns one GPU.
   --handshake-timeout-seconds N
                              close a connection that has not finished its HTTP/2 (or TLS)
                              handshake after N s (default 10)
+  --tls-cert FILE, --tls-key FILE
+                             serve TLS with this certificate chain and private key (PEM)
+  --tls-client-ca FILE       require every client to present a certificate signed by this CA
+                             (mutual TLS; needs --tls-cert)
+  --token-file FILE          require a bearer token on every call (health checks excepted):
+                             one `name:token` per line, re-read on SIGHUP; the name stands for
+                             the caller in logs, stats and per-client limits
+  --insecure                 allow plaintext calls without tokens on an address beyond
+                             loopback (refused at start otherwise)
   --shutdown-grace-seconds N on SIGINT/SIGTERM, how long running and queued jobs may take
                              to finish; then running jobs are stopped (UNAVAILABLE) and the
                              daemon exits within 2 s more (default 10)
@@ -155,6 +164,17 @@ absl::StatusOr<DaemonOptions> ParseFlags(const std::vector<std::string>& args) {
       o.version = true;
     } else if (flag == "--quiet") {
       o.log_jobs = false;
+    } else if (flag == "--insecure") {
+      o.insecure = true;
+    } else if (flag == "--tls-cert" || flag == "--tls-key" || flag == "--tls-client-ca" ||
+               flag == "--token-file") {
+      auto v = take_value();
+      if (!v.ok()) return v.status();
+      if (v->empty()) return absl::InvalidArgumentError(flag + ": empty path");
+      (flag == "--tls-cert"        ? o.tls_cert
+       : flag == "--tls-key"       ? o.tls_key
+       : flag == "--tls-client-ca" ? o.tls_client_ca
+                                   : o.token_file) = *v;
     } else if (flag == "--listen") {
       auto v = take_value();
       if (!v.ok()) return v.status();
@@ -231,6 +251,13 @@ absl::StatusOr<DaemonOptions> ParseFlags(const std::vector<std::string>& args) {
       if (absl::Status s = ParseInt(flag, *v, match->lo, match->hi, &n); !s.ok()) return s;
       match->set(n);
     }
+  }
+  if (o.tls_cert.empty() != o.tls_key.empty()) {
+    return absl::InvalidArgumentError("--tls-cert and --tls-key go together");
+  }
+  if (!o.tls_client_ca.empty() && o.tls_cert.empty()) {
+    return absl::InvalidArgumentError(
+        "--tls-client-ca: client certificates need TLS (--tls-cert and --tls-key)");
   }
   if (o.input_ring_total_bytes > 0 && o.input_ring_total_bytes < o.input_ring_bytes) {
     return absl::InvalidArgumentError(absl::StrCat(

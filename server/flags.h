@@ -41,6 +41,12 @@ struct DaemonOptions {
   int64_t max_connection_idle_ms = 300000;               // --max-connection-idle-seconds
   int64_t handshake_timeout_ms = 10000;                  // --handshake-timeout-seconds
   int shutdown_grace_seconds = 10;
+  // Transport security (paths; empty: none) and the listen rule's escape hatch.
+  std::string tls_cert;       // --tls-cert
+  std::string tls_key;        // --tls-key
+  std::string tls_client_ca;  // --tls-client-ca
+  std::string token_file;     // --token-file
+  bool insecure = false;      // --insecure
   bool log_jobs = true;
   bool help = false;
   bool version = false;

@@ -21,13 +21,16 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <fstream>
 #include <iostream>
+#include <sstream>
 #include <limits>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "server/engine/backends/backend_factory.h"
@@ -36,6 +39,8 @@
 #include "server/flags.h"
 #include "server/log_text.h"
 #include "server/rpc/job_service.h"
+#include "server/rpc/token_auth.h"
+#include "server/transport.h"
 
 namespace gpupipe::daemon {
 namespace {
@@ -64,6 +69,25 @@ void Log(const std::string& line) {
   std::lock_guard<std::mutex> lock(mu);
   std::fprintf(stderr, "%s.%03dZ gpupiped: %s\n", stamp, ms, line.c_str());
   std::fflush(stderr);
+}
+
+// The contents of `path`, or why not, naming it.
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream contents;
+  if (in) contents << in.rdbuf();
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
+  return contents.str();
+}
+
+absl::StatusOr<std::shared_ptr<const rpc::TokenTable>> LoadTokens(const std::string& path) {
+  absl::StatusOr<std::string> text = ReadFile(path);
+  if (!text.ok()) return text.status();
+  absl::StatusOr<std::shared_ptr<const rpc::TokenTable>> tokens = rpc::TokenTable::Parse(*text);
+  if (!tokens.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", tokens.status().message()));
+  }
+  return tokens;
 }
 
 // Ends the process at once, skipping destructors, with `code`.
@@ -122,7 +146,43 @@ int Run(const DaemonOptions& options) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  // Transport security first: a daemon that would serve other hosts without it does not start.
+  TransportSecurity security;
+  security.insecure = options.insecure;
+  security.tokens = !options.token_file.empty();
+  for (auto [path, pem] : {std::pair{&options.tls_cert, &security.tls_cert_pem},
+                           std::pair{&options.tls_key, &security.tls_key_pem},
+                           std::pair{&options.tls_client_ca, &security.tls_client_ca_pem}}) {
+    if (path->empty()) continue;
+    absl::StatusOr<std::string> contents = ReadFile(*path);
+    if (!contents.ok()) {
+      Log(std::string(contents.status().message()));
+      return 1;
+    }
+    *pem = *std::move(contents);
+  }
+  if (absl::Status s = CheckListenSecurity(options.listen, security); !s.ok()) {
+    Log(std::string(s.message()));
+    return 1;
+  }
+  if (options.insecure && !IsLoopbackAddress(options.listen) && security.tls_cert_pem.empty() &&
+      !security.tokens) {
+    Log(absl::StrCat("warning: --insecure: serving plaintext calls without tokens on ",
+                     options.listen, "; anyone who can reach it can run jobs"));
+  }
+  rpc::Authenticator authenticator;
+  if (security.tokens) {
+    absl::StatusOr<std::shared_ptr<const rpc::TokenTable>> tokens = LoadTokens(options.token_file);
+    if (!tokens.ok()) {
+      Log(std::string(tokens.status().message()));
+      return 1;
+    }
+    Log(absl::StrFormat("tokens: %d from %s", (*tokens)->size(), options.token_file));
+    authenticator.SetTokens(*std::move(tokens));
+  }
 
   engine::CudaBackendOptions cuda_options;
   cuda_options.device = options.device;
@@ -182,13 +242,16 @@ int Run(const DaemonOptions& options) {
   service_options.server_version = kVersion;
   service_options.reader_idle_timeout = std::chrono::milliseconds(options.reader_idle_timeout_ms);
   service_options.upload_idle_timeout = std::chrono::milliseconds(options.upload_idle_timeout_ms);
+  service_options.authenticator = &authenticator;
   rpc::JobServiceImpl service(engine.get(), service_options);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(options.listen, MakeServerCredentials(security), &port);
+  // A second daemon on a port in use fails to start rather than sharing it.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.RegisterService(&service);
   // Room for the largest input plus the rest of the request; larger requests are refused by
   // gRPC with RESOURCE_EXHAUSTED before they reach the service.
@@ -217,16 +280,36 @@ int Run(const DaemonOptions& options) {
                              int_arg(options.handshake_timeout_ms));
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || port == 0) {
-    Log("cannot listen on " + options.listen);
+    Log(absl::StrCat("cannot listen on ", options.listen,
+                     ": the address is in use (another gpupiped?) or not this host's"));
     return 1;
   }
   grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
   health->SetServingStatus(v1::JobService::service_full_name(), true);
   const std::string host = options.listen.substr(0, options.listen.rfind(':'));
-  Log(absl::StrFormat("listening on %s:%d (version %s)", host, port, kVersion));
+  Log(absl::StrFormat("listening on %s:%d (version %s, %s%s)", host, port, kVersion,
+                      security.tls_cert_pem.empty()            ? "plaintext"
+                      : security.tls_client_ca_pem.empty()     ? "TLS"
+                                                               : "mutual TLS",
+                      security.tokens ? ", tokens" : ""));
 
   int sig = 0;
-  sigwait(&signals, &sig);
+  for (;;) {
+    sigwait(&signals, &sig);
+    if (sig != SIGHUP) break;
+    if (!security.tokens) {
+      Log("SIGHUP: no --token-file to re-read");
+      continue;
+    }
+    // The new table or none: a broken file keeps the tokens in force.
+    absl::StatusOr<std::shared_ptr<const rpc::TokenTable>> tokens = LoadTokens(options.token_file);
+    if (tokens.ok()) {
+      Log(absl::StrFormat("SIGHUP: tokens: %d from %s", (*tokens)->size(), options.token_file));
+      authenticator.SetTokens(*std::move(tokens));
+    } else {
+      Log(absl::StrCat("SIGHUP: kept the tokens in force: ", tokens.status().message()));
+    }
+  }
   Log(absl::StrFormat("%s: shutting down (grace %ds, %d jobs in flight)",
                       sig == SIGINT ? "SIGINT" : "SIGTERM", options.shutdown_grace_seconds,
                       static_cast<int>(engine->jobs_in_flight())));

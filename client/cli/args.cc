@@ -62,6 +62,10 @@ const std::map<std::string, OptionSpec>& Options() {
       {"--target", {true, {}}},
       {"--deadline", {true, {}}},
       {"--client-id", {true, {}}},
+      {"--tls-ca", {true, {}}},
+      {"--tls-cert", {true, {}}},
+      {"--tls-key", {true, {}}},
+      {"--token-file", {true, {}}},
       {"--input", {true, {"submit", "compare"}}},
       {"--ops", {true, {"submit", "compare"}}},
       {"--output", {true, {"submit"}}},
@@ -217,6 +221,7 @@ absl::StatusOr<Args> ParseArgs(const std::vector<std::string>& argv) {
     if (name == "--target") {
       if (value.empty()) return Usage("--target: empty (expected HOST:PORT)");
       args.target = value;
+      args.target_given = true;
     } else if (name == "--deadline") {
       double d;
       if (!absl::SimpleAtod(value, &d) || !std::isfinite(d) || d <= 0) {
@@ -230,6 +235,13 @@ absl::StatusOr<Args> ParseArgs(const std::vector<std::string>& argv) {
             absl::StrCat("--client-id: 1 to ", kMaxClientIdBytes, " bytes, got ", value.size()));
       }
       args.client_id = value;
+    } else if (name == "--tls-ca" || name == "--tls-cert" || name == "--tls-key" ||
+               name == "--token-file") {
+      if (value.empty()) return Usage(absl::StrCat(name, ": empty path"));
+      (name == "--tls-ca"     ? args.tls_ca
+       : name == "--tls-cert" ? args.tls_cert
+       : name == "--tls-key"  ? args.tls_key
+                              : args.token_file) = value;
     } else {
       values[name] = value;
     }
@@ -367,12 +379,19 @@ std::string MainHelp() {
       "  describe   show the daemon's device, ops, launch modes and limits\n"
       "\n"
       "global options (also accepted after the command):\n"
-      "  --target HOST:PORT   daemon address (default ",
+      "  --target HOST:PORT   daemon address; a host alone means port 50051 (default\n"
+      "                       $GPUPIPE_TARGET, else ",
       kDefaultTarget,
       ")\n"
       "  --deadline SECONDS   give up on a call after this long (default 300)\n"
       "  --client-id ID       who the daemon counts this client as, within its address\n"
       "                       (per-client limits and fair share; default: the address)\n"
+      "  --tls-ca FILE        talk TLS, trusting the server certificate this CA (PEM)\n"
+      "                       signed ($GPUPIPE_TLS_CA)\n"
+      "  --tls-cert FILE, --tls-key FILE\n"
+      "                       a client certificate and key for mutual TLS\n"
+      "  --token-file FILE    send the token in FILE with every call ($GPUPIPE_TOKEN holds\n"
+      "                       the token itself)\n"
       "  --json               print one JSON object instead of text\n"
       "  -h, --help           show help (gpupipe <command> --help for a command)\n"
       "  --version            print the version\n"

@@ -56,8 +56,15 @@ struct Args {
   Command command = Command::kHelp;
   std::string help_topic;  // for kHelp: "", "submit", "describe" or "compare"
   std::string target = kDefaultTarget;
+  bool target_given = false;  // --target was given (else GPUPIPE_TARGET may set it)
   double deadline_seconds = 300;
   std::string client_id;  // --client-id
+  // Paths of --tls-ca, --tls-cert, --tls-key and --token-file (a file holding the token).
+  std::string tls_ca;
+  std::string tls_cert;
+  std::string tls_key;
+  std::string token_file;
+  std::string token;  // the token itself, from GPUPIPE_TOKEN when there is no --token-file
   bool json = false;
   SubmitArgs submit;
   CompareArgs compare;

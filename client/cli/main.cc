@@ -6,11 +6,16 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <iostream>
+#include <sstream>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -81,10 +86,46 @@ int FailRpc(const Reporter& reporter, const Args& args, const absl::Status& stat
   return reporter.Fail(kExitRuntime, reported, line);
 }
 
+// The contents of `path` (named by `flag` in errors).
+absl::StatusOr<std::string> ReadSmallFile(const std::string& flag, const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream contents;
+  if (in) contents << in.rdbuf();
+  if (!in) return absl::InvalidArgumentError(absl::StrCat(flag, ": cannot read ", path));
+  return contents.str();
+}
+
+// What the command line left out, from the environment: GPUPIPE_TARGET, GPUPIPE_TLS_CA (a
+// path) and GPUPIPE_TOKEN (the token itself).
+void ApplyEnvironment(Args* args) {
+  const auto env = [](const char* name) {
+    const char* v = std::getenv(name);
+    return v != nullptr ? std::string(v) : std::string();
+  };
+  if (!args->target_given && !env("GPUPIPE_TARGET").empty()) args->target = env("GPUPIPE_TARGET");
+  if (args->tls_ca.empty()) args->tls_ca = env("GPUPIPE_TLS_CA");
+  if (args->token_file.empty()) args->token = env("GPUPIPE_TOKEN");
+}
+
 absl::StatusOr<std::unique_ptr<client::JobClient>> Connect(const Args& args) {
   client::ClientOptions options;
   options.deadline_seconds = args.deadline_seconds;
   options.client_id = args.client_id;
+  options.token = args.token;
+  for (auto [flag, path, pem] :
+       {std::tuple{"--tls-ca", &args.tls_ca, &options.tls_ca_pem},
+        std::tuple{"--tls-cert", &args.tls_cert, &options.tls_cert_pem},
+        std::tuple{"--tls-key", &args.tls_key, &options.tls_key_pem},
+        std::tuple{"--token-file", &args.token_file, &options.token}}) {
+    if (path->empty()) continue;
+    absl::StatusOr<std::string> contents = ReadSmallFile(flag, *path);
+    if (!contents.ok()) return contents.status();
+    *pem = *std::move(contents);
+  }
+  // A token file holds the token and perhaps a line end.
+  while (!options.token.empty() && std::isspace(static_cast<unsigned char>(options.token.back()))) {
+    options.token.pop_back();
+  }
   return client::JobClient::Create(args.target, options);
 }
 
@@ -342,6 +383,7 @@ int Main(int argc, char** argv) {
   const Reporter usage_reporter(WantsJson(argv_vec));
   absl::StatusOr<Args> args = ParseArgs(argv_vec);
   if (!args.ok()) return usage_reporter.Fail(kExitUsage, args.status());
+  ApplyEnvironment(&*args);
   const Reporter reporter(args->json);
   switch (args->command) {
     case Command::kHelp:

@@ -35,10 +35,13 @@ std::string ClientIdentity(std::string_view peer, std::string_view authenticated
   return absl::StrCat(identity, "/", id);
 }
 
-std::string ClientIdentity(const grpc::CallbackServerContext& context) {
+std::string ClientIdentity(const grpc::CallbackServerContext& context,
+                           std::string_view token_name) {
   std::string authenticated;
-  if (const std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
-      auth && auth->IsPeerAuthenticated()) {
+  if (!token_name.empty()) {
+    authenticated = absl::StrCat("token:", absl::string_view(token_name.data(), token_name.size()));
+  } else if (const std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
+             auth && auth->IsPeerAuthenticated()) {
     std::vector<std::string> names;
     for (const grpc::string_ref& name : auth->GetPeerIdentity()) {
       names.emplace_back(name.data(), name.size());
@@ -53,8 +56,9 @@ std::string ClientIdentity(const grpc::CallbackServerContext& context) {
   return ClientIdentity(context.peer(), authenticated, client_id);
 }
 
-void ApplyCallContext(const grpc::CallbackServerContext& context, engine::JobSpec* spec) {
-  spec->client = ClientIdentity(context);
+void ApplyCallContext(const grpc::CallbackServerContext& context, std::string_view token_name,
+                      engine::JobSpec* spec) {
+  spec->client = ClientIdentity(context, token_name);
   const auto system_deadline = context.deadline();
   const auto system_now = std::chrono::system_clock::now();
   // gRPC spells "no deadline" as a time far in the future.

@@ -1,7 +1,7 @@
 // What a job takes from its call besides the request: its caller's deadline, and who the call
 // comes from, as the engine's per-client limits and fairness count clients
-// (JobSpec::client): the authenticated identity when the transport has one (a TLS client
-// certificate's), else the peer's address without its port, so that one host's many
+// (JobSpec::client): the authenticated identity when there is one (the caller's token name,
+// "token:<name>", else a TLS client certificate's), else the peer's address without its port, so that one host's many
 // connections are one client. A `client-id` metadata value refines it, for clients behind one
 // address (a gateway, one host's many tenants): "<identity>/<client-id>". (A dash, not the
 // underscore of `client_id`: proxies such as nginx drop header names with underscores.)
@@ -16,15 +16,18 @@
 
 namespace gpupipe::rpc {
 
-// Sets spec->client (ClientIdentity) and spec->deadline (the call's deadline on the steady
-// clock; none for a call without one).
-void ApplyCallContext(const grpc::CallbackServerContext& context, engine::JobSpec* spec);
+// Sets spec->client (ClientIdentity; `token_name`: the name of the token the call proved
+// itself with, empty for none) and spec->deadline (the call's deadline on the steady clock;
+// none for a call without one).
+void ApplyCallContext(const grpc::CallbackServerContext& context, std::string_view token_name,
+                      engine::JobSpec* spec);
 
 inline constexpr char kClientIdMetadataKey[] = "client-id";
 inline constexpr size_t kMaxClientIdBytes = 64;
 
-// From the call's context.
-std::string ClientIdentity(const grpc::CallbackServerContext& context);
+// From the call's context and its token's name (empty for none).
+std::string ClientIdentity(const grpc::CallbackServerContext& context,
+                           std::string_view token_name);
 
 // From its parts: `peer` as grpc::ServerContext::peer() spells it ("ipv4:10.0.0.7:51234",
 // "ipv6:[::1]:51234", "unix:/run/gpupipe.sock"), `authenticated` the transport's identity

@@ -3,6 +3,7 @@
 #include <new>
 
 #include "server/rpc/convert.h"
+#include "server/rpc/status_mapping.h"
 #include "server/rpc/run_reactor.h"
 #include "server/rpc/submit_reactor.h"
 
@@ -11,22 +12,32 @@ namespace gpupipe::rpc {
 JobServiceImpl::JobServiceImpl(engine::Engine* engine, JobServiceOptions options)
     : engine_(engine), options_(std::move(options)), stall_watch_(options_.reader_idle_timeout) {}
 
+absl::StatusOr<std::string> JobServiceImpl::Authenticate(
+    const grpc::CallbackServerContext& context) const {
+  if (options_.authenticator == nullptr) return std::string();
+  return options_.authenticator->Authenticate(context);
+}
+
 grpc::ServerWriteReactor<v1::JobEvent>* JobServiceImpl::Submit(grpc::CallbackServerContext* context,
                                                                const v1::SubmitRequest* request) {
-  return new SubmitReactor(engine_, context, request, options_.max_queued_events, &stall_watch_,
-                           &active_calls_);
+  return new SubmitReactor(engine_, context, request, Authenticate(*context),
+                           options_.max_queued_events, &stall_watch_, &active_calls_);
 }
 
 grpc::ServerBidiReactor<v1::RunRequest, v1::JobEvent>* JobServiceImpl::Run(
     grpc::CallbackServerContext* context) {
-  return new RunReactor(engine_, context, options_.max_queued_events, &stall_watch_,
-                        options_.upload_idle_timeout, &active_calls_);
+  return new RunReactor(engine_, context, Authenticate(*context), options_.max_queued_events,
+                        &stall_watch_, options_.upload_idle_timeout, &active_calls_);
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::Describe(grpc::CallbackServerContext* context,
                                                    const v1::DescribeRequest* /*request*/,
                                                    v1::DescribeResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (absl::StatusOr<std::string> caller = Authenticate(*context); !caller.ok()) {
+    reactor->Finish(ToGrpcStatus(caller.status()));
+    return reactor;
+  }
   try {
     *response = EncodeDescription(engine_->Describe(), options_.server_version);
     response->mutable_limits()->set_reader_idle_timeout_ms(options_.reader_idle_timeout.count());

@@ -3,7 +3,8 @@
 // engine's threads produce events, and at most `max_queued_events` of them wait per call, so a
 // slow reader holds a bounded amount of server memory and its job waits instead, for at most
 // the reader idle timeout. No exception crosses a reaction: a failed allocation answers
-// RESOURCE_EXHAUSTED and the call finishes.
+// RESOURCE_EXHAUSTED and the call finishes. Where tokens are required, a call without a valid
+// one gets UNAUTHENTICATED before anything else happens.
 #pragma once
 
 #include <chrono>
@@ -13,6 +14,7 @@
 #include "server/engine/engine.h"
 #include "server/rpc/active_calls.h"
 #include "server/rpc/stall_watch.h"
+#include "server/rpc/token_auth.h"
 
 namespace gpupipe::rpc {
 
@@ -27,6 +29,8 @@ struct JobServiceOptions {
   // with DEADLINE_EXCEEDED (the engine's upload idle timeout covers the data after it). 0: no
   // limit.
   std::chrono::milliseconds upload_idle_timeout{30000};
+  // Checks every call's token (token_auth.h); null: calls need none. Must outlive the service.
+  const Authenticator* authenticator = nullptr;
 };
 
 class JobServiceImpl final : public v1::JobService::CallbackService {
@@ -49,6 +53,9 @@ class JobServiceImpl final : public v1::JobService::CallbackService {
   }
 
  private:
+  // The caller's token name (empty where none is required), or UNAUTHENTICATED.
+  absl::StatusOr<std::string> Authenticate(const grpc::CallbackServerContext& context) const;
+
   engine::Engine* engine_;
   JobServiceOptions options_;
   StallWatch stall_watch_;

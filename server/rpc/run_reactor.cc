@@ -13,13 +13,19 @@
 
 namespace gpupipe::rpc {
 RunReactor::RunReactor(engine::Engine* engine, grpc::CallbackServerContext* context,
-                       int max_queued_events, StallWatch* watch,
-                       std::chrono::milliseconds spec_timeout, ActiveCalls* calls)
+                       const absl::StatusOr<std::string>& caller, int max_queued_events,
+                       StallWatch* watch, std::chrono::milliseconds spec_timeout,
+                       ActiveCalls* calls)
     : engine_(engine),
       context_(context),
+      caller_(caller.ok() ? *caller : std::string()),
       calls_(calls),
       stream_(std::make_shared<EventStream>(this, static_cast<size_t>(max_queued_events))) {
   if (calls_ != nullptr) calls_->Begin();
+  if (!caller.ok()) {
+    Reject(caller.status());  // nothing is read
+    return;
+  }
   stream_->HoldSuccessUntilInputEnds();
   if (watch != nullptr) watch->Watch(stream_);
   if (spec_timeout.count() > 0) {
@@ -100,7 +106,7 @@ bool RunReactor::OnSpec(v1::SubmitRequest* spec_message) {
     Reject(spec.status());
     return false;
   }
-  ApplyCallContext(*context_, &*spec);
+  ApplyCallContext(*context_, caller_, &*spec);
   absl::StatusOr<std::shared_ptr<engine::InputRing>> ring =
       engine_->SubmitStreamed(*std::move(spec), stream_);
   if (!ring.ok()) {

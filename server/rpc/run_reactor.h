@@ -41,9 +41,10 @@ class RunReactor final : public grpc::ServerBidiReactor<v1::RunRequest, v1::JobE
   // `watch` (may be null) watches the call for a client that stops reading; a call whose spec
   // has not come `spec_timeout` after it began ends with DEADLINE_EXCEEDED (0: no limit).
   // `calls` (may be null) counts the call until OnDone.
-  RunReactor(engine::Engine* engine, grpc::CallbackServerContext* context, int max_queued_events,
-             StallWatch* watch, std::chrono::milliseconds spec_timeout,
-             ActiveCalls* calls = nullptr);
+  // `caller`: the caller's token name (empty for none), or why the call is refused.
+  RunReactor(engine::Engine* engine, grpc::CallbackServerContext* context,
+             const absl::StatusOr<std::string>& caller, int max_queued_events, StallWatch* watch,
+             std::chrono::milliseconds spec_timeout, ActiveCalls* calls = nullptr);
 
   // How long after a stream ends early it is judged (see above).
   static constexpr std::chrono::milliseconds kCancelSettle{250};
@@ -75,6 +76,7 @@ class RunReactor final : public grpc::ServerBidiReactor<v1::RunRequest, v1::JobE
 
   engine::Engine* const engine_;
   grpc::CallbackServerContext* const context_;
+  const std::string caller_;  // the caller's token name
   ActiveCalls* const calls_;
   std::shared_ptr<EventStream> stream_;
   v1::RunRequest request_;  // the read in flight; reads are serialized

@@ -10,18 +10,23 @@
 namespace gpupipe::rpc {
 
 SubmitReactor::SubmitReactor(engine::Engine* engine, grpc::CallbackServerContext* context,
-                             const v1::SubmitRequest* request, int max_queued_events,
+                             const v1::SubmitRequest* request,
+                             const absl::StatusOr<std::string>& caller, int max_queued_events,
                              StallWatch* watch, ActiveCalls* calls)
     : context_(context),
       calls_(calls),
       stream_(std::make_shared<EventStream>(this, static_cast<size_t>(max_queued_events))) {
   if (calls_ != nullptr) calls_->Begin();
   if (watch != nullptr) watch->Watch(stream_);
+  if (!caller.ok()) {
+    stream_->FinishNow(ToGrpcStatus(caller.status()));
+    return;
+  }
   absl::Status status;
   try {
     absl::StatusOr<engine::JobSpec> spec = DecodeJobSpec(*request);
     if (spec.ok()) {
-      ApplyCallContext(*context, &*spec);
+      ApplyCallContext(*context, *caller, &*spec);
       // The request lives until the call ends and nothing reads its bytes after this point, so
       // the input is moved out instead of copied (it can be tens of MiB).
       std::string input =

@@ -17,11 +17,12 @@ namespace gpupipe::rpc {
 // through the shared EventStream, whose calls become no-ops once the reactor is gone.
 class SubmitReactor final : public grpc::ServerWriteReactor<v1::JobEvent>, public EventWriter {
  public:
+  // `caller`: the caller's token name (empty for none), or why the call is refused.
   // `watch` (may be null) watches the call for a client that stops reading; `calls` (may be
   // null) counts it until OnDone.
   SubmitReactor(engine::Engine* engine, grpc::CallbackServerContext* context,
-                const v1::SubmitRequest* request, int max_queued_events, StallWatch* watch,
-                ActiveCalls* calls = nullptr);
+                const v1::SubmitRequest* request, const absl::StatusOr<std::string>& caller,
+                int max_queued_events, StallWatch* watch, ActiveCalls* calls = nullptr);
 
   void OnWriteDone(bool ok) override;
   void OnCancel() override;

@@ -262,6 +262,23 @@ TEST(JobClientCreateTest, UnreachableServerIsUnavailable) {
   EXPECT_EQ(d.status().code(), absl::StatusCode::kUnavailable);
 }
 
+TEST(TargetWithPortTest, AHostAloneGetsTheDefaultPort) {
+  EXPECT_EQ(TargetWithPort("gpu7"), "gpu7:50051");
+  EXPECT_EQ(TargetWithPort("10.0.0.7"), "10.0.0.7:50051");
+  EXPECT_EQ(TargetWithPort("[::1]"), "[::1]:50051");
+  EXPECT_EQ(TargetWithPort("gpu7:6000"), "gpu7:6000");
+  EXPECT_EQ(TargetWithPort("[::1]:6000"), "[::1]:6000");
+  EXPECT_EQ(TargetWithPort("dns:///gpupipe.default.svc:50051"), "dns:///gpupipe.default.svc:50051");
+  EXPECT_EQ(TargetWithPort("unix:/run/gpupipe.sock"), "unix:/run/gpupipe.sock");
+}
+
+TEST(JobClientCreateTest, AClientCertificateNeedsItsKey) {
+  ClientOptions options;
+  options.tls_cert_pem = "cert";
+  EXPECT_EQ(JobClient::Create("127.0.0.1:1", options).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST(FromGrpcStatusTest, MapsCodesOneToOne) {
   for (int code = 1; code <= 16; ++code) {
     absl::Status s = FromGrpcStatus(grpc::Status(static_cast<grpc::StatusCode>(code), "m"));

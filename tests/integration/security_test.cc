@@ -1,0 +1,258 @@
+// Transport security against the real daemon: TLS and mutual TLS with certificates made here
+// with openssl, bearer tokens (and their reload on SIGHUP), health without a token, and the
+// listen rules (no plaintext beyond loopback without --insecure, no shared port).
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <stdlib.h>
+
+#include <chrono>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "client/job_client.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "tests/integration/binaries.h"
+#include "tests/integration/process.h"
+#include "tests/testing/random_tensor.h"
+
+namespace gpupipe::testing {
+namespace {
+
+void WriteText(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
+}
+
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// A CA, a server certificate for localhost and 127.0.0.1, a client certificate (CN worker-1)
+// from that CA, and a second CA that signed none of them; made with openssl in a temporary
+// directory.
+class Pki {
+ public:
+  Pki() {
+    char tmpl[] = "/tmp/gpupipe-pki-XXXXXX";
+    dir_ = mkdtemp(tmpl);
+    Ca("ca");
+    Ca("other-ca");
+    WriteText(dir_ + "/server.ext", "subjectAltName=DNS:localhost,IP:127.0.0.1\n");
+    Signed("server", "localhost", "server.ext");
+    WriteText(dir_ + "/client.ext", "extendedKeyUsage=clientAuth\n");
+    Signed("client", "worker-1", "client.ext");
+  }
+  ~Pki() { std::system(("rm -rf " + dir_).c_str()); }
+
+  std::string path(const std::string& name) const { return dir_ + "/" + name; }
+  std::string pem(const std::string& name) const { return ReadText(path(name)); }
+  const std::string& error() const { return error_; }
+
+ private:
+  void Run(const std::vector<std::string>& argv) {
+    CommandResult r = RunCommand(argv);
+    if (r.exit_code != 0) error_ += argv[1] + ": " + r.err + "\n";
+  }
+  void Ca(const std::string& name) {
+    Run({"/usr/bin/openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+         "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", path(name + ".key"), "-out",
+         path(name + ".pem"), "-days", "2", "-subj", "/CN=gpupipe test " + name});
+  }
+  void Signed(const std::string& name, const std::string& cn, const std::string& ext) {
+    Run({"/usr/bin/openssl", "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+         "-nodes", "-keyout", path(name + ".key"), "-out", path(name + ".csr"), "-subj",
+         "/CN=" + cn});
+    Run({"/usr/bin/openssl", "x509", "-req", "-in", path(name + ".csr"), "-CA", path("ca.pem"),
+         "-CAkey", path("ca.key"), "-CAcreateserial", "-out", path(name + ".pem"), "-days", "2",
+         "-extfile", path(ext)});
+  }
+
+  std::string dir_;
+  std::string error_;
+};
+
+v1::SubmitRequest Relu(const std::vector<float>& x) {
+  v1::SubmitRequest r;
+  r.mutable_input()->set_dtype(v1::DTYPE_FLOAT32);
+  r.mutable_input()->add_shape(static_cast<int64_t>(x.size()));
+  r.mutable_input()->set_data(AsBytes(x));
+  r.add_ops()->mutable_relu();
+  return r;
+}
+
+absl::Status RunJob(const std::string& target, const client::ClientOptions& options) {
+  auto c = client::JobClient::Create(target, options);
+  if (!c.ok()) return c.status();
+  absl::StatusOr<client::JobResult> r = (*c)->Submit(Relu({-1, 2}));
+  if (!r.ok()) return r.status();
+  return AsFloats(r->output.data()) == std::vector<float>{0, 2}
+             ? absl::OkStatus()
+             : absl::InternalError("wrong result");
+}
+
+std::string Localhost(const DaemonProcess& d) { return "localhost:" + std::to_string(d.port()); }
+
+int JobLines(const std::string& log) {
+  int n = 0;
+  for (size_t at = log.find("gpupiped: job "); at != std::string::npos;
+       at = log.find("gpupiped: job ", at + 1)) {
+    ++n;
+  }
+  return n;
+}
+
+TEST(Security, TlsServesTlsClientsOnly) {
+  Pki pki;
+  ASSERT_TRUE(pki.error().empty()) << pki.error();
+  DaemonProcess daemon(DaemonBinary(), {"--backend", "cpu", "--tls-cert", pki.path("server.pem"),
+                                        "--tls-key", pki.path("server.key")});
+  ASSERT_NE(daemon.port(), 0) << daemon.error();
+  EXPECT_NE(daemon.log().find("(version 0.1.0, TLS)"), std::string::npos) << daemon.log();
+  client::ClientOptions tls;
+  tls.tls_ca_pem = pki.pem("ca.pem");
+  EXPECT_TRUE(RunJob(Localhost(daemon), tls).ok());
+  EXPECT_EQ(RunJob(Localhost(daemon), {}).code(), absl::StatusCode::kUnavailable)
+      << "a plaintext client";
+  client::ClientOptions wrong_ca;
+  wrong_ca.tls_ca_pem = pki.pem("other-ca.pem");
+  EXPECT_EQ(RunJob(Localhost(daemon), wrong_ca).code(), absl::StatusCode::kUnavailable)
+      << "a client that trusts another CA";
+  EXPECT_EQ(JobLines(daemon.log()), 1);
+}
+
+TEST(Security, MutualTlsNeedsAClientCertificateFromTheCa) {
+  Pki pki;
+  ASSERT_TRUE(pki.error().empty()) << pki.error();
+  DaemonProcess daemon(DaemonBinary(),
+                       {"--backend", "cpu", "--tls-cert", pki.path("server.pem"), "--tls-key",
+                        pki.path("server.key"), "--tls-client-ca", pki.path("ca.pem")});
+  ASSERT_NE(daemon.port(), 0) << daemon.error();
+  client::ClientOptions no_cert;
+  no_cert.tls_ca_pem = pki.pem("ca.pem");
+  EXPECT_EQ(RunJob(Localhost(daemon), no_cert).code(), absl::StatusCode::kUnavailable);
+  client::ClientOptions with_cert = no_cert;
+  with_cert.tls_cert_pem = pki.pem("client.pem");
+  with_cert.tls_key_pem = pki.pem("client.key");
+  EXPECT_TRUE(RunJob(Localhost(daemon), with_cert).ok());
+  // The certificate's identity is the client the daemon counts and logs.
+  EXPECT_TRUE(daemon.WaitForLog("client=\"worker-1\"")) << daemon.log();
+}
+
+class Tokens : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/gpupipe-tokens-XXXXXX";
+    dir_ = mkdtemp(tmpl);
+    WriteText(file(), "# test tokens\nci:" + std::string(kToken) + "\n");
+  }
+  void TearDown() override { std::system(("rm -rf " + dir_).c_str()); }
+  std::string file() const { return dir_ + "/tokens"; }
+
+  static client::ClientOptions WithToken(const std::string& token) {
+    client::ClientOptions o;
+    o.token = token;
+    return o;
+  }
+
+  static constexpr char kToken[] = "Zm9vYmFyYmF6cXV4LXRva2VuLTE";
+  std::string dir_;
+};
+
+TEST_F(Tokens, ACallWithoutAValidTokenRunsNothingAndHealthNeedsNone) {
+  DaemonProcess daemon(DaemonBinary(), {"--backend", "cpu", "--token-file", file()});
+  ASSERT_NE(daemon.port(), 0) << daemon.error();
+  const absl::Status none = RunJob(daemon.target(), {});
+  EXPECT_EQ(none.code(), absl::StatusCode::kUnauthenticated) << none;
+  EXPECT_EQ(RunJob(daemon.target(), WithToken("not-the-token-at-all-0000")).code(),
+            absl::StatusCode::kUnauthenticated);
+  auto describe = client::JobClient::Create(daemon.target(), {});
+  EXPECT_EQ((*describe)->Describe().status().code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(JobLines(daemon.log()), 0) << "a refused call ran a job";
+
+  EXPECT_TRUE(RunJob(daemon.target(), WithToken(kToken)).ok());
+  EXPECT_TRUE(daemon.WaitForLog("client=\"token:ci\"")) << daemon.log();
+  EXPECT_EQ(JobLines(daemon.log()), 1);
+  EXPECT_EQ(daemon.log().find(kToken), std::string::npos) << "the token reached the log";
+
+  auto health = grpc::health::v1::Health::NewStub(
+      grpc::CreateChannel(daemon.target(), grpc::InsecureChannelCredentials()));
+  for (const char* service : {"", "gpupipe.v1.JobService"}) {
+    grpc::ClientContext context;
+    grpc::health::v1::HealthCheckRequest request;
+    request.set_service(service);
+    grpc::health::v1::HealthCheckResponse response;
+    const grpc::Status s = health->Check(&context, request, &response);
+    EXPECT_TRUE(s.ok()) << service << ": " << s.error_message();
+    EXPECT_EQ(response.status(), grpc::health::v1::HealthCheckResponse::SERVING) << service;
+  }
+}
+
+TEST_F(Tokens, SighupReReadsTheTokensAndABrokenFileKeepsThoseInForce) {
+  DaemonProcess daemon(DaemonBinary(), {"--backend", "cpu", "--token-file", file()});
+  ASSERT_NE(daemon.port(), 0) << daemon.error();
+  ASSERT_TRUE(RunJob(daemon.target(), WithToken(kToken)).ok());
+  const std::string next = "bmV4dC10b2tlbi10d28tMDAwMDA";
+  WriteText(file(), "ops:" + next + "\n");
+  kill(daemon.pid(), SIGHUP);
+  ASSERT_TRUE(daemon.WaitForLog("SIGHUP: tokens: 1")) << daemon.log();
+  EXPECT_EQ(RunJob(daemon.target(), WithToken(kToken)).code(),
+            absl::StatusCode::kUnauthenticated);
+  EXPECT_TRUE(RunJob(daemon.target(), WithToken(next)).ok());
+  WriteText(file(), "broken line\n");
+  kill(daemon.pid(), SIGHUP);
+  ASSERT_TRUE(daemon.WaitForLog("SIGHUP: kept the tokens in force")) << daemon.log();
+  EXPECT_TRUE(RunJob(daemon.target(), WithToken(next)).ok());
+}
+
+TEST_F(Tokens, TheCliTakesTlsAndTokensFromFlagsAndTheEnvironment) {
+  Pki pki;
+  ASSERT_TRUE(pki.error().empty()) << pki.error();
+  DaemonProcess daemon(DaemonBinary(),
+                       {"--backend", "cpu", "--token-file", file(), "--tls-cert",
+                        pki.path("server.pem"), "--tls-key", pki.path("server.key")});
+  ASSERT_NE(daemon.port(), 0) << daemon.error();
+  WriteText(dir_ + "/token", std::string(kToken) + "\n");
+  CommandResult flags = RunCommand({CliBinary(), "--target", Localhost(daemon), "--tls-ca",
+                                    pki.path("ca.pem"), "--token-file", dir_ + "/token",
+                                    "describe", "--json"});
+  EXPECT_EQ(flags.exit_code, 0) << flags.err;
+  setenv("GPUPIPE_TARGET", Localhost(daemon).c_str(), 1);
+  setenv("GPUPIPE_TLS_CA", pki.path("ca.pem").c_str(), 1);
+  setenv("GPUPIPE_TOKEN", kToken, 1);
+  CommandResult env = RunCommand({CliBinary(), "describe", "--json"});
+  EXPECT_EQ(env.exit_code, 0) << env.err;
+  unsetenv("GPUPIPE_TOKEN");
+  CommandResult no_token = RunCommand({CliBinary(), "describe"});
+  EXPECT_EQ(no_token.exit_code, 1);
+  EXPECT_NE(no_token.err.find("UNAUTHENTICATED"), std::string::npos) << no_token.err;
+  unsetenv("GPUPIPE_TARGET");
+  unsetenv("GPUPIPE_TLS_CA");
+}
+
+TEST(ListenRules, PlaintextBeyondLoopbackNeedsInsecure) {
+  // (under `timeout`: a daemon that wrongly started would otherwise serve on)
+  CommandResult refused = RunCommand(
+      {"/usr/bin/timeout", "20", DaemonBinary(), "--backend", "cpu", "--listen", "0.0.0.0:0"});
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_NE(refused.err.find("--insecure"), std::string::npos) << refused.err;
+  DaemonProcess insecure(DaemonBinary(),
+                         {"--backend", "cpu", "--listen", "0.0.0.0:0", "--insecure"});
+  ASSERT_NE(insecure.port(), 0) << insecure.error();
+  EXPECT_NE(insecure.log().find("warning: --insecure"), std::string::npos) << insecure.log();
+}
+
+TEST(ListenRules, ASecondDaemonOnTheSamePortFailsToStart) {
+  DaemonProcess first(DaemonBinary(), {"--backend", "cpu"});
+  ASSERT_NE(first.port(), 0) << first.error();
+  CommandResult second = RunCommand({"/usr/bin/timeout", "20", DaemonBinary(), "--backend", "cpu",
+                                     "--listen", "127.0.0.1:" + std::to_string(first.port())});
+  EXPECT_EQ(second.exit_code, 1);
+  EXPECT_NE(second.err.find("the address is in use"), std::string::npos) << second.err;
+  EXPECT_TRUE(RunJob(first.target(), {}).ok()) << "the first daemon keeps its port";
+}
+
+}  // namespace
+}  // namespace gpupipe::testing
