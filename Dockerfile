@@ -23,4 +23,7 @@ ENV PATH=/opt/gpupipe/bin:$PATH \
 EXPOSE 50051
 USER 65534:65534
 ENTRYPOINT ["gpupiped", "--listen", "0.0.0.0:50051"]
-CMD ["--backend", "auto"]
+# Plaintext without tokens, as a first run expects (gpupiped warns). Give the container TLS or
+# tokens instead by replacing these arguments, e.g. `--backend cuda --token-file
+# /run/secrets/gpupipe-tokens` with the file mounted there.
+CMD ["--backend", "auto", "--insecure"]
