@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 
@@ -90,7 +91,20 @@ absl::StatusOr<std::unique_ptr<JobClient>> JobClient::Create(const std::string& 
 }
 
 JobClient::JobClient(std::shared_ptr<grpc::ChannelInterface> channel, ClientOptions options)
-    : options_(options), stub_(v1::JobService::NewStub(std::move(channel))) {}
+    : options_(options), channel_(std::move(channel)), stub_(v1::JobService::NewStub(channel_)) {}
+
+absl::StatusOr<std::string> JobClient::Health(const std::string& service) {
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  grpc::health::v1::HealthCheckRequest request;
+  request.set_service(service);
+  grpc::health::v1::HealthCheckResponse response;
+  const grpc::Status status =
+      grpc::health::v1::Health::NewStub(channel_)->Check(&context, request, &response);
+  if (status.error_code() == grpc::StatusCode::NOT_FOUND) return std::string("SERVICE_UNKNOWN");
+  if (!status.ok()) return FromGrpcStatus(status);
+  return grpc::health::v1::HealthCheckResponse::ServingStatus_Name(response.status());
+}
 
 void JobClient::SetDeadline(grpc::ClientContext* context) const {
   context->set_deadline(std::chrono::system_clock::now() +

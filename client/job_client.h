@@ -73,6 +73,11 @@ class JobClient {
 
   absl::StatusOr<v1::DescribeResponse> Describe();
 
+  // The daemon's health for `service` ("" for the whole server, or "gpupipe.v1.JobService"),
+  // from the standard health service, which needs no token: "SERVING", "NOT_SERVING",
+  // "SERVICE_UNKNOWN" or "UNKNOWN"; an error when it cannot be asked.
+  absl::StatusOr<std::string> Health(const std::string& service = "");
+
   // Runs one job and waits for its result. Errors carry the RPC's status, or the code and
   // message of the job's Done event, unchanged; a broken event stream (see ResultAssembler)
   // yields DATA_LOSS. On an error the RPC is cancelled. With request.dry_run the result holds
@@ -98,6 +103,7 @@ class JobClient {
   void SetDeadline(grpc::ClientContext* context) const;
 
   ClientOptions options_;
+  std::shared_ptr<grpc::ChannelInterface> channel_;
   std::unique_ptr<v1::JobService::Stub> stub_;
 };
 

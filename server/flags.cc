@@ -166,6 +166,18 @@ absl::StatusOr<DaemonOptions> ParseFlags(const std::vector<std::string>& args) {
       o.log_jobs = false;
     } else if (flag == "--insecure") {
       o.insecure = true;
+#if GPUPIPE_FAULT_INJECTION
+    } else if (flag == "--inject-device-fault") {
+      // Test builds only: the Nth job launches a device fault (sticky or launch).
+      auto v = take_value();
+      if (!v.ok()) return v.status();
+      const size_t colon = v->find(':');
+      if (colon == std::string::npos ||
+          !absl::SimpleAtoi(v->substr(colon + 1), &o.inject_fault_at_job)) {
+        return absl::InvalidArgumentError("--inject-device-fault: expected KIND:N");
+      }
+      o.inject_fault = v->substr(0, colon);
+#endif
     } else if (flag == "--tls-cert" || flag == "--tls-key" || flag == "--tls-client-ca" ||
                flag == "--token-file") {
       auto v = take_value();

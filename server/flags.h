@@ -47,6 +47,9 @@ struct DaemonOptions {
   std::string tls_client_ca;  // --tls-client-ca
   std::string token_file;     // --token-file
   bool insecure = false;      // --insecure
+  // --inject-device-fault KIND:N, in test builds only (CudaBackendOptions::inject_fault).
+  std::string inject_fault;
+  int64_t inject_fault_at_job = 0;
   bool log_jobs = true;
   bool help = false;
   bool version = false;

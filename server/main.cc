@@ -5,6 +5,7 @@
 #include <grpcpp/health_check_service_interface.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #if defined(__has_feature)
 #if __has_feature(address_sanitizer)
@@ -54,6 +55,14 @@ constexpr char kVersion[] = "0.1.0";
 constexpr auto kStopBudget = std::chrono::milliseconds(500);
 constexpr auto kDeliverBudget = std::chrono::milliseconds(1000);
 constexpr auto kLinger = std::chrono::milliseconds(250);
+
+// The exit code after a sticky device error: a supervisor should start a fresh daemon.
+constexpr int kExitDeviceFailed = 3;
+
+// Whether this host has an NVIDIA driver loaded (so that serving on the CPU is a surprise).
+bool NvidiaDriverPresent() {
+  return access("/proc/driver/nvidia/version", F_OK) == 0 || access("/dev/nvidiactl", F_OK) == 0;
+}
 
 // One line to stderr, prefixed with a UTC timestamp. Lines from several threads never mix.
 void Log(const std::string& line) {
@@ -147,6 +156,7 @@ int Run(const DaemonOptions& options) {
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGHUP);
+  sigaddset(&signals, SIGUSR1);  // the engine's notice that the device failed for good
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   // Transport security first: a daemon that would serve other hosts without it does not start.
@@ -190,6 +200,8 @@ int Run(const DaemonOptions& options) {
   cuda_options.device_memory_fraction = options.device_memory_fraction;
   cuda_options.device_memory_bytes = options.device_memory_bytes;
   cuda_options.chunk_bytes = options.chunk_bytes;
+  cuda_options.inject_fault = options.inject_fault;
+  cuda_options.inject_fault_at_job = options.inject_fault_at_job;
   engine::CpuBackendOptions cpu_options;
   cpu_options.lanes_per_level = options.streams_per_priority;
   cpu_options.chunk_bytes = options.chunk_bytes;
@@ -213,6 +225,13 @@ int Run(const DaemonOptions& options) {
                             device->greatest_stream_priority, device->least_stream_priority);
   }
   Log(absl::StrFormat("backend %s: %s", where, selection->reason));
+  if (options.backend == engine::BackendChoice::kAuto && backend.name() == "cpu" &&
+      NvidiaDriverPresent()) {
+    Log(absl::StrCat("warning: this host has an NVIDIA driver, but jobs run on the CPU: ",
+                     selection->reason,
+                     " (a newer driver, or a build with code for this GPU's architecture, "
+                     "serves it; --backend cuda refuses to start instead)"));
+  }
   if (std::string memory = backend.MemorySummary(); !memory.empty()) Log(memory);
   Log(absl::StrFormat("input rings: a pool of %d MiB%s, at most %d MiB per upload",
                       options.input_ring_total_bytes >> 20,
@@ -235,6 +254,17 @@ int Run(const DaemonOptions& options) {
   if (options.log_jobs) {
     engine_options.on_job_done = [](const engine::JobRecord& r) { Log(JobLine(r)); };
   }
+  // A sticky device error: the main thread stops the daemon with a non-zero exit, so that a
+  // supervisor starts a fresh one.
+  std::mutex device_mu;
+  absl::Status device_lost;
+  engine_options.on_device_lost = [&](const absl::Status& status) {
+    {
+      std::lock_guard<std::mutex> lock(device_mu);
+      device_lost = status;
+    }
+    kill(getpid(), SIGUSR1);
+  };
   std::unique_ptr<engine::Engine> engine =
       engine::Engine::Create(std::move(selection->backend), engine_options);
 
@@ -296,6 +326,11 @@ int Run(const DaemonOptions& options) {
   int sig = 0;
   for (;;) {
     sigwait(&signals, &sig);
+    if (sig == SIGUSR1) {
+      std::lock_guard<std::mutex> lock(device_mu);
+      if (device_lost.ok()) continue;  // not the engine's
+      break;
+    }
     if (sig != SIGHUP) break;
     if (!security.tokens) {
       Log("SIGHUP: no --token-file to re-read");
@@ -310,13 +345,22 @@ int Run(const DaemonOptions& options) {
       Log(absl::StrCat("SIGHUP: kept the tokens in force: ", tokens.status().message()));
     }
   }
-  Log(absl::StrFormat("%s: shutting down (grace %ds, %d jobs in flight)",
-                      sig == SIGINT ? "SIGINT" : "SIGTERM", options.shutdown_grace_seconds,
-                      static_cast<int>(engine->jobs_in_flight())));
+  const bool device_failed = sig == SIGUSR1;
+  int grace_seconds = options.shutdown_grace_seconds;
+  if (device_failed) {
+    std::lock_guard<std::mutex> lock(device_mu);
+    Log(absl::StrCat(device_lost.message(), ": stopping with exit code ", kExitDeviceFailed,
+                     ", so that a supervisor starts a fresh daemon"));
+    grace_seconds = 0;  // nothing can run on this device any more
+  } else {
+    Log(absl::StrFormat("%s: shutting down (grace %ds, %d jobs in flight)",
+                        sig == SIGINT ? "SIGINT" : "SIGTERM", grace_seconds,
+                        static_cast<int>(engine->jobs_in_flight())));
+  }
   // Probes see NOT_SERVING at once; new jobs are refused with UNAVAILABLE (the engine stops
   // accepting) while the accepted ones run out their grace.
   health->Shutdown();
-  bool drained = engine->Drain(std::chrono::seconds(options.shutdown_grace_seconds));
+  bool drained = engine->Drain(std::chrono::seconds(grace_seconds));
   if (!drained) {
     // The grace is over: every running job stops at its next check, and its final events
     // still reach its client below.
@@ -336,7 +380,7 @@ int Run(const DaemonOptions& options) {
   // Everything the daemon promised is done. gRPC's library shutdown, run as its last objects
   // are destroyed, waits up to 10 s for the connections of clients that keep them open; exit
   // without it (after the leak check of a sanitizer build).
-  ExitNow(0);
+  ExitNow(device_failed ? kExitDeviceFailed : 0);
 }
 
 }  // namespace

@@ -80,17 +80,18 @@ const std::map<std::string, OptionSpec>& Options() {
       {"--explain", {false, {"submit"}}},
       {"--dry-run", {false, {"submit"}}},
       {"--stream", {true, {"submit"}}},
+      {"--service", {true, {"health"}}},
   };
   return *options;
 }
 
 bool IsCommand(absl::string_view name) {
-  return name == "submit" || name == "describe" || name == "compare" || name == "help" ||
-         name == "version";
+  return name == "submit" || name == "describe" || name == "compare" || name == "health" ||
+         name == "help" || name == "version";
 }
 
 bool IsHelpTopic(absl::string_view name) {
-  return name == "submit" || name == "describe" || name == "compare";
+  return name == "submit" || name == "describe" || name == "compare" || name == "health";
 }
 
 std::string BelongsTo(const std::string& option, const std::vector<std::string>& commands) {
@@ -257,10 +258,18 @@ absl::StatusOr<Args> ParseArgs(const std::vector<std::string>& argv) {
     return args;
   }
   if (!have_command) {
-    return Usage("missing command (commands: submit, compare, describe; see gpupipe --help)");
+    return Usage(
+        "missing command (commands: submit, compare, describe, health; see gpupipe --help)");
   }
   if (command_name == "describe") {
     args.command = Command::kDescribe;
+    return args;
+  }
+  if (command_name == "health") {
+    args.command = Command::kHealth;
+    if (const auto it = values.find("--service"); it != values.end()) {
+      args.health_service = it->second;
+    }
     return args;
   }
 
@@ -377,6 +386,8 @@ std::string MainHelp() {
       "  compare    time a pipeline under every launch mode and staging strategy\n"
       "             (gpupipe compare --help)\n"
       "  describe   show the daemon's device, ops, launch modes and limits\n"
+      "  health     ask the daemon's health service (no token needed); exit 0 only when\n"
+      "             it is serving (gpupipe health --help)\n"
       "\n"
       "global options (also accepted after the command):\n"
       "  --target HOST:PORT   daemon address; a host alone means port 50051 (default\n"
@@ -397,6 +408,15 @@ std::string MainHelp() {
       "  --version            print the version\n"
       "\n"
       "exit status: 0 on success, 1 on a runtime or server error, 2 on a usage error\n");
+}
+
+std::string HealthHelp() {
+  return "usage: gpupipe [--target HOST:PORT] health [--service NAME] [--json]\n"
+         "\n"
+         "Asks the daemon's standard gRPC health service, which needs no token, whether it\n"
+         "serves: the whole server, or --service NAME (gpupipe.v1.JobService). Prints\n"
+         "SERVING, NOT_SERVING (starting, draining, or its device failed) or SERVICE_UNKNOWN,\n"
+         "and exits 0 only for SERVING: for scripts and container health checks.\n";
 }
 
 std::string SubmitHelp() {

@@ -16,7 +16,7 @@ namespace cli {
 
 inline constexpr char kDefaultTarget[] = "127.0.0.1:50051";
 
-enum class Command { kHelp, kVersion, kSubmit, kDescribe, kCompare };
+enum class Command { kHelp, kVersion, kSubmit, kDescribe, kCompare, kHealth };
 
 // How `submit` sends its input: in the request (Submit) or streamed in chunks (Run).
 enum class StreamMode { kAuto, kAlways, kNever };
@@ -54,7 +54,7 @@ struct CompareArgs {
 
 struct Args {
   Command command = Command::kHelp;
-  std::string help_topic;  // for kHelp: "", "submit", "describe" or "compare"
+  std::string help_topic;  // for kHelp: "", "submit", "describe", "compare" or "health"
   std::string target = kDefaultTarget;
   bool target_given = false;  // --target was given (else GPUPIPE_TARGET may set it)
   double deadline_seconds = 300;
@@ -68,6 +68,7 @@ struct Args {
   bool json = false;
   SubmitArgs submit;
   CompareArgs compare;
+  std::string health_service;  // health --service
 };
 
 // Longest --client-id (the daemon keeps at most this much of it).
@@ -89,6 +90,7 @@ std::string MainHelp();
 std::string SubmitHelp();
 std::string DescribeHelp();
 std::string CompareHelp();
+std::string HealthHelp();
 
 }  // namespace cli
 }  // namespace gpupipe

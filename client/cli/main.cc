@@ -24,6 +24,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
 #include "client/cli/args.h"
+#include "nlohmann/json.hpp"
 #include "client/cli/compare.h"
 #include "client/cli/progress.h"
 #include "client/cli/render.h"
@@ -378,6 +379,23 @@ int RunDescribe(const Args& args, const Reporter& reporter) {
   return 0;
 }
 
+int RunHealth(const Args& args, const Reporter& reporter) {
+  absl::StatusOr<std::unique_ptr<client::JobClient>> client = Connect(args);
+  if (!client.ok()) return reporter.Fail(kExitUsage, client.status());
+  absl::StatusOr<std::string> status = (*client)->Health(args.health_service);
+  if (!status.ok()) return FailRpc(reporter, args, status.status(), false);
+  if (args.json) {
+    std::cout << nlohmann::ordered_json{{"target", args.target},
+                                        {"service", args.health_service},
+                                        {"status", *status}}
+                     .dump()
+              << std::endl;
+  } else {
+    std::cout << *status << std::endl;
+  }
+  return *status == "SERVING" ? 0 : kExitRuntime;
+}
+
 int Main(int argc, char** argv) {
   const std::vector<std::string> argv_vec(argv + 1, argv + argc);
   const Reporter usage_reporter(WantsJson(argv_vec));
@@ -390,6 +408,7 @@ int Main(int argc, char** argv) {
       std::cout << (args->help_topic == "submit"     ? SubmitHelp()
                     : args->help_topic == "describe" ? DescribeHelp()
                     : args->help_topic == "compare"  ? CompareHelp()
+                    : args->help_topic == "health"   ? HealthHelp()
                                                      : MainHelp());
       return 0;
     case Command::kVersion:
@@ -401,6 +420,8 @@ int Main(int argc, char** argv) {
       return RunDescribe(*args, reporter);
     case Command::kCompare:
       return RunCompare(*args, reporter);
+    case Command::kHealth:
+      return RunHealth(*args, reporter);
   }
   return kExitUsage;
 }

@@ -13,6 +13,7 @@
 #include <thread>
 #include <unordered_set>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "server/engine/job/interrupt.h"
 #include "server/engine/job/validate.h"
@@ -249,6 +250,10 @@ class Engine::Impl {
       if (stopping_ || stopping_accepting_) {
         return absl::UnavailableError("the server is shutting down");
       }
+      if (!device_lost_.ok()) {
+        return absl::UnavailableError(
+            absl::StrCat(device_lost_.message(), "; the server runs no more jobs"));
+      }
       if (absl::Status s = admission_.Check(job->ticket); !s.ok()) return s;
       absl::StatusOr<std::shared_ptr<InputSource>> input = take_input(*plan, *layout);
       if (!input.ok()) return input.status();
@@ -330,7 +335,10 @@ class Engine::Impl {
       }
     }
     // An upload still arriving learns that its job is over.
-    if (!status.ok()) job.input->Fail(status);
+    if (!status.ok()) {
+      job.input->Fail(status);
+      NoteDeviceStatus();
+    }
     const Clock::time_point finished = Clock::now();
     if (timing.output_ready == Clock::time_point{}) timing.output_ready = finished;
     timing.total_us = MicrosBetween(job.accepted_at, timing.output_ready);
@@ -341,6 +349,19 @@ class Engine::Impl {
     }
     if (status.ok()) job.sink->OnTiming(timing);
     Finish(job, status, timing, /*started=*/true);
+  }
+
+  // After a failed job: whether the backend can still run jobs; the first time it cannot,
+  // refuse new jobs and tell the daemon.
+  void NoteDeviceStatus() {
+    absl::Status lost = backend_->DeviceStatus();
+    if (lost.ok()) return;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!device_lost_.ok()) return;
+      device_lost_ = lost;
+    }
+    if (options_.on_device_lost) options_.on_device_lost(lost);
   }
 
   void Finish(QueuedJob& job, const absl::Status& status, const JobTiming& timing, bool started) {
@@ -375,6 +396,7 @@ class Engine::Impl {
   bool stopping_ = false;
   bool stopping_accepting_ = false;
   std::atomic<bool> stop_running_{false};  // StopRunningJobs: every job's interrupt fires
+  absl::Status device_lost_;               // why the backend can run no more jobs
   int64_t next_id_ = 0;
   Admission admission_;
   std::array<ClientQueue<std::unique_ptr<QueuedJob>>, kPriorityLevels> queues_;

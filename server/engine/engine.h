@@ -51,6 +51,9 @@ struct EngineOptions {
   AdmissionLimits admission;
   // Called once per finished job, from an engine thread.
   std::function<void(const JobRecord&)> on_job_done;
+  // Called once, from an engine thread, when the backend can run no more jobs
+  // (Backend::DeviceStatus: a sticky device error); the engine refuses new jobs from then on.
+  std::function<void(const absl::Status&)> on_device_lost;
 };
 
 struct EngineDescription {

@@ -1,11 +1,18 @@
 // End to end on the GPU: gpupiped --backend cuda, driven by the CLI, checked against the CPU
 // reference on fresh random data. Skips where the daemon finds no usable device.
+#include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
+#include <memory>
 #include <nlohmann/json.hpp>
+#include <thread>
+#include <vector>
 
+#include "client/job_client.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "client/npy.h"
 #include "kernels/cpu/reference_ops.h"
 #include "tests/integration/binaries.h"
@@ -104,6 +111,82 @@ TEST_F(CudaDaemon, GraphModeReplaysACachedGraph) {
   // One lane per priority: the second job meets the graph the first one left.
   EXPECT_EQ(first["timing"]["graph"], "miss");
   EXPECT_EQ(second["timing"]["graph"], "hit");
+}
+
+// A device fault on purpose (gpupiped --inject-device-fault, test builds only): the daemon's
+// handling of device errors on the real GPU.
+class CudaFault : public ::testing::Test {
+ protected:
+  // Starts the daemon with the fault `kind` at its `job`th job; false (and skips) without a GPU.
+  bool Start(const std::string& kind, int job) {
+    daemon_ = std::make_unique<DaemonProcess>(
+        DaemonBinary(), std::vector<std::string>{"--backend", "cuda", "--streams-per-priority",
+                                                 "1", "--inject-device-fault",
+                                                 kind + ":" + std::to_string(job)});
+    return daemon_->port() != 0;
+  }
+  CommandResult Health() {
+    return RunCommand({CliBinary(), "--target", daemon_->target(), "--deadline", "5", "health"});
+  }
+  // A small relu job through the client library; its status.
+  absl::Status Job() {
+    auto client = client::JobClient::Create(daemon_->target());
+    v1::SubmitRequest r;
+    r.mutable_input()->set_dtype(v1::DTYPE_FLOAT32);
+    r.mutable_input()->add_shape(4);
+    r.mutable_input()->set_data(AsBytes(std::vector<float>{-1, 2, -3, 4}));
+    r.add_ops()->mutable_relu();
+    absl::StatusOr<client::JobResult> got = (*client)->Submit(r);
+    if (got.ok() && AsFloats(got->output.data()) != std::vector<float>{0, 2, 0, 4}) {
+      return absl::InternalError("wrong result");
+    }
+    return got.status();
+  }
+  std::unique_ptr<DaemonProcess> daemon_;
+};
+
+TEST_F(CudaFault, ALaunchErrorFailsOnlyItsJob) {
+  if (!Start("launch", 2)) GTEST_SKIP() << "no usable GPU: " << daemon_->error();
+  EXPECT_TRUE(Job().ok());
+  const absl::Status failed = Job();
+  EXPECT_EQ(failed.code(), absl::StatusCode::kInternal) << failed;
+  EXPECT_NE(failed.message().find("cudaErrorInvalidConfiguration"), std::string::npos) << failed;
+  EXPECT_TRUE(Job().ok()) << "the next job";
+  EXPECT_EQ(Health().exit_code, 0);
+  EXPECT_EQ(daemon_->Terminate(), 0) << daemon_->log();
+}
+
+TEST_F(CudaFault, AStickyErrorTurnsHealthNotServingAndTheDaemonExitsNonZero) {
+  if (!Start("sticky", 2)) GTEST_SKIP() << "no usable GPU: " << daemon_->error();
+  EXPECT_TRUE(Job().ok());
+  EXPECT_EQ(Health().out, "SERVING\n");
+  // A health Watch from before the fault sees the daemon turn NOT_SERVING.
+  auto channel = grpc::CreateChannel(daemon_->target(), grpc::InsecureChannelCredentials());
+  std::vector<int> seen;
+  grpc::ClientContext watch_context;
+  std::thread watcher([&] {
+    auto reader = grpc::health::v1::Health::NewStub(channel)->Watch(
+        &watch_context, grpc::health::v1::HealthCheckRequest());
+    grpc::health::v1::HealthCheckResponse response;
+    while (reader->Read(&response)) seen.push_back(response.status());
+    reader->Finish();
+  });
+  const absl::Status failed = Job();
+  EXPECT_FALSE(failed.ok());
+  EXPECT_NE(failed.message().find("cudaErrorIllegalAddress"), std::string::npos) << failed;
+  // The daemon stops by itself, with exit code 3, so that a supervisor restarts it.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (daemon_->alive() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_FALSE(daemon_->alive()) << daemon_->log();
+  EXPECT_EQ(daemon_->Terminate(), 3) << daemon_->log();
+  watch_context.TryCancel();
+  watcher.join();
+  ASSERT_FALSE(seen.empty());
+  EXPECT_EQ(seen.front(), grpc::health::v1::HealthCheckResponse::SERVING);
+  EXPECT_EQ(seen.back(), grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+  EXPECT_NE(daemon_->log().find("the GPU failed for good"), std::string::npos) << daemon_->log();
 }
 
 }  // namespace

@@ -1,11 +1,15 @@
 // The daemon as a process: start-up, Describe, one log line per job, clean shutdown.
+#include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 
 #include <atomic>
+#include <mutex>
 #include <thread>
+#include <vector>
 
 #include "client/job_client.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "tests/integration/binaries.h"
 #include "tests/integration/process.h"
 #include "tests/testing/random_tensor.h"
@@ -113,6 +117,67 @@ TEST(Daemon, SigtermLetsARunningJobFinish) {
   std::vector<float> y = AsFloats(result->output.data());
   ASSERT_EQ(y.size(), x.size());
   for (size_t i = 0; i < x.size(); i += 4097) ASSERT_EQ(y[i], x[i] < 0 ? 0.0f : x[i]);
+}
+
+TEST(Daemon, HealthServesAndTurnsNotServingWhileItDrains) {
+  DaemonProcess daemon(DaemonBinary(), {"--backend", "cpu", "--shutdown-grace-seconds", "5"});
+  ASSERT_NE(daemon.port(), 0) << daemon.error();
+  CommandResult serving = RunCommand({CliBinary(), "--target", daemon.target(), "health"});
+  EXPECT_EQ(serving.exit_code, 0) << serving.err;
+  EXPECT_EQ(serving.out, "SERVING\n");
+  CommandResult service = RunCommand(
+      {CliBinary(), "--target", daemon.target(), "health", "--service", "gpupipe.v1.JobService"});
+  EXPECT_EQ(service.out, "SERVING\n");
+  CommandResult unknown =
+      RunCommand({CliBinary(), "--target", daemon.target(), "health", "--service", "nope"});
+  EXPECT_EQ(unknown.exit_code, 1);
+  EXPECT_EQ(unknown.out, "SERVICE_UNKNOWN\n");
+
+  // A job of seconds keeps the daemon draining after SIGTERM; a Watch sees it turn.
+  auto channel = grpc::CreateChannel(daemon.target(), grpc::InsecureChannelCredentials());
+  std::vector<int> seen;
+  std::mutex seen_mu;
+  grpc::ClientContext watch_context;
+  std::thread watcher([&] {
+    grpc::health::v1::HealthCheckRequest request;
+    auto reader = grpc::health::v1::Health::NewStub(channel)->Watch(&watch_context, request);
+    grpc::health::v1::HealthCheckResponse response;
+    while (reader->Read(&response)) {
+      std::lock_guard<std::mutex> lock(seen_mu);
+      seen.push_back(response.status());
+    }
+    reader->Finish();
+  });
+  auto client = client::JobClient::Create(daemon.target());
+  v1::SubmitRequest costly = ReluRequest(std::vector<float>(1 << 20, 1.0f));
+  for (int i = 0; i < 4; ++i) {
+    v1::ConvolveOp* c = costly.add_ops()->mutable_convolve();
+    for (int t = 0; t < 1024; ++t) c->add_taps(0.001);
+    c->set_mode(v1::ConvolveOp::MODE_SAME);
+  }
+  std::atomic<bool> accepted{false};
+  std::thread job([&] {
+    (void)(*client)->Submit(costly, [&](const v1::JobEvent& e) {
+      if (e.has_accepted()) accepted = true;
+    });
+  });
+  while (!accepted) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  kill(daemon.pid(), SIGTERM);
+  ASSERT_TRUE(daemon.WaitForLog("SIGTERM: shutting down")) << daemon.log();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  CommandResult draining = RunCommand({CliBinary(), "--target", daemon.target(), "health"});
+  EXPECT_EQ(draining.exit_code, 1) << draining.out << draining.err;
+  EXPECT_EQ(draining.out, "NOT_SERVING\n");
+  {
+    std::lock_guard<std::mutex> lock(seen_mu);
+    ASSERT_GE(seen.size(), 2u);
+    EXPECT_EQ(seen.front(), grpc::health::v1::HealthCheckResponse::SERVING);
+    EXPECT_EQ(seen.back(), grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+  }
+  EXPECT_EQ(daemon.Terminate(), 0);
+  job.join();
+  watch_context.TryCancel();
+  watcher.join();
 }
 
 }  // namespace

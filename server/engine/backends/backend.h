@@ -114,6 +114,10 @@ class Backend {
 
   virtual GraphCacheStats graph_cache_stats() const { return {}; }
 
+  // OK while the backend can run jobs; otherwise why it cannot any more (a sticky device
+  // error: only a new process can use the device again). Cheap; never blocks.
+  virtual absl::Status DeviceStatus() const { return absl::OkStatus(); }
+
   // One line saying what the backend allocated at start (device arena, pinned staging), for
   // the daemon's start-up log; empty where nothing was.
   virtual std::string MemorySummary() const { return {}; }

@@ -453,11 +453,13 @@ TEST(EngineStop, StopRunningJobsStopsCostlyJobsAndAnUploadWaitingForBytes) {
   EXPECT_TRUE(engine->Drain(std::chrono::seconds(1)));
 }
 
-// A backend whose lanes throw from Enqueue once (as a failed allocation would), and otherwise
-// run the CPU backend's lanes.
-class ThrowingBackend final : public Backend {
+// A backend whose lanes fail their first Enqueue as a device would (`fault`), and otherwise
+// run the CPU backend's lanes: by throwing std::bad_alloc (a failed allocation), or by
+// returning INTERNAL and reporting the device lost for good from then on (a sticky error).
+class FaultyBackend final : public Backend {
  public:
-  ThrowingBackend() : cpu_(CreateCpuBackend({})) {}
+  enum class Fault { kBadAlloc, kSticky };
+  explicit FaultyBackend(Fault fault) : cpu_(CreateCpuBackend({})) { lane_.fault = fault; }
   std::string name() const override { return cpu_->name(); }
   std::optional<DeviceDescription> device() const override { return std::nullopt; }
   std::vector<PriorityLevel> levels() const override { return cpu_->levels(); }
@@ -469,6 +471,9 @@ class ThrowingBackend final : public Backend {
   }
   int64_t default_chunk_bytes() const override { return cpu_->default_chunk_bytes(); }
   int64_t chunk_capacity_bytes() const override { return cpu_->chunk_capacity_bytes(); }
+  absl::Status DeviceStatus() const override {
+    return lane_.lost ? absl::InternalError("the device failed for good") : absl::OkStatus();
+  }
   LaneExecutor& lane(Priority p, int lane) override {
     lane_.inner = &cpu_->lane(p, lane);
     return lane_;
@@ -477,7 +482,9 @@ class ThrowingBackend final : public Backend {
  private:
   struct Lane final : LaneExecutor {
     LaneExecutor* inner = nullptr;
-    bool thrown = false;
+    Fault fault = Fault::kBadAlloc;
+    bool failed = false;
+    std::atomic<bool> lost{false};
     int window() const override { return inner->window(); }
     absl::Status Begin(const JobSpec& s, const Plan& p, const ChunkLayout& l, const JobInterrupt& i,
                        JobTiming* t) override {
@@ -487,9 +494,11 @@ class ThrowingBackend final : public Backend {
       return inner->Stage(c, in);
     }
     absl::Status Enqueue(const Chunk& c) override {
-      if (!thrown) {
-        thrown = true;
-        throw std::bad_alloc();
+      if (!failed) {
+        failed = true;
+        if (fault == Fault::kBadAlloc) throw std::bad_alloc();
+        lost = true;
+        return absl::InternalError("launching a kernel: cudaErrorIllegalAddress");
       }
       return inner->Enqueue(c);
     }
@@ -507,7 +516,8 @@ class ThrowingBackend final : public Backend {
 TEST(EngineErrors, AnAllocationThatFailsEndsTheJobAndTheLaneServesTheNext) {
   CpuBackendOptions cpu;
   cpu.lanes_per_level = 1;
-  auto engine = Engine::Create(std::make_unique<ThrowingBackend>(), {});
+  auto engine =
+      Engine::Create(std::make_unique<FaultyBackend>(FaultyBackend::Fault::kBadAlloc), {});
   auto failed = std::make_shared<RecordingSink>();
   std::string in = AsBytes({1.0f, -1.0f});
   ASSERT_TRUE(engine->Submit(Spec({2}, {{OpKind::kRelu}}), in, failed).ok());
@@ -520,6 +530,28 @@ TEST(EngineErrors, AnAllocationThatFailsEndsTheJobAndTheLaneServesTheNext) {
   ASSERT_TRUE(next->WaitDone());
   EXPECT_TRUE(next->status().ok()) << next->status();
   EXPECT_EQ(AsFloats(next->output()), (std::vector<float>{1.0f, 0.0f}));
+}
+
+TEST(EngineErrors, AStickyDeviceErrorIsReportedOnceAndNewJobsAreRefused) {
+  std::vector<absl::Status> lost;
+  EngineOptions options;
+  options.on_device_lost = [&](const absl::Status& s) { lost.push_back(s); };
+  auto engine =
+      Engine::Create(std::make_unique<FaultyBackend>(FaultyBackend::Fault::kSticky), options);
+  auto failed = std::make_shared<RecordingSink>();
+  std::string in = AsBytes({1.0f});
+  ASSERT_TRUE(engine->Submit(Spec({1}, {{OpKind::kRelu}}), in, failed).ok());
+  ASSERT_TRUE(failed->WaitDone());
+  EXPECT_EQ(failed->status().code(), absl::StatusCode::kInternal);
+  ASSERT_EQ(lost.size(), 1u);
+  EXPECT_EQ(lost[0].message(), "the device failed for good");
+  std::string in2 = AsBytes({1.0f});
+  auto refused = std::make_shared<RecordingSink>();
+  const absl::Status s = engine->Submit(Spec({1}, {{OpKind::kRelu}}), in2, refused);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  EXPECT_NE(s.message().find("the device failed for good"), std::string::npos) << s;
+  EXPECT_FALSE(refused->accepted());
+  EXPECT_EQ(lost.size(), 1u);
 }
 
 TEST(Engine, DescribeListsTheBackendAndLevels) {

@@ -84,6 +84,8 @@ class CudaBackend final : public Backend {
 
   std::string MemorySummary() const override { return pool_->memory_summary(); }
 
+  absl::Status DeviceStatus() const override { return StickyCudaError(); }
+
   int64_t default_chunk_bytes() const override { return pool_->slot_bytes(); }
   int64_t chunk_capacity_bytes() const override { return pool_->slot_bytes(); }
 
@@ -111,6 +113,21 @@ class CudaBackend final : public Backend {
                                             options.streaming_host_copies)) {}
 
   absl::Status Init() {
+    if (!options_.inject_fault.empty()) {
+#if GPUPIPE_FAULT_INJECTION
+      faults_.kind = options_.inject_fault == "sticky" ? FaultPlan::Kind::kSticky
+                     : options_.inject_fault == "launch" ? FaultPlan::Kind::kLaunch
+                                                         : FaultPlan::Kind::kNone;
+      if (faults_.kind == FaultPlan::Kind::kNone || options_.inject_fault_at_job < 1) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "inject_fault: expected sticky or launch at a job >= 1, got '", options_.inject_fault,
+            "' at ", options_.inject_fault_at_job));
+      }
+      faults_.at_job = options_.inject_fault_at_job;
+#else
+      return absl::InvalidArgumentError("this build has no fault injection (a test build has)");
+#endif
+    }
     GPUPIPE_CUDA_RETURN(cudaSetDevice(options_.device), "cudaSetDevice");
     cudaDeviceProp prop{};
     GPUPIPE_CUDA_RETURN(cudaGetDeviceProperties(&prop, options_.device),
@@ -163,7 +180,7 @@ class CudaBackend final : public Backend {
       for (int i = 0; i < options_.lanes_per_level; ++i) {
         lanes_[p].push_back(std::make_unique<CudaLane>(
             pool_->lane(static_cast<Priority>(p), i), LaneName(static_cast<Priority>(p), i),
-            pool_->slot_bytes(), *copier_, launch_defaults_));
+            pool_->slot_bytes(), *copier_, &faults_, launch_defaults_));
       }
     }
     return WarmUpLanes(*pool_, options_.default_stages, device_.multiprocessors);
@@ -174,6 +191,7 @@ class CudaBackend final : public Backend {
   std::array<int, kPriorityLevels> device_priority_{};
   CudaLaunchDefaults launch_defaults_;
   std::unique_ptr<CopyPool> copier_;  // stages pageable inputs into pinned memory
+  FaultPlan faults_;                   // test builds: a device fault on purpose
   std::unique_ptr<LanePool> pool_;
   // Declared after the pool: the executors refer to its lanes.
   std::array<std::vector<std::unique_ptr<CudaLane>>, kPriorityLevels> lanes_;

@@ -7,7 +7,9 @@
 // (AllocateInputMemory), so their chunks are copied to the device straight from them.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "server/engine/backends/backend.h"
@@ -39,6 +41,11 @@ struct CudaBackendOptions {
   int default_stages = 2;
   // Instantiated CUDA graphs kept per lane (least recently used evicted first).
   int graph_cache_capacity = 32;
+  // Test builds only (GPUPIPE_FAULT_INJECTION; CreateCudaBackend refuses it elsewhere): the
+  // job numbered `inject_fault_at_job` (counting every lane's jobs from 1) launches the fault
+  // `inject_fault` ("sticky" or "launch", fault_injection.h) before its first chunk.
+  std::string inject_fault;
+  int64_t inject_fault_at_job = 0;
 };
 
 // Fails with UNAVAILABLE when no usable device exists (no driver, no device, ordinal out of

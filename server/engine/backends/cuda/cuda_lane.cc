@@ -6,6 +6,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/engine/backends/cuda/cuda_status.h"
+#if GPUPIPE_FAULT_INJECTION
+#include "kernels/cuda/fault_injection.h"
+#endif
 #include "server/engine/backends/cuda/graph_cache.h"
 #include "server/engine/backends/cuda/step_launcher.h"
 
@@ -56,11 +59,12 @@ std::string StagingLabel(const kernels::cuda::LaunchConfig& config) {
 }
 
 CudaLane::CudaLane(Lane& lane, std::string name, int64_t slot_bytes, CopyPool& copier,
-                   CudaLaunchDefaults defaults)
+                   FaultPlan* faults, CudaLaunchDefaults defaults)
     : lane_(lane),
       name_(std::move(name)),
       slot_bytes_(slot_bytes),
       copier_(copier),
+      faults_(faults),
       defaults_(defaults) {
   for (size_t i = 0; i < kernel_events_.size(); ++i) {
     kernel_events_[i] = lane_.kernel_events[i].get();
@@ -78,6 +82,7 @@ absl::Status CudaLane::Begin(const JobSpec& spec, const Plan& plan, const ChunkL
   last_graph_.clear();
   first_launch_ = LaunchMode::kAuto;
   staging_busy_until_ = {};
+  job_number_ = faults_ != nullptr ? ++faults_->jobs : 0;
   timing->stream = name_;
   timing->staging = StagingLabel(config_);
   GPUPIPE_CUDA_RETURN(cudaSetDevice(defaults_.device), "cudaSetDevice");
@@ -136,6 +141,16 @@ absl::Status CudaLane::Enqueue(const Chunk& chunk) {
   Slot& slot = lane_.slots[s];
   StagedChunk& input = staging_[chunk.index % 2];
   WaitForStaging(input);
+#if GPUPIPE_FAULT_INJECTION
+  if (chunk.index == 0 && faults_ != nullptr && faults_->kind != FaultPlan::Kind::kNone &&
+      job_number_ == faults_->at_job) {
+    GPUPIPE_CUDA_RETURN(kernels::cuda::LaunchFault(faults_->kind == FaultPlan::Kind::kSticky
+                                                       ? kernels::cuda::FaultKind::kStickyIllegalAddress
+                                                       : kernels::cuda::FaultKind::kLaunchConfiguration,
+                                                   lane_.stream()),
+                        "launching the injected fault");
+  }
+#endif
   const cudaStream_t h2d = lane_.h2d_stream();
   const cudaStream_t compute = lane_.stream();
   const cudaStream_t d2h = lane_.d2h_stream();

@@ -14,6 +14,7 @@
 #include <cuda_runtime_api.h>
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <string>
 
@@ -25,6 +26,15 @@
 namespace gpupipe::engine {
 
 // How the backend launches a job's kernels, shared by the lanes and the plan description.
+// Test builds only (CudaBackendOptions::inject_fault): which job of the backend's, counted
+// over every lane, launches a device fault, and which.
+struct FaultPlan {
+  enum class Kind { kNone, kSticky, kLaunch };
+  Kind kind = Kind::kNone;
+  int64_t at_job = 0;
+  std::atomic<int64_t> jobs{0};  // jobs begun so far
+};
+
 struct CudaLaunchDefaults {
   int device = 0;
   int multiprocessors = 0;
@@ -42,7 +52,8 @@ std::string StagingLabel(const kernels::cuda::LaunchConfig& config);
 class CudaLane final : public LaneExecutor {
  public:
   // `lane` and `copier` must outlive this executor; `name` is the lane's name for timing.
-  CudaLane(Lane& lane, std::string name, int64_t slot_bytes, CopyPool& copier,
+  // `faults` (may be null) is shared by the backend's lanes.
+  CudaLane(Lane& lane, std::string name, int64_t slot_bytes, CopyPool& copier, FaultPlan* faults,
            CudaLaunchDefaults defaults);
 
   int window() const override { return kSlots; }
@@ -73,6 +84,7 @@ class CudaLane final : public LaneExecutor {
   const std::string name_;
   const int64_t slot_bytes_;
   CopyPool& copier_;
+  FaultPlan* const faults_;
   const CudaLaunchDefaults defaults_;
   // The lane's profiling events, as the kernel library takes them.
   std::array<cudaEvent_t, kMaxProfiledKernels> kernel_events_{};
@@ -96,6 +108,7 @@ class CudaLane final : public LaneExecutor {
   // When the last staging copy counted so far finished (JobTiming::host_staging_us).
   std::chrono::steady_clock::time_point staging_busy_until_;
   int kernels_ = 0;
+  int64_t job_number_ = 0;  // this job's number among the backend's (FaultPlan)
   int64_t graph_chunks_ = 0;
   std::string last_graph_;
   LaunchMode first_launch_ = LaunchMode::kAuto;
