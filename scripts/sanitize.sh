@@ -22,8 +22,9 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-halt_on_error=1:detect_leaks=1:abort_on_erro
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 
 echo "sanitize: soak for ${soak_seconds} s"
+# (bounded: a soak that hangs fails rather than holding the run)
 GPUPIPE_SOAK_SECONDS=$soak_seconds GPUPIPE_SOAK_RSS_BAND_MIB=${SOAK_RSS_BAND_MIB:-512} \
-  build-asan/tests/integration/soak_test
+  timeout $((soak_seconds * 2 + 300)) build-asan/tests/integration/soak_test
 
 for f in "${fuzzers[@]}"; do
   mkdir -p "build-asan/fuzz-corpus/$f"

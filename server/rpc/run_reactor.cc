@@ -58,13 +58,15 @@ void RunReactor::HandleRead(bool ok) {
     OnInputEnded();
     return;
   }
+  v1::RunRequest message;
+  message.Swap(&request_);
   bool more = false;
-  switch (request_.kind_case()) {
+  switch (message.kind_case()) {
     case v1::RunRequest::kSpec:
-      more = OnSpec(request_.mutable_spec());
+      more = OnSpec(message.mutable_spec());
       break;
     case v1::RunRequest::kData:
-      more = OnData();
+      more = OnData(message.mutable_data());
       break;
     case v1::RunRequest::KIND_NOT_SET:
       if (have_spec_) {
@@ -77,7 +79,6 @@ void RunReactor::HandleRead(bool ok) {
       }
       break;
   }
-  request_.Clear();
   // Once the call is finishing (the job is done or failed, or the upload broke), nothing more
   // is read: the client's further writes fail and it stops.
   if (more && !stream_->finishing()) StartRead(&request_);
@@ -124,33 +125,42 @@ bool RunReactor::OnSpec(v1::SubmitRequest* spec_message) {
   return true;
 }
 
-bool RunReactor::OnData() {
+bool RunReactor::OnData(std::string* data) {
   if (!have_spec_ || input() == nullptr) {
     Reject(absl::InvalidArgumentError(
         "RunRequest: the first message must carry the spec (RunRequest.spec), not data"));
     return false;
   }
-  pending_ = std::move(*request_.mutable_data());
-  pending_taken_ = 0;
+  {
+    std::lock_guard<std::mutex> lock(pending_mu_);
+    pending_ = std::move(*data);
+    pending_taken_ = 0;
+  }
   return WriteRest();
 }
 
 bool RunReactor::WriteRest() {
   const std::shared_ptr<engine::InputRing> ring = input();
-  absl::StatusOr<int64_t> taken =
-      ring->Write(pending_.data() + pending_taken_,
-                  static_cast<int64_t>(pending_.size() - pending_taken_), [this] {
-                    // The job freed a buffer: finish this message, then read the next one.
-                    if (WriteRest() && !stream_->finishing()) StartRead(&request_);
-                  });
-  if (!taken.ok()) {
+  absl::Status too_much;
+  {
+    std::lock_guard<std::mutex> lock(pending_mu_);
+    absl::StatusOr<int64_t> taken =
+        ring->Write(pending_.data() + pending_taken_,
+                    static_cast<int64_t>(pending_.size() - pending_taken_), [this] {
+                      // The job freed a buffer: finish this message, then read the next one.
+                      if (WriteRest() && !stream_->finishing()) StartRead(&request_);
+                    });
+    if (taken.ok()) {
+      pending_taken_ += static_cast<size_t>(*taken);
+      return pending_taken_ == pending_.size();
+    }
     // A ring that failed already belongs to a job that is ending (or an upload that broke):
     // the job's own Done finishes the call. Otherwise the client sent too much.
-    if (ring->failure().ok()) Break(taken.status());
-    return false;
+    if (!ring->failure().ok()) return false;
+    too_much = taken.status();
   }
-  pending_taken_ += static_cast<size_t>(*taken);
-  return pending_taken_ == pending_.size();
+  Break(too_much);
+  return false;
 }
 
 void RunReactor::OnInputEnded() {

@@ -63,7 +63,7 @@ class RunReactor final : public grpc::ServerBidiReactor<v1::RunRequest, v1::JobE
   void HandleRead(bool ok);
   // Handlers of one read; each returns whether to read on.
   bool OnSpec(v1::SubmitRequest* spec);
-  bool OnData();
+  bool OnData(std::string* data);
   // Writes the rest of the message read last into the ring; true once all of it is there,
   // false when the ring is full (the room callback then calls WriteRest again) or failed.
   bool WriteRest();
@@ -79,10 +79,16 @@ class RunReactor final : public grpc::ServerBidiReactor<v1::RunRequest, v1::JobE
   const std::string caller_;  // the caller's token name
   ActiveCalls* const calls_;
   std::shared_ptr<EventStream> stream_;
-  v1::RunRequest request_;  // the read in flight; reads are serialized
+  // The read in flight; reads are serialized. HandleRead takes the message out of it before
+  // handling it, because handling may start the next read from another thread (a ring write
+  // that completes later), which reads into it again.
+  v1::RunRequest request_;
   bool have_spec_ = false;  // reaction state: touched only by OnReadDone
-  // The data message read last and how much of it the ring took: touched by OnReadDone and,
-  // while no read is outstanding, by the ring's room callback, never by both at once.
+  // The data message read last and how much of it the ring took: written by OnReadDone and by
+  // the ring's room callback. The callback may start on the consumer's thread as soon as the
+  // ring has registered it, before WriteRest has counted what the ring took, so WriteRest runs
+  // under pending_mu_ from the write to the count.
+  std::mutex pending_mu_;
   std::string pending_;
   size_t pending_taken_ = 0;
   mutable std::mutex input_mu_;  // OnCancel may run beside OnReadDone
