@@ -93,6 +93,15 @@ absl::StatusOr<std::unique_ptr<JobClient>> JobClient::Create(const std::string& 
 JobClient::JobClient(std::shared_ptr<grpc::ChannelInterface> channel, ClientOptions options)
     : options_(options), channel_(std::move(channel)), stub_(v1::JobService::NewStub(channel_)) {}
 
+absl::StatusOr<v1::StatsResponse> JobClient::GetStats() {
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  v1::StatsResponse response;
+  const grpc::Status status = stub_->GetStats(&context, v1::StatsRequest(), &response);
+  if (!status.ok()) return FromGrpcStatus(status);
+  return response;
+}
+
 absl::StatusOr<std::string> JobClient::Health(const std::string& service) {
   grpc::ClientContext context;
   SetDeadline(&context);

@@ -72,6 +72,7 @@ class JobClient {
   JobClient& operator=(const JobClient&) = delete;
 
   absl::StatusOr<v1::DescribeResponse> Describe();
+  absl::StatusOr<v1::StatsResponse> GetStats();
 
   // The daemon's health for `service` ("" for the whole server, or "gpupipe.v1.JobService"),
   // from the standard health service, which needs no token: "SERVING", "NOT_SERVING",

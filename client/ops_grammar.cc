@@ -15,6 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "client/enum_names.h"
+#include "client/suggest.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/message.h"
 
@@ -384,9 +385,9 @@ class Parser {
       if (kind_.field(i)->name() == name.text) kind_field = kind_.field(i);
     }
     if (kind_field == nullptr || kind_field->message_type() == nullptr) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("unknown op '", name.text, "'", At(name.pos), " (known: ",
-                       absl::StrJoin(KindNames(kind_), ", "), ")"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "unknown op '", name.text, "'", At(name.pos), DidYouMean(name.text, KindNames(kind_)),
+          " (known: ", absl::StrJoin(KindNames(kind_), ", "), ")"));
     }
     Message* params = op->GetReflection()->MutableMessage(op, kind_field);
     if (Peek().kind != Tok::kLParen) return absl::OkStatus();
@@ -407,6 +408,7 @@ class Parser {
         const std::vector<std::string> names = ParamNames(desc);
         return absl::InvalidArgumentError(absl::StrCat(
             "unknown param '", t.text, "' for op '", name.text, "'", At(t.pos),
+            DidYouMean(t.text, names),
             names.empty() ? absl::StrCat(" (op '", name.text, "' takes no params)")
                           : absl::StrCat(" (params: ", absl::StrJoin(names, ", "), ")")));
       }

@@ -10,6 +10,7 @@ packages=(
   libabsl-dev libgtest-dev libgmock-dev nlohmann-json3-dev
   python3 python3-numpy procps
   clang libclang-rt-dev openssl
+  prometheus  # promtool and a Prometheus server, for the metrics endpoint's tests
 )
 
 sudo_cmd=()

@@ -66,6 +66,8 @@ Runs the gpupipe job service: a gRPC daemon that owns one GPU.
 
   --listen ADDR              address to serve on (default 127.0.0.1:50051; port 0 picks a
                              free port, printed at start)
+  --metrics-listen ADDR      serve Prometheus metrics at http://ADDR/metrics (default
+                             127.0.0.1:9464; port 0 picks one; '' for none)
   --backend auto|cuda|cpu    auto uses the GPU when one is usable, else the CPU (default auto)
   --device N                 CUDA device ordinal (default 0)
   --streams-per-priority N   lanes (CUDA streams with their own buffers) per priority (default 2)
@@ -136,6 +138,11 @@ Runs the gpupipe job service: a gRPC daemon that owns one GPU.
   --shutdown-grace-seconds N on SIGINT/SIGTERM, how long running and queued jobs may take
                              to finish; then running jobs are stopped (UNAVAILABLE) and the
                              daemon exits within 2 s more (default 10)
+  --log-format text|json     log lines as text, or as one JSON object each, for log
+                             collectors (default text)
+  --log-level info|warning|error
+                             the least severe lines written (default info: every job's line;
+                             warning: only what needs a look)
   --quiet                    no log line per job
   --version, --help
 )";
@@ -164,6 +171,18 @@ absl::StatusOr<DaemonOptions> ParseFlags(const std::vector<std::string>& args) {
       o.version = true;
     } else if (flag == "--quiet") {
       o.log_jobs = false;
+    } else if (flag == "--log-format") {
+      auto v = take_value();
+      if (!v.ok()) return v.status();
+      absl::StatusOr<LogFormat> format = ParseLogFormat(*v);
+      if (!format.ok()) return format.status();
+      o.log_format = *format;
+    } else if (flag == "--log-level") {
+      auto v = take_value();
+      if (!v.ok()) return v.status();
+      absl::StatusOr<LogLevel> level = ParseLogLevel(*v);
+      if (!level.ok()) return level.status();
+      o.log_level = *level;
     } else if (flag == "--insecure") {
       o.insecure = true;
 #if GPUPIPE_FAULT_INJECTION
@@ -192,6 +211,10 @@ absl::StatusOr<DaemonOptions> ParseFlags(const std::vector<std::string>& args) {
       if (!v.ok()) return v.status();
       if (v->empty()) return absl::InvalidArgumentError("--listen: empty address");
       o.listen = *v;
+    } else if (flag == "--metrics-listen") {
+      auto v = take_value();
+      if (!v.ok()) return v.status();
+      o.metrics_listen = *v;
     } else if (flag == "--device-memory") {
       auto v = take_value();
       if (!v.ok()) return v.status();

@@ -7,11 +7,13 @@
 
 #include "absl/status/statusor.h"
 #include "server/engine/backends/backend_factory.h"
+#include "server/logger.h"
 
 namespace gpupipe::daemon {
 
 struct DaemonOptions {
   std::string listen = "127.0.0.1:50051";
+  std::string metrics_listen = "127.0.0.1:9464";  // --metrics-listen; empty: no metrics
   engine::BackendChoice backend = engine::BackendChoice::kAuto;
   int device = 0;
   int streams_per_priority = 2;
@@ -51,6 +53,8 @@ struct DaemonOptions {
   std::string inject_fault;
   int64_t inject_fault_at_job = 0;
   bool log_jobs = true;
+  LogFormat log_format = LogFormat::kText;  // --log-format
+  LogLevel log_level = LogLevel::kInfo;     // --log-level
   bool help = false;
   bool version = false;
 };

@@ -38,7 +38,10 @@
 #include "server/engine/engine.h"
 #include "server/engine/job/op_catalog.h"
 #include "server/flags.h"
-#include "server/log_text.h"
+#include "server/job_log.h"
+#include "server/logger.h"
+#include "server/metrics/http_server.h"
+#include "server/metrics/prometheus_text.h"
 #include "server/rpc/job_service.h"
 #include "server/rpc/token_auth.h"
 #include "server/transport.h"
@@ -64,21 +67,15 @@ bool NvidiaDriverPresent() {
   return access("/proc/driver/nvidia/version", F_OK) == 0 || access("/dev/nvidiactl", F_OK) == 0;
 }
 
-// One line to stderr, prefixed with a UTC timestamp. Lines from several threads never mix.
-void Log(const std::string& line) {
-  static std::mutex mu;
-  const auto now = std::chrono::system_clock::now();
-  const std::time_t t = std::chrono::system_clock::to_time_t(now);
-  const int ms = static_cast<int>(
-      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char stamp[32];
-  std::strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%S", &tm);
-  std::lock_guard<std::mutex> lock(mu);
-  std::fprintf(stderr, "%s.%03dZ gpupiped: %s\n", stamp, ms, line.c_str());
-  std::fflush(stderr);
+// The daemon's log: Run sets it from the flags before its first line.
+const Logger* g_log = nullptr;
+const Logger& TheLog() {
+  static const Logger fallback;
+  return g_log != nullptr ? *g_log : fallback;
 }
+void Log(const std::string& line) { TheLog().Info(line); }
+void Warn(const std::string& line) { TheLog().Warning(line); }
+void Fail(const std::string& line) { TheLog().Error(line); }
 
 // The contents of `path`, or why not, naming it.
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
@@ -109,41 +106,9 @@ absl::StatusOr<std::shared_ptr<const rpc::TokenTable>> LoadTokens(const std::str
   std::_Exit(code);
 }
 
-std::string FormatMicros(double us) {
-  if (us >= 1e6) return absl::StrFormat("%.2fs", us / 1e6);
-  if (us >= 1e3) return absl::StrFormat("%.2fms", us / 1e3);
-  return absl::StrFormat("%.0fus", us);
-}
-
-std::string JobLine(const engine::JobRecord& r) {
-  std::vector<std::string> ops;
-  for (const engine::OpSpec& op : r.spec.ops) ops.push_back(engine::GetOpInfo(op.kind).name);
-  std::string line = absl::StrFormat(
-      "job %s %s priority=%s input=%s%s ops=%s backend=%s", r.job_id,
-      r.status.ok() ? "OK" : absl::StatusCodeToString(r.status.code()),
-      engine::PriorityName(r.spec.priority), engine::DTypeName(r.spec.dtype),
-      engine::ShapeString(r.spec.shape), absl::StrJoin(ops, "|"), r.backend);
-  if (!r.timing.stream.empty()) {
-    line += absl::StrFormat(" stream=\"%s\"", QuoteForLog(r.timing.stream));
-  }
-  line += absl::StrFormat(" queue=%s h2d=%s compute=%s d2h=%s total=%s result_stream=%s kernels=%d",
-                          FormatMicros(r.timing.queue_us), FormatMicros(r.timing.h2d_us),
-                          FormatMicros(r.timing.compute_us), FormatMicros(r.timing.d2h_us),
-                          FormatMicros(r.timing.total_us), FormatMicros(r.timing.result_stream_us),
-                          r.timing.kernels);
-  line += absl::StrFormat(" chunks=%d gbps=%.2f", r.timing.chunks, r.timing.gbps);
-  if (!r.spec.client.empty()) {
-    line += absl::StrFormat(" client=\"%s\"", QuoteForLog(r.spec.client));
-  }
-  // Client-supplied text: escaped, so that it can neither end the line nor forge a field.
-  if (!r.spec.client_tag.empty()) {
-    line += absl::StrFormat(" tag=\"%s\"", QuoteForLog(r.spec.client_tag));
-  }
-  if (!r.status.ok()) line += absl::StrFormat(" error=\"%s\"", QuoteForLog(r.status.message()));
-  return line;
-}
-
 int Run(const DaemonOptions& options) {
+  static const Logger log(options.log_format, options.log_level);
+  g_log = &log;
   // Load every kernel when the CUDA context is created rather than at its first launch, so no
   // job pays for module loading (the backend's warm-up covers the remaining first-use costs).
   // A value set by the operator wins.
@@ -169,25 +134,25 @@ int Run(const DaemonOptions& options) {
     if (path->empty()) continue;
     absl::StatusOr<std::string> contents = ReadFile(*path);
     if (!contents.ok()) {
-      Log(std::string(contents.status().message()));
+      Fail(std::string(contents.status().message()));
       return 1;
     }
     *pem = *std::move(contents);
   }
   if (absl::Status s = CheckListenSecurity(options.listen, security); !s.ok()) {
-    Log(std::string(s.message()));
+    Fail(std::string(s.message()));
     return 1;
   }
   if (options.insecure && !IsLoopbackAddress(options.listen) && security.tls_cert_pem.empty() &&
       !security.tokens) {
-    Log(absl::StrCat("warning: --insecure: serving plaintext calls without tokens on ",
-                     options.listen, "; anyone who can reach it can run jobs"));
+    Warn(absl::StrCat("--insecure: serving plaintext calls without tokens on ", options.listen,
+                      "; anyone who can reach it can run jobs"));
   }
   rpc::Authenticator authenticator;
   if (security.tokens) {
     absl::StatusOr<std::shared_ptr<const rpc::TokenTable>> tokens = LoadTokens(options.token_file);
     if (!tokens.ok()) {
-      Log(std::string(tokens.status().message()));
+      Fail(std::string(tokens.status().message()));
       return 1;
     }
     Log(absl::StrFormat("tokens: %d from %s", (*tokens)->size(), options.token_file));
@@ -210,9 +175,9 @@ int Run(const DaemonOptions& options) {
   absl::StatusOr<engine::BackendSelection> selection =
       engine::CreateBackend(options.backend, cuda_options, cpu_options);
   if (!selection.ok()) {
-    Log(absl::StrFormat("cannot start the %s backend: %s",
-                        options.backend == engine::BackendChoice::kCuda ? "cuda" : "requested",
-                        selection.status().message()));
+    Fail(absl::StrFormat("cannot start the %s backend: %s",
+                         options.backend == engine::BackendChoice::kCuda ? "cuda" : "requested",
+                         selection.status().message()));
     return 1;
   }
   engine::Backend& backend = *selection->backend;
@@ -227,8 +192,8 @@ int Run(const DaemonOptions& options) {
   Log(absl::StrFormat("backend %s: %s", where, selection->reason));
   if (options.backend == engine::BackendChoice::kAuto && backend.name() == "cpu" &&
       NvidiaDriverPresent()) {
-    Log(absl::StrCat("warning: this host has an NVIDIA driver, but jobs run on the CPU: ",
-                     selection->reason,
+    Warn(
+        absl::StrCat("this host has an NVIDIA driver, but jobs run on the CPU: ", selection->reason,
                      " (a newer driver, or a build with code for this GPU's architecture, "
                      "serves it; --backend cuda refuses to start instead)"));
   }
@@ -252,7 +217,10 @@ int Run(const DaemonOptions& options) {
   engine_options.admission.max_client_queued_bytes = options.max_client_queued_bytes;
   engine_options.admission.max_client_uploads = options.max_client_uploads;
   if (options.log_jobs) {
-    engine_options.on_job_done = [](const engine::JobRecord& r) { Log(JobLine(r)); };
+    engine_options.on_job_done = [](const engine::JobRecord& r) {
+      const JobLogLine line = JobLog(r);
+      TheLog().Log(line.level, line.message, line.fields);
+    };
   }
   // A sticky device error: the main thread stops the daemon with a non-zero exit, so that a
   // supervisor starts a fresh one.
@@ -269,7 +237,7 @@ int Run(const DaemonOptions& options) {
       engine::Engine::Create(std::move(selection->backend), engine_options);
 
   rpc::JobServiceOptions service_options;
-  service_options.server_version = kVersion;
+  service_options.server_version = absl::StrCat("gpupiped ", kVersion);
   service_options.reader_idle_timeout = std::chrono::milliseconds(options.reader_idle_timeout_ms);
   service_options.upload_idle_timeout = std::chrono::milliseconds(options.upload_idle_timeout_ms);
   service_options.authenticator = &authenticator;
@@ -310,9 +278,23 @@ int Run(const DaemonOptions& options) {
                              int_arg(options.handshake_timeout_ms));
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || port == 0) {
-    Log(absl::StrCat("cannot listen on ", options.listen,
-                     ": the address is in use (another gpupiped?) or not this host's"));
+    Fail(absl::StrCat("cannot listen on ", options.listen,
+                      ": the address is in use (another gpupiped?) or not this host's"));
     return 1;
+  }
+  std::unique_ptr<metrics::HttpServer> metrics_server;
+  if (!options.metrics_listen.empty()) {
+    absl::StatusOr<std::unique_ptr<metrics::HttpServer>> started = metrics::HttpServer::Start(
+        options.metrics_listen, [&service] { return metrics::RenderPrometheus(service.Stats()); });
+    if (!started.ok()) {
+      Fail(absl::StrCat(started.status().message(),
+                        " (--metrics-listen HOST:PORT elsewhere, or '' for no metrics)"));
+      return 1;
+    }
+    metrics_server = *std::move(started);
+    const std::string metrics_host =
+        options.metrics_listen.substr(0, options.metrics_listen.rfind(':'));
+    Log(absl::StrFormat("metrics on http://%s:%d/metrics", metrics_host, metrics_server->port()));
   }
   grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
   health->SetServingStatus(v1::JobService::service_full_name(), true);
@@ -342,15 +324,15 @@ int Run(const DaemonOptions& options) {
       Log(absl::StrFormat("SIGHUP: tokens: %d from %s", (*tokens)->size(), options.token_file));
       authenticator.SetTokens(*std::move(tokens));
     } else {
-      Log(absl::StrCat("SIGHUP: kept the tokens in force: ", tokens.status().message()));
+      Warn(absl::StrCat("SIGHUP: kept the tokens in force: ", tokens.status().message()));
     }
   }
   const bool device_failed = sig == SIGUSR1;
   int grace_seconds = options.shutdown_grace_seconds;
   if (device_failed) {
     std::lock_guard<std::mutex> lock(device_mu);
-    Log(absl::StrCat(device_lost.message(), ": stopping with exit code ", kExitDeviceFailed,
-                     ", so that a supervisor starts a fresh daemon"));
+    Fail(absl::StrCat(device_lost.message(), ": stopping with exit code ", kExitDeviceFailed,
+                      ", so that a supervisor starts a fresh daemon"));
     grace_seconds = 0;  // nothing can run on this device any more
   } else {
     Log(absl::StrFormat("%s: shutting down (grace %ds, %d jobs in flight)",
@@ -374,9 +356,13 @@ int Run(const DaemonOptions& options) {
   service.WaitForCalls(std::chrono::steady_clock::now() + kDeliverBudget);
   server->Shutdown(std::chrono::system_clock::now() + kLinger);
   engine->Shutdown();
-  Log(drained ? "stopped"
-              : "stopped (jobs still running at the end of the grace period were stopped with "
-                "UNAVAILABLE)");
+  if (drained) {
+    Log("stopped");
+  } else {
+    Warn(
+        "stopped (jobs still running at the end of the grace period were stopped with "
+        "UNAVAILABLE)");
+  }
   // Everything the daemon promised is done. gRPC's library shutdown, run as its last objects
   // are destroyed, waits up to 10 s for the connections of clients that keep them open; exit
   // without it (after the leak check of a sanitizer build).

@@ -14,6 +14,7 @@
 #include "absl/strings/strip.h"
 #include "client/enum_names.h"
 #include "client/ops_grammar.h"
+#include "client/suggest.h"
 
 namespace gpupipe {
 namespace cli {
@@ -22,6 +23,9 @@ namespace {
 constexpr size_t kMaxTagBytes = 128;
 constexpr uint32_t kMaxStages = 8;
 constexpr int kMaxRepeat = 1000;
+// stats --watch: fast enough to follow a burst, slow enough not to load the daemon; a day at most.
+constexpr double kMinWatchSeconds = 0.1;
+constexpr double kMaxWatchSeconds = 86400;
 
 std::string Choices(const google::protobuf::EnumDescriptor& type) {
   return absl::StrJoin(client::FlagEnumNames(type), "|");
@@ -81,17 +85,45 @@ const std::map<std::string, OptionSpec>& Options() {
       {"--dry-run", {false, {"submit"}}},
       {"--stream", {true, {"submit"}}},
       {"--service", {true, {"health"}}},
+      {"--watch", {true, {"stats"}}},
+      {"--count", {true, {"stats"}}},
   };
   return *options;
 }
 
-bool IsCommand(absl::string_view name) {
-  return name == "submit" || name == "describe" || name == "compare" || name == "health" ||
-         name == "help" || name == "version";
+// The commands with their own help, in the order the main help lists them.
+const std::vector<std::string>& HelpTopics() {
+  static const auto* topics =
+      new std::vector<std::string>{"submit", "compare", "describe", "stats", "health"};
+  return *topics;
 }
 
-bool IsHelpTopic(absl::string_view name) {
-  return name == "submit" || name == "describe" || name == "compare" || name == "health";
+const std::vector<std::string>& CommandNames() {
+  static const auto* names = [] {
+    auto* all = new std::vector<std::string>(HelpTopics());
+    all->push_back("help");
+    all->push_back("version");
+    return all;
+  }();
+  return *names;
+}
+
+bool IsIn(const std::vector<std::string>& names, absl::string_view name) {
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+bool IsCommand(absl::string_view name) { return IsIn(CommandNames(), name); }
+bool IsHelpTopic(absl::string_view name) { return IsIn(HelpTopics(), name); }
+
+// The options a mistyped `name` may have meant: global ones and those of `command`.
+std::vector<std::string> OptionsFor(const std::string& command) {
+  std::vector<std::string> names = {"--json", "--help", "--version"};
+  for (const auto& [option, spec] : Options()) {
+    if (spec.commands.empty() || command.empty() || IsIn(spec.commands, command)) {
+      names.push_back(option);
+    }
+  }
+  return names;
 }
 
 std::string BelongsTo(const std::string& option, const std::vector<std::string>& commands) {
@@ -104,7 +136,8 @@ absl::Status ParseEnumOption(const std::string& option, const std::string& value
                              const google::protobuf::EnumDescriptor& type, Enum* out) {
   const google::protobuf::EnumValueDescriptor* v = client::FindEnumValue(type, value);
   if (v == nullptr) {
-    return Usage(absl::StrCat(option, ": unknown value '", value, "' (expected ",
+    return Usage(absl::StrCat(option, ": unknown value '", value, "'",
+                              client::DidYouMean(value, client::FlagEnumNames(type)), " (expected ",
                               absl::StrJoin(client::FlagEnumNames(type), ", "), ")"));
   }
   *out = static_cast<Enum>(v->number());
@@ -169,12 +202,15 @@ absl::StatusOr<Args> ParseArgs(const std::vector<std::string>& argv) {
           command_name = arg;
           continue;
         }
-        return Usage(absl::StrCat("unknown command '", arg,
-                                  "' (commands: submit, compare, describe)"));
+        return Usage(absl::StrCat("unknown command '", arg, "'",
+                                  client::DidYouMean(arg, CommandNames()),
+                                  " (commands: ", absl::StrJoin(HelpTopics(), ", "), ")"));
       }
       if (command_name == "help" && args.help_topic.empty()) {
         if (!IsHelpTopic(arg)) {
-          return Usage(absl::StrCat("no help for '", arg, "' (topics: submit, compare, describe)"));
+          return Usage(absl::StrCat("no help for '", arg, "'",
+                                    client::DidYouMean(arg, HelpTopics()),
+                                    " (topics: ", absl::StrJoin(HelpTopics(), ", "), ")"));
         }
         args.help_topic = arg;
         continue;
@@ -201,10 +237,10 @@ absl::StatusOr<Args> ParseArgs(const std::vector<std::string>& argv) {
     }
     const auto spec = Options().find(name);
     if (spec == Options().end()) {
-      return Usage(absl::StrCat("unknown option '", name, "'",
-                                have_command ? absl::StrCat(" for ", command_name) : "",
-                                " (see gpupipe ", have_command ? command_name + " " : "",
-                                "--help)"));
+      return Usage(absl::StrCat(
+          "unknown option '", name, "'", have_command ? absl::StrCat(" for ", command_name) : "",
+          client::DidYouMean(name, OptionsFor(command_name)), " (see gpupipe ",
+          have_command ? command_name + " " : "", "--help)"));
     }
     const std::vector<std::string>& commands = spec->second.commands;
     if (!commands.empty() &&
@@ -258,8 +294,8 @@ absl::StatusOr<Args> ParseArgs(const std::vector<std::string>& argv) {
     return args;
   }
   if (!have_command) {
-    return Usage(
-        "missing command (commands: submit, compare, describe, health; see gpupipe --help)");
+    return Usage(absl::StrCat("missing command (commands: ", absl::StrJoin(HelpTopics(), ", "),
+                              "; see gpupipe --help)"));
   }
   if (command_name == "describe") {
     args.command = Command::kDescribe;
@@ -269,6 +305,25 @@ absl::StatusOr<Args> ParseArgs(const std::vector<std::string>& argv) {
     args.command = Command::kHealth;
     if (const auto it = values.find("--service"); it != values.end()) {
       args.health_service = it->second;
+    }
+    return args;
+  }
+  if (command_name == "stats") {
+    args.command = Command::kStats;
+    if (const auto it = values.find("--watch"); it != values.end()) {
+      double seconds;
+      if (!absl::SimpleAtod(it->second, &seconds) || !std::isfinite(seconds) ||
+          seconds < kMinWatchSeconds || seconds > kMaxWatchSeconds) {
+        return Usage(absl::StrCat("--watch: expected seconds from ", kMinWatchSeconds, " to ",
+                                  kMaxWatchSeconds, ", got '", it->second, "'"));
+      }
+      args.watch_seconds = seconds;
+    }
+    if (const auto it = values.find("--count"); it != values.end()) {
+      if (!absl::SimpleAtoi(it->second, &args.watch_count) || args.watch_count < 1) {
+        return Usage(absl::StrCat("--count: expected a positive integer, got '", it->second, "'"));
+      }
+      if (args.watch_seconds == 0) return Usage("--count needs --watch");
     }
     return args;
   }
@@ -308,10 +363,12 @@ absl::StatusOr<Args> ParseArgs(const std::vector<std::string>& argv) {
     if (const std::string* v = get("--launch")) {
       absl::Status st = ParseEnumList("--launch", *v, *v1::LaunchMode_descriptor(), &c.launches);
       if (!st.ok()) return st;
+      c.launches_given = true;
     }
     if (const std::string* v = get("--staging")) {
       absl::Status st = ParseEnumList("--staging", *v, *v1::Staging_descriptor(), &c.stagings);
       if (!st.ok()) return st;
+      c.stagings_given = true;
     }
     if (const std::string* v = get("--repeat")) {
       if (!absl::SimpleAtoi(*v, &c.repeat) || c.repeat < 1 || c.repeat > kMaxRepeat) {
@@ -386,6 +443,8 @@ std::string MainHelp() {
       "  compare    time a pipeline under every launch mode and staging strategy\n"
       "             (gpupipe compare --help)\n"
       "  describe   show the daemon's device, ops, launch modes and limits\n"
+      "  stats      show what the daemon has done and is doing: jobs by priority and\n"
+      "             client, latencies, pools, refusals (gpupipe stats --help)\n"
       "  health     ask the daemon's health service (no token needed); exit 0 only when\n"
       "             it is serving (gpupipe health --help)\n"
       "\n"
@@ -417,6 +476,21 @@ std::string HealthHelp() {
          "serves: the whole server, or --service NAME (gpupipe.v1.JobService). Prints\n"
          "SERVING, NOT_SERVING (starting, draining, or its device failed) or SERVICE_UNKNOWN,\n"
          "and exits 0 only for SERVING: for scripts and container health checks.\n";
+}
+
+std::string StatsHelp() {
+  return "usage: gpupipe [--target HOST:PORT] stats [--watch SECONDS [--count N]] [--json]\n"
+         "\n"
+         "Shows the daemon's figures (the GetStats RPC; the same as its Prometheus metrics):\n"
+         "per priority the lanes, busy lanes, queued jobs, jobs ended (ok and failed), queue\n"
+         "wait, device time and total time (p50 and p99 from histograms), bytes in and out;\n"
+         "per client its active jobs, uploads, queued bytes and ended jobs; the memory pools;\n"
+         "the graph cache; calls refused before a job existed, by reason.\n"
+         "\n"
+         "options:\n"
+         "  --watch SECONDS      show them again every SECONDS (0.1 to 86400) until stopped;\n"
+         "                       with --json, one object per line\n"
+         "  --count N            with --watch, stop after N showings\n";
 }
 
 std::string SubmitHelp() {

@@ -16,7 +16,7 @@ namespace cli {
 
 inline constexpr char kDefaultTarget[] = "127.0.0.1:50051";
 
-enum class Command { kHelp, kVersion, kSubmit, kDescribe, kCompare, kHealth };
+enum class Command { kHelp, kVersion, kSubmit, kDescribe, kCompare, kHealth, kStats };
 
 // How `submit` sends its input: in the request (Submit) or streamed in chunks (Run).
 enum class StreamMode { kAuto, kAlways, kNever };
@@ -49,12 +49,14 @@ struct CompareArgs {
   uint32_t stages = 0;                  // --stages, for every configuration
   std::vector<v1::LaunchMode> launches;  // --launch, in the order given
   std::vector<v1::Staging> stagings;     // --staging, in the order given
+  bool launches_given = false;           // --launch was given (else the defaults)
+  bool stagings_given = false;           // --staging was given
   int repeat = kDefaultRepeat;           // measured runs per configuration
 };
 
 struct Args {
   Command command = Command::kHelp;
-  std::string help_topic;  // for kHelp: "", "submit", "describe", "compare" or "health"
+  std::string help_topic;  // for kHelp: "", or a command with its own help
   std::string target = kDefaultTarget;
   bool target_given = false;  // --target was given (else GPUPIPE_TARGET may set it)
   double deadline_seconds = 300;
@@ -69,6 +71,9 @@ struct Args {
   SubmitArgs submit;
   CompareArgs compare;
   std::string health_service;  // health --service
+  // stats --watch SECONDS (0: once) and --count N (refreshes before exiting; 0: until stopped).
+  double watch_seconds = 0;
+  int64_t watch_count = 0;
 };
 
 // Longest --client-id (the daemon keeps at most this much of it).
@@ -91,6 +96,7 @@ std::string SubmitHelp();
 std::string DescribeHelp();
 std::string CompareHelp();
 std::string HealthHelp();
+std::string StatsHelp();
 
 }  // namespace cli
 }  // namespace gpupipe

@@ -60,7 +60,7 @@ std::vector<CompareStats> ComputeStats(const CompareReport& report) {
     s.end_to_end_us = Median(row.end_to_end_us);
     // bytes per microsecond is MB/s; divide by 1e3 for GB/s.
     if (s.device_us > 0) {
-      s.gb_per_s = static_cast<double>(row.bytes_in + row.bytes_out) / s.device_us / 1e3;
+      s.gbps = static_cast<double>(row.bytes_in + row.bytes_out) / s.device_us / 1e3;
     }
     stats.push_back(s);
   }
@@ -87,6 +87,58 @@ std::string MismatchMessage(const CompareReport& report) {
                       "): ", absl::StrJoin(differing, ", "));
 }
 
+namespace {
+
+// One dimension of PlanCompare: `asked` split by `supported`.
+template <typename Enum>
+absl::Status SplitBySupport(const std::vector<Enum>& asked, bool given,
+                            const google::protobuf::RepeatedField<int>& supported, Enum automatic,
+                            const char* flag, const google::protobuf::EnumDescriptor& type,
+                            const std::string& backend, std::vector<Enum>* kept,
+                            std::vector<Enum>* skipped) {
+  const auto is_supported = [&](Enum e) {
+    return std::find(supported.begin(), supported.end(), static_cast<int>(e)) != supported.end();
+  };
+  for (Enum e : asked) (is_supported(e) ? kept : skipped)->push_back(e);
+  if (kept->empty() && !given && is_supported(automatic)) kept->push_back(automatic);
+  if (kept->empty()) {
+    std::vector<std::string> names;
+    for (int s : supported) names.push_back(client::FlagEnumName(type, s));
+    return absl::FailedPreconditionError(
+        absl::StrCat("compare: the ", backend.empty() ? "serving" : backend,
+                     " backend supports none of the ", flag, " values asked for (it supports ",
+                     names.empty() ? "none" : absl::StrJoin(names, ", "), ")"));
+  }
+  return absl::OkStatus();
+}
+
+std::string NameList(const std::vector<v1::LaunchMode>& launches) {
+  std::vector<std::string> names;
+  for (v1::LaunchMode l : launches) names.push_back(LaunchName(l));
+  return absl::StrJoin(names, ", ");
+}
+
+std::string NameList(const std::vector<v1::Staging>& stagings) {
+  std::vector<std::string> names;
+  for (v1::Staging s : stagings) names.push_back(StagingName(s));
+  return absl::StrJoin(names, ", ");
+}
+
+}  // namespace
+
+absl::StatusOr<ComparePlan> PlanCompare(const CompareArgs& args, const v1::DescribeResponse& d) {
+  ComparePlan plan;
+  absl::Status s = SplitBySupport(args.launches, args.launches_given, d.launch_modes(),
+                                  v1::LAUNCH_AUTO, "--launch", *v1::LaunchMode_descriptor(),
+                                  d.backend(), &plan.launches, &plan.skipped_launches);
+  if (!s.ok()) return s;
+  s = SplitBySupport(args.stagings, args.stagings_given, d.stagings(), v1::STAGING_AUTO,
+                     "--staging", *v1::Staging_descriptor(), d.backend(), &plan.stagings,
+                     &plan.skipped_stagings);
+  if (!s.ok()) return s;
+  return plan;
+}
+
 std::string RenderCompareText(const CompareReport& report) {
   std::string text;
   text += Line("ops", report.ops);
@@ -96,6 +148,18 @@ std::string RenderCompareText(const CompareReport& report) {
                                      report.backend.empty() ? "-" : report.backend));
   text += Line("runs", absl::StrCat(report.repeat, " per configuration after 1 warm-up; ",
                                     "times are medians"));
+  if (!report.skipped_launches.empty() || !report.skipped_stagings.empty()) {
+    std::vector<std::string> parts;
+    if (!report.skipped_launches.empty()) {
+      parts.push_back("launch " + NameList(report.skipped_launches));
+    }
+    if (!report.skipped_stagings.empty()) {
+      parts.push_back("staging " + NameList(report.skipped_stagings));
+    }
+    text += Line("skipped",
+                 absl::StrCat(absl::StrJoin(parts, "; "), ": not supported by the ",
+                              report.backend.empty() ? "serving" : report.backend, " backend"));
+  }
   text += "\n";
   const std::vector<CompareStats> stats = ComputeStats(report);
   std::vector<std::vector<std::string>> rows = {
@@ -104,7 +168,7 @@ std::string RenderCompareText(const CompareReport& report) {
     const CompareRow& row = report.rows[i];
     const CompareStats& s = stats[i];
     rows.push_back({LaunchName(row.launch), StagingName(row.staging), FormatMicros(s.device_us),
-                    FormatMicros(s.end_to_end_us), absl::StrFormat("%.2f", s.gb_per_s),
+                    FormatMicros(s.end_to_end_us), absl::StrFormat("%.2f", s.gbps),
                     s.speedup ? absl::StrFormat("%.2fx", *s.speedup) : std::string("-"),
                     row.graph.empty() ? std::string("-") : row.graph});
   }
@@ -146,13 +210,18 @@ nlohmann::ordered_json CompareJson(const CompareReport& report) {
                     {"staging", StagingName(row.staging)},
                     {"device_us", s.device_us},
                     {"end_to_end_us", s.end_to_end_us},
-                    {"gb_per_s", s.gb_per_s},
+                    {"gbps", s.gbps},
                     {"speedup", s.speedup ? nlohmann::ordered_json(*s.speedup)
                                           : nlohmann::ordered_json(nullptr)},
                     {"graph", row.graph.empty() ? nlohmann::ordered_json(nullptr)
                                                 : nlohmann::ordered_json(row.graph)}});
   }
   j["rows"] = std::move(rows);
+  nlohmann::ordered_json skipped_launches = nlohmann::ordered_json::array();
+  for (v1::LaunchMode l : report.skipped_launches) skipped_launches.push_back(LaunchName(l));
+  nlohmann::ordered_json skipped_stagings = nlohmann::ordered_json::array();
+  for (v1::Staging s : report.skipped_stagings) skipped_stagings.push_back(StagingName(s));
+  j["skipped"] = {{"launch", skipped_launches}, {"staging", skipped_stagings}};
   j["identical"] = mismatch.empty();
   return j;
 }

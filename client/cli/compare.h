@@ -8,7 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "client/cli/args.h"
 #include "gpupipe/v1/gpupipe.pb.h"
 #include "nlohmann/json.hpp"
 
@@ -39,13 +41,29 @@ struct CompareReport {
   std::string backend;  // from Accepted
   int repeat = 0;       // measured runs per configuration
   std::vector<CompareRow> rows;
+  // Launch modes and stagings asked for (or the defaults) that the backend does not support.
+  std::vector<v1::LaunchMode> skipped_launches;
+  std::vector<v1::Staging> skipped_stagings;
 };
+
+// The configurations to run: those of `args` that the serving backend supports (Describe's
+// launch_modes and stagings), and those skipped. Where every default of a dimension is
+// unsupported but its `auto` is (the CPU backend), that dimension runs `auto` alone. Fails with
+// FAILED_PRECONDITION when a dimension is left with nothing to run.
+struct ComparePlan {
+  std::vector<v1::LaunchMode> launches;
+  std::vector<v1::Staging> stagings;
+  std::vector<v1::LaunchMode> skipped_launches;
+  std::vector<v1::Staging> skipped_stagings;
+};
+absl::StatusOr<ComparePlan> PlanCompare(const CompareArgs& args,
+                                        const v1::DescribeResponse& description);
 
 // What one row shows.
 struct CompareStats {
   double device_us = 0;      // median
   double end_to_end_us = 0;  // median
-  double gb_per_s = 0;       // (bytes_in + bytes_out) over device_us; 0 when device_us is 0
+  double gbps = 0;           // (bytes_in + bytes_out) over device_us; 0 when device_us is 0
   // Device time of the base row over this row's; empty when either is not positive.
   std::optional<double> speedup;
 };
@@ -84,7 +102,7 @@ std::string MismatchMessage(const CompareReport& report);
 std::string RenderCompareText(const CompareReport& report);
 
 // {"status":"ok","ops","input":{path,shape,dtype},"backend","repeat",
-//  "rows":[{launch,staging,device_us,end_to_end_us,gb_per_s,speedup,graph}],"identical":true}.
+//  "rows":[{launch,staging,device_us,end_to_end_us,gbps,speedup,graph}],"identical":true}.
 // speedup and graph are null when not applicable. With a mismatch, "status" is "error" and
 // "code" ("INTERNAL") and "message" (MismatchMessage) follow it, and "identical" is false.
 nlohmann::ordered_json CompareJson(const CompareReport& report);

@@ -15,6 +15,7 @@
 #include <iostream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -23,11 +24,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "client/cli/args.h"
 #include "nlohmann/json.hpp"
 #include "client/cli/compare.h"
 #include "client/cli/progress.h"
 #include "client/cli/render.h"
+#include "client/cli/stats_view.h"
 #include "client/cli/submit_output.h"
 #include "client/dtype.h"
 #include "client/job_client.h"
@@ -299,11 +303,19 @@ int RunCompare(const Args& args, const Reporter& reporter) {
 
   absl::StatusOr<std::unique_ptr<client::JobClient>> client = Connect(args);
   if (!client.ok()) return reporter.Fail(kExitUsage, client.status());
+  // Only what the serving backend supports is run; the rest is reported as skipped.
+  absl::StatusOr<v1::DescribeResponse> description = (*client)->Describe();
+  if (!description.ok()) return FailRpc(reporter, args, description.status(), false, "compare");
+  absl::StatusOr<ComparePlan> plan = PlanCompare(c, *description);
+  if (!plan.ok()) return reporter.Fail(kExitRuntime, plan.status());
+  report.backend = description->backend();
+  report.skipped_launches = plan->skipped_launches;
+  report.skipped_stagings = plan->skipped_stagings;
 
   std::string reference;  // output bytes of the very first run
   bool have_reference = false;
-  for (v1::LaunchMode launch : c.launches) {
-    for (v1::Staging staging : c.stagings) {
+  for (v1::LaunchMode launch : plan->launches) {
+    for (v1::Staging staging : plan->stagings) {
       const std::string config = ConfigName(launch, staging);
       request.mutable_options()->set_launch(launch);
       request.mutable_options()->set_staging(staging);
@@ -396,6 +408,48 @@ int RunHealth(const Args& args, const Reporter& reporter) {
   return *status == "SERVING" ? 0 : kExitRuntime;
 }
 
+// Shows the stats once, or every --watch seconds: --count times, or until the process is
+// stopped. While watching, a daemon that cannot be reached (restarting, say) is reported and
+// asked again at the next tick; any other error ends the command.
+int RunStats(const Args& args, const Reporter& reporter) {
+  absl::StatusOr<std::unique_ptr<client::JobClient>> client = Connect(args);
+  if (!client.ok()) return reporter.Fail(kExitUsage, client.status());
+  const bool watch = args.watch_seconds > 0;
+  const bool clear_screen = watch && !args.json && ::isatty(STDOUT_FILENO);
+  const auto period = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(args.watch_seconds));
+  auto next = std::chrono::steady_clock::now();
+  for (int64_t shown = 0;; ++shown) {
+    if (shown > 0 && (!watch || (args.watch_count > 0 && shown >= args.watch_count))) return 0;
+    if (shown > 0) {
+      next += period;
+      std::this_thread::sleep_until(next);
+    }
+    absl::StatusOr<v1::StatsResponse> stats = (*client)->GetStats();
+    if (!stats.ok()) {
+      const absl::StatusCode code = stats.status().code();
+      if (!watch ||
+          (code != absl::StatusCode::kUnavailable && code != absl::StatusCode::kDeadlineExceeded)) {
+        return FailRpc(reporter, args, stats.status(), false);
+      }
+      std::cerr << "gpupipe: stats: " << args.target << ": " << absl::StatusCodeToString(code)
+                << ": " << Reporter::OneLine(stats.status().message()) << " (asking again in "
+                << args.watch_seconds << " s)" << std::endl;
+      continue;
+    }
+    if (args.json) {
+      std::cout << StatsJson(*stats).dump() << std::endl;
+      continue;
+    }
+    if (clear_screen) std::cout << "\033[H\033[2J";
+    if (watch)
+      std::cout << absl::FormatTime("%Y-%m-%d %H:%M:%S", absl::Now(), absl::LocalTimeZone()) << "  "
+                << args.target << "\n";
+    std::cout << RenderStatsText(*stats) << std::flush;
+    if (watch && !clear_screen) std::cout << std::endl;
+  }
+}
+
 int Main(int argc, char** argv) {
   const std::vector<std::string> argv_vec(argv + 1, argv + argc);
   const Reporter usage_reporter(WantsJson(argv_vec));
@@ -409,6 +463,7 @@ int Main(int argc, char** argv) {
                     : args->help_topic == "describe" ? DescribeHelp()
                     : args->help_topic == "compare"  ? CompareHelp()
                     : args->help_topic == "health"   ? HealthHelp()
+                    : args->help_topic == "stats"    ? StatsHelp()
                                                      : MainHelp());
       return 0;
     case Command::kVersion:
@@ -422,6 +477,8 @@ int Main(int argc, char** argv) {
       return RunCompare(*args, reporter);
     case Command::kHealth:
       return RunHealth(*args, reporter);
+    case Command::kStats:
+      return RunStats(*args, reporter);
   }
   return kExitUsage;
 }

@@ -12,9 +12,9 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "client/cli/proto_json.h"
 #include "client/dtype.h"
 #include "client/enum_names.h"
-#include "google/protobuf/util/json_util.h"
 
 namespace gpupipe {
 namespace cli {
@@ -99,8 +99,6 @@ int64_t Elements(const v1::Tensor& t) {
 int64_t ShapeElements(const v1::Tensor& t) {
   return client::NumElements(ShapeOf(t.shape())).value_or(kMaxShownElements + 1);
 }
-
-constexpr int kLabelWidth = 10;
 
 std::string OrDash(const std::string& s) { return s.empty() ? "-" : s; }
 
@@ -393,11 +391,9 @@ nlohmann::ordered_json SubmitJson(const SubmitReport& r) {
                    {"bytes_out", t.bytes_out()},   {"kernels", t.kernels()},
                    {"stream", t.stream()},         {"staging", t.staging()},
                    {"launch", t.launch()},         {"graph", StringOrNull(t.graph())},
-                   {"gb_per_s", Throughput(t)},    {"result_stream_us", t.result_stream_us()},
-                   {"steps", std::move(steps)},
-                   {"kernel_times", std::move(kernel_times)},
-                   {"chunks", t.chunks()},
-                   {"timeline", std::move(timeline)}};
+                   {"gbps", Throughput(t)},        {"result_stream_us", t.result_stream_us()},
+                   {"steps", std::move(steps)},    {"kernel_times", std::move(kernel_times)},
+                   {"chunks", t.chunks()},         {"timeline", std::move(timeline)}};
   } else {
     j["timing"] = nullptr;
   }
@@ -513,13 +509,7 @@ std::string RenderDescribeText(const v1::DescribeResponse& d) {
 }
 
 absl::StatusOr<std::string> DescribeJson(const v1::DescribeResponse& response) {
-  google::protobuf::util::JsonPrintOptions options;
-  options.preserve_proto_field_names = true;
-  options.always_print_primitive_fields = true;
-  std::string json;
-  const auto status = google::protobuf::util::MessageToJsonString(response, &json, options);
-  if (!status.ok()) return absl::InternalError(absl::StrCat("to JSON: ", status.ToString()));
-  return json;
+  return ProtoJson(response).dump();
 }
 
 nlohmann::ordered_json ErrorJson(absl::StatusCode code, const std::string& message) {

@@ -69,6 +69,7 @@ std::string RenderTimelineText(const v1::Timing& timing);
 inline constexpr int kMaxTimelineChunks = 32;
 
 // Left-aligned label column of the text renderings: "label     text\n".
+inline constexpr int kLabelWidth = 10;
 std::string Line(absl::string_view label, absl::string_view text);
 
 // Rows of cells as columns two spaces apart; `right_aligned[i]` right-aligns column i (for
@@ -79,7 +80,7 @@ std::string FormatTable(const std::vector<std::vector<std::string>>& rows,
 // The human description of a daemon.
 std::string RenderDescribeText(const v1::DescribeResponse& response);
 
-// The DescribeResponse in proto3 JSON with the proto's field names, on one line.
+// The DescribeResponse as ProtoJson writes it, on one line.
 absl::StatusOr<std::string> DescribeJson(const v1::DescribeResponse& response);
 
 // {"status":"error","code":"INVALID_ARGUMENT","message":...}; `code` from absl.

@@ -101,12 +101,15 @@ class Engine::Impl {
       std::function<absl::StatusOr<int64_t>(const Plan& plan, const ChunkLayout& layout)>;
   absl::Status Submit(JobSpec spec, int64_t input_size, InputPath path, const HeldBytes& held_bytes,
                       const TakeInput& take_input, std::shared_ptr<JobSink> sink) {
+    absl::Status status;
     try {
-      return SubmitOrThrow(std::move(spec), input_size, path, held_bytes, take_input,
-                           std::move(sink));
+      status =
+          SubmitOrThrow(std::move(spec), input_size, path, held_bytes, take_input, std::move(sink));
     } catch (...) {
-      return FromException(std::current_exception());
+      status = FromException(std::current_exception());
     }
+    if (!status.ok()) job_stats_.Refused(status);
+    return status;
   }
 
   // The ring a streamed upload lands in: buffers of the layout's largest chunk (chunk_plan.h:
@@ -179,6 +182,44 @@ class Engine::Impl {
     d.launch_modes = backend_->launch_modes();
     d.graph_cache = backend_->graph_cache_stats();
     return d;
+  }
+
+  EngineStats Stats() const {
+    EngineStats stats;
+    stats.backend = backend_->name();
+    stats.graph_cache = backend_->graph_cache_stats();
+    stats.refused = job_stats_.refused();
+    const std::array<LevelJobStats, kPriorityLevels> done = job_stats_.levels();
+    std::map<std::string, JobCounts> client_done = job_stats_.clients();
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const PriorityLevel& level : backend_->levels()) {
+      EngineStats::Level l;
+      l.priority = level.priority;
+      l.lanes = level.lanes;
+      l.queued = admission_.queued_jobs(level.priority);
+      for (const QueuedJob* job : running_) l.running += job->spec.priority == level.priority;
+      l.done = done[static_cast<size_t>(level.priority)];
+      stats.levels.push_back(std::move(l));
+    }
+    for (const Admission::ClientState& c : admission_.client_states()) {
+      EngineStats::Client client{c.client, c.jobs, c.uploads, c.queued_bytes, {}};
+      if (auto it = client_done.find(c.client); it != client_done.end()) {
+        client.jobs = std::move(it->second);
+        client_done.erase(it);
+      }
+      stats.uploads_in_progress += c.uploads;
+      stats.clients.push_back(std::move(client));
+    }
+    for (auto& [name, jobs] : client_done) {
+      stats.clients.push_back({name, 0, 0, 0, std::move(jobs)});
+    }
+    stats.queued_bytes = admission_.queued_bytes();
+    stats.max_queued_bytes = options_.admission.max_queued_bytes;
+    if (ring_pool_) {
+      stats.input_ring_used_bytes = ring_pool_->used();
+      stats.input_ring_capacity_bytes = ring_pool_->capacity();
+    }
+    return stats;
   }
 
   void StopRunningJobs() {
@@ -372,10 +413,9 @@ class Engine::Impl {
       running_.erase(&job);
     }
     job.sink->OnDone(status);
-    if (options_.on_job_done) {
-      JobRecord record{job.id, job.spec, backend_->name(), status, timing};
-      options_.on_job_done(record);
-    }
+    const JobRecord record{job.id, job.spec, backend_->name(), status, timing};
+    job_stats_.Ended(record);
+    if (options_.on_job_done) options_.on_job_done(record);
     if (--in_flight_ == 0) {
       std::lock_guard<std::mutex> lock(mu_);
       idle_.notify_all();
@@ -399,6 +439,7 @@ class Engine::Impl {
   absl::Status device_lost_;               // why the backend can run no more jobs
   int64_t next_id_ = 0;
   Admission admission_;
+  JobStats job_stats_;
   std::array<ClientQueue<std::unique_ptr<QueuedJob>>, kPriorityLevels> queues_;
   std::unordered_set<const QueuedJob*> running_;
   std::atomic<int64_t> in_flight_{0};
@@ -467,6 +508,7 @@ absl::StatusOr<std::shared_ptr<InputRing>> Engine::SubmitStreamed(JobSpec spec,
 }
 
 EngineDescription Engine::Describe() const { return impl_->Describe(); }
+EngineStats Engine::Stats() const { return impl_->Stats(); }
 
 void Engine::StopRunningJobs() { impl_->StopRunningJobs(); }
 void Engine::Shutdown() { impl_->Shutdown(); }

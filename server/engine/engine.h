@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -33,6 +34,7 @@
 #include "server/engine/job/limits.h"
 #include "server/engine/job/types.h"
 #include "server/engine/scheduling/admission.h"
+#include "server/engine/stats/job_stats.h"
 
 namespace gpupipe::engine {
 
@@ -68,6 +70,34 @@ struct EngineDescription {
   GraphCacheStats graph_cache;
 };
 
+// What the engine is doing and has done (GetStats, metrics).
+struct EngineStats {
+  std::string backend;
+  struct Level {
+    Priority priority = Priority::kNormal;
+    int lanes = 0;
+    int running = 0;
+    int queued = 0;
+    LevelJobStats done;  // jobs that ended
+  };
+  std::vector<Level> levels;
+  struct Client {
+    std::string client;
+    int active_jobs = 0;  // queued or running
+    int uploads = 0;
+    int64_t queued_bytes = 0;
+    JobCounts jobs;  // jobs that ended
+  };
+  std::vector<Client> clients;
+  int64_t input_ring_used_bytes = 0;
+  int64_t input_ring_capacity_bytes = 0;
+  int64_t queued_bytes = 0;
+  int64_t max_queued_bytes = 0;
+  int uploads_in_progress = 0;
+  GraphCacheStats graph_cache;
+  std::map<std::string, int64_t> refused;  // JobStats::Refused
+};
+
 class Engine {
  public:
   // Starts one worker thread per lane of `backend`.
@@ -94,6 +124,7 @@ class Engine {
                                                             std::shared_ptr<JobSink> sink);
 
   EngineDescription Describe() const;
+  EngineStats Stats() const;
 
   // Stops accepting jobs (Submit answers UNAVAILABLE) and waits up to `timeout` for the jobs
   // already accepted to finish. Returns true when none is left.

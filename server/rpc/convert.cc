@@ -406,4 +406,67 @@ v1::DescribeResponse EncodeDescription(const engine::EngineDescription& d,
   return response;
 }
 
+namespace {
+
+void EncodeHistogram(const engine::LatencyHistogram& h, v1::LatencyHistogram* out) {
+  for (double b : engine::LatencyHistogram::kBounds) out->add_bounds_seconds(b);
+  for (int64_t c : h.counts) out->add_counts(c);
+  out->set_sum_seconds(h.sum);
+  out->set_count(h.count);
+}
+
+void EncodeCounts(const engine::JobCounts& c, v1::JobCounts* out) {
+  for (const auto& [status, n] : c.by_status) (*out->mutable_by_status())[status] = n;
+  out->set_bytes_in(c.bytes_in);
+  out->set_bytes_out(c.bytes_out);
+  out->set_device_seconds(c.device_seconds);
+}
+
+}  // namespace
+
+v1::StatsResponse EncodeStats(const engine::EngineStats& stats, const std::string& server_version,
+                              double uptime_seconds) {
+  v1::StatsResponse out;
+  out.set_backend(stats.backend);
+  out.set_server_version(server_version);
+  out.set_uptime_seconds(uptime_seconds);
+  for (const engine::EngineStats::Level& l : stats.levels) {
+    v1::PriorityStats* p = out.add_priorities();
+    p->set_priority(EncodePriority(l.priority));
+    p->set_lanes(l.lanes);
+    p->set_running(l.running);
+    p->set_queued(l.queued);
+    EncodeCounts(l.done.jobs, p->mutable_jobs());
+    EncodeHistogram(l.done.queue_wait, p->mutable_queue_wait());
+    EncodeHistogram(l.done.device_time, p->mutable_device_time());
+    EncodeHistogram(l.done.total_time, p->mutable_total_time());
+  }
+  for (const engine::EngineStats::Client& c : stats.clients) {
+    v1::ClientStats* client = out.add_clients();
+    client->set_client(c.client);
+    client->set_active_jobs(c.active_jobs);
+    client->set_uploads(c.uploads);
+    client->set_queued_bytes(c.queued_bytes);
+    EncodeCounts(c.jobs, client->mutable_jobs());
+  }
+  v1::PoolStats* rings = out.add_pools();
+  rings->set_name("input_rings");
+  rings->set_used_bytes(stats.input_ring_used_bytes);
+  rings->set_capacity_bytes(stats.input_ring_capacity_bytes);
+  v1::PoolStats* queued = out.add_pools();
+  queued->set_name("queued_inputs");
+  queued->set_used_bytes(stats.queued_bytes);
+  queued->set_capacity_bytes(stats.max_queued_bytes);
+  v1::GraphCacheStats* g = out.mutable_graph_cache();
+  g->set_hits(stats.graph_cache.hits);
+  g->set_updates(stats.graph_cache.updates);
+  g->set_misses(stats.graph_cache.misses);
+  g->set_evictions(stats.graph_cache.evictions);
+  g->set_entries(stats.graph_cache.entries);
+  g->set_capacity(stats.graph_cache.capacity);
+  out.set_uploads_in_progress(stats.uploads_in_progress);
+  for (const auto& [reason, n] : stats.refused) (*out.mutable_rejected())[reason] = n;
+  return out;
+}
+
 }  // namespace gpupipe::rpc

@@ -26,5 +26,7 @@ v1::JobEvent EncodeTiming(const std::string& job_id, const engine::JobTiming& ti
 v1::JobEvent EncodeDone(const std::string& job_id, const absl::Status& status);
 v1::DescribeResponse EncodeDescription(const engine::EngineDescription& description,
                                        const std::string& server_version);
+v1::StatsResponse EncodeStats(const engine::EngineStats& stats, const std::string& server_version,
+                              double uptime_seconds);
 
 }  // namespace gpupipe::rpc

@@ -15,7 +15,37 @@ JobServiceImpl::JobServiceImpl(engine::Engine* engine, JobServiceOptions options
 absl::StatusOr<std::string> JobServiceImpl::Authenticate(
     const grpc::CallbackServerContext& context) const {
   if (options_.authenticator == nullptr) return std::string();
-  return options_.authenticator->Authenticate(context);
+  absl::StatusOr<std::string> caller = options_.authenticator->Authenticate(context);
+  if (!caller.ok()) ++unauthenticated_;
+  return caller;
+}
+
+v1::StatsResponse JobServiceImpl::Stats() const {
+  v1::StatsResponse stats = EncodeStats(
+      engine_->Stats(), options_.server_version,
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count());
+  if (const int64_t n = unauthenticated_.load(); n > 0) {
+    (*stats.mutable_rejected())["unauthenticated"] = n;
+  }
+  return stats;
+}
+
+grpc::ServerUnaryReactor* JobServiceImpl::GetStats(grpc::CallbackServerContext* context,
+                                                   const v1::StatsRequest* /*request*/,
+                                                   v1::StatsResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (absl::StatusOr<std::string> caller = Authenticate(*context); !caller.ok()) {
+    reactor->Finish(ToGrpcStatus(caller.status()));
+    return reactor;
+  }
+  try {
+    *response = Stats();
+    reactor->Finish(grpc::Status::OK);
+  } catch (const std::bad_alloc&) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                 "the server ran out of memory for this request"));
+  }
+  return reactor;
 }
 
 grpc::ServerWriteReactor<v1::JobEvent>* JobServiceImpl::Submit(grpc::CallbackServerContext* context,

@@ -7,6 +7,7 @@
 // one gets UNAUTHENTICATED before anything else happens.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <string>
 
@@ -45,6 +46,13 @@ class JobServiceImpl final : public v1::JobService::CallbackService {
   grpc::ServerUnaryReactor* Describe(grpc::CallbackServerContext* context,
                                      const v1::DescribeRequest* request,
                                      v1::DescribeResponse* response) override;
+  grpc::ServerUnaryReactor* GetStats(grpc::CallbackServerContext* context,
+                                     const v1::StatsRequest* request,
+                                     v1::StatsResponse* response) override;
+
+  // The figures GetStats answers with (also the daemon's Prometheus metrics): the engine's,
+  // with the calls this layer refused (no valid token) among the refusals.
+  v1::StatsResponse Stats() const;
 
   // Waits until every Submit and Run call has finished (its last event and status sent) or
   // `deadline` passes; true when none is left. For a shutdown, once the engine has drained.
@@ -60,6 +68,8 @@ class JobServiceImpl final : public v1::JobService::CallbackService {
   JobServiceOptions options_;
   StallWatch stall_watch_;
   ActiveCalls active_calls_;
+  const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+  mutable std::atomic<int64_t> unauthenticated_{0};
 };
 
 }  // namespace gpupipe::rpc

@@ -106,15 +106,19 @@ TEST(OpsGrammarTest, TrailingCommaInParams) {
 
 TEST(OpsGrammarTest, UnknownOpListsKnownOps) {
   // The list follows the proto, which grows; the first ops are stable.
-  EXPECT_THAT(ParseError("affine(alpha=2,beta=1) | relu | sofmax"),
-              StartsWith("unknown op 'sofmax' at 1:33 (known: affine, relu, sum, softmax"));
+  EXPECT_THAT(
+      ParseError("affine(alpha=2,beta=1) | relu | sofmax"),
+      StartsWith("unknown op 'sofmax' at 1:33: did you mean 'softmax'? (known: affine, relu, "
+                 "sum, softmax"));
+  EXPECT_THAT(ParseError("qqqq"), StartsWith("unknown op 'qqqq' at 1:1 (known: affine"));
   EXPECT_THAT(ParseError("relu |\n  sofmax"), HasSubstr("unknown op 'sofmax' at 2:3"));
   EXPECT_THAT(ParseError("Relu"), HasSubstr("unknown op 'Relu' at 1:1"));
 }
 
 TEST(OpsGrammarTest, UnknownParamListsParams) {
   EXPECT_EQ(ParseError("affine(alpah=2)"),
-            "unknown param 'alpah' for op 'affine' at 1:8 (params: alpha, beta)");
+            "unknown param 'alpah' for op 'affine' at 1:8: did you mean 'alpha'? (params: alpha, "
+            "beta)");
   EXPECT_EQ(ParseError("relu(x=1)"),
             "unknown param 'x' for op 'relu' at 1:6 (op 'relu' takes no params)");
 }

@@ -100,21 +100,44 @@ TEST_F(CliPlan, ExplainTextPrintsThePlanBeforeTheSummary) {
   EXPECT_TRUE(Contains(r.out, "[6, 15]")) << r.out;
 }
 
-TEST_F(CliPlan, CompareRejectsModesTheCpuBackendLacks) {
+TEST_F(CliPlan, CompareAsksOnlyForModesTheBackendHasAndNamesTheRest) {
   const std::string input = RandomInput();
-  CommandResult r = Gpupipe({"compare", "--input", input, "--ops", "affine(alpha=2) | softmax",
-                             "--launch", "stream,pdl", "--staging", "direct,pipeline",
-                             "--repeat", "2", "--json"});
-  // The CPU backend runs launch and staging "auto" only, and rejects the rest before running.
+  // Asked for modes the CPU backend lacks, and nothing else: refused before any job runs.
+  CommandResult r =
+      Gpupipe({"compare", "--input", input, "--ops", "affine(alpha=2) | softmax", "--launch",
+               "stream,pdl", "--staging", "direct,pipeline", "--repeat", "2", "--json"});
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   EXPECT_EQ(Lines(r.err), 1) << r.err;
-  EXPECT_TRUE(Contains(r.err, "compare stream/direct: ")) << r.err;
-  EXPECT_TRUE(Contains(r.err, "INVALID_ARGUMENT")) << r.err;
-  EXPECT_TRUE(Contains(r.err, "not supported by the cpu backend")) << r.err;
+  EXPECT_TRUE(Contains(r.err,
+                       "the cpu backend supports none of the --launch values asked for "
+                       "(it supports auto)"))
+      << r.err;
   nlohmann::json j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["status"], "error");
-  EXPECT_EQ(j["code"], "INVALID_ARGUMENT");
-  EXPECT_TRUE(Contains(j["message"].get<std::string>(), "stream/direct")) << r.out;
+  EXPECT_EQ(j["code"], "FAILED_PRECONDITION");
+
+  // With the defaults, it runs what the backend has (auto) and says what it skipped.
+  r = Gpupipe({"compare", "--input", input, "--ops", "relu", "--repeat", "1", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["rows"].size(), 1u) << r.out;
+  EXPECT_EQ(j["rows"][0]["launch"], "auto");
+  EXPECT_EQ(j["skipped"]["launch"], nlohmann::json::array({"stream", "pdl", "graph", "graph-pdl"}));
+  EXPECT_EQ(j["skipped"]["staging"].size(), 5u);
+  r = Gpupipe({"compare", "--input", input, "--ops", "relu", "--repeat", "1"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(Contains(r.out,
+                       "skipped   launch stream, pdl, graph, graph-pdl; staging direct, "
+                       "pipeline, pipeline-thread, primitives, bulk: not supported by the "
+                       "cpu backend\n"))
+      << r.out;
+  // An explicit list keeps what the backend has and skips the rest.
+  r = Gpupipe({"compare", "--input", input, "--ops", "relu", "--launch", "pdl,auto", "--staging",
+               "auto", "--repeat", "1", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["rows"].size(), 1u);
+  EXPECT_EQ(j["skipped"]["launch"], nlohmann::json::array({"pdl"}));
 }
 
 TEST_F(CliPlan, CompareAutoOnTheCpuBackend) {

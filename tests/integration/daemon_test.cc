@@ -9,7 +9,9 @@
 #include <vector>
 
 #include "client/job_client.h"
+#include "absl/strings/str_split.h"
 #include "grpc/health/v1/health.grpc.pb.h"
+#include "nlohmann/json.hpp"
 #include "tests/integration/binaries.h"
 #include "tests/integration/process.h"
 #include "tests/testing/random_tensor.h"
@@ -50,6 +52,74 @@ TEST(Daemon, ServesDescribeAndJobsAndLogsEachJob) {
   EXPECT_NE(daemon.log().find("tag=\"daemon-test\""), std::string::npos) << daemon.log();
   EXPECT_EQ(daemon.Terminate(), 0) << daemon.log();
   EXPECT_NE(daemon.log().find("SIGTERM: shutting down"), std::string::npos) << daemon.log();
+}
+
+// Waits for a job's line in the daemon's log; whether it came.
+bool WaitForJobLine(const DaemonProcess& daemon, const std::string& id) {
+  return daemon.WaitForLog("job " + id + " OK", std::chrono::seconds(5));
+}
+
+TEST(Daemon, JsonLogsAreOneObjectPerLineWithTheJobsFields) {
+  DaemonProcess daemon(DaemonBinary(), {"--backend", "cpu", "--log-format", "json"});
+  ASSERT_NE(daemon.port(), 0) << daemon.error();
+  client::ClientOptions options;
+  options.client_id = "json-test";
+  auto client = client::JobClient::Create(daemon.target(), options);
+  ASSERT_TRUE(client.ok());
+  absl::StatusOr<client::JobResult> result = (*client)->Submit(ReluRequest({-1, 2, 3}));
+  ASSERT_TRUE(result.ok()) << result.status();
+  const std::string id = result->accepted.job_id();
+  ASSERT_TRUE(WaitForJobLine(daemon, id)) << daemon.log();
+  EXPECT_EQ(daemon.Terminate(), 0) << daemon.log();
+
+  int jobs = 0;
+  bool listening = false;
+  for (absl::string_view line : absl::StrSplit(daemon.log(), '\n', absl::SkipEmpty())) {
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    ASSERT_FALSE(j.is_discarded()) << "not JSON: " << line;
+    ASSERT_TRUE(j.contains("time") && j.contains("level") && j.contains("msg")) << line;
+    const std::string msg = j["msg"];
+    listening |= msg.rfind("listening on ", 0) == 0;
+    if (msg.rfind("job ", 0) != 0) continue;
+    ++jobs;
+    EXPECT_EQ(j["level"], "info");
+    EXPECT_EQ(j["job_id"], id);
+    EXPECT_EQ(j["status"], "OK");
+    EXPECT_EQ(j["client"], "ipv4:127.0.0.1/json-test");
+    EXPECT_EQ(j["tag"], "daemon-test");
+    EXPECT_EQ(j["ops"], "relu");
+    EXPECT_EQ(j["shape"], (std::vector<int64_t>{3}));
+    EXPECT_EQ(j["bytes_in"], 12);
+    EXPECT_EQ(j["bytes_out"], 12);
+    EXPECT_TRUE(j["total_us"].is_number()) << line;
+  }
+  EXPECT_EQ(jobs, 1) << daemon.log();
+  EXPECT_TRUE(listening) << daemon.log();
+}
+
+TEST(Daemon, AtLevelWarningJobsAndStartUpAreNotLogged) {
+  const int port = FreeLoopbackPort();
+  ASSERT_NE(port, 0);
+  DaemonProcess daemon(DaemonBinary(), {"--backend", "cpu", "--log-level", "warning"}, port);
+  ASSERT_NE(daemon.port(), 0) << daemon.error();
+  auto client = client::JobClient::Create(daemon.target());
+  ASSERT_TRUE(client.ok());
+  absl::StatusOr<client::JobResult> result = (*client)->Submit(ReluRequest({-1, 2}));
+  ASSERT_TRUE(result.ok()) << result.status();
+  // A job the daemon finished is logged before its last event reaches the client, so its line
+  // would be in the log by the time it has stopped.
+  EXPECT_EQ(daemon.Terminate(), 0) << daemon.log();
+  EXPECT_EQ(daemon.log().find("job "), std::string::npos) << daemon.log();
+  EXPECT_EQ(daemon.log().find("listening on"), std::string::npos) << daemon.log();
+}
+
+TEST(Daemon, ABadLogFlagStopsStartUpNamingIt) {
+  CommandResult r = RunCommand({DaemonBinary(), "--log-level", "verbose"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--log-level"), std::string::npos) << r.err;
+  r = RunCommand({DaemonBinary(), "--log-format", "xml"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--log-format"), std::string::npos) << r.err;
 }
 
 TEST(Daemon, AClientTagCannotForgeALogLine) {

@@ -1,9 +1,12 @@
 #include "tests/integration/process.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -127,13 +130,50 @@ int ChildProcess::Wait() {
   return exit_code_;
 }
 
-DaemonProcess::DaemonProcess(const std::string& binary, std::vector<std::string> args) {
+namespace {
+
+sockaddr_in Loopback(int port) {
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  return addr;
+}
+
+bool Accepts(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  const sockaddr_in addr = Loopback(port);
+  const bool ok = connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0;
+  close(fd);
+  return ok;
+}
+
+}  // namespace
+
+int FreeLoopbackPort() {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return 0;
+  sockaddr_in addr = Loopback(0);
+  socklen_t len = sizeof(addr);
+  int port = 0;
+  if (bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+    port = ntohs(addr.sin_port);
+  }
+  close(fd);
+  return port;
+}
+
+DaemonProcess::DaemonProcess(const std::string& binary, std::vector<std::string> args,
+                             int listen_port) {
   int err_pipe[2];
   if (pipe(err_pipe) != 0) {
     error_ = "pipe failed";
     return;
   }
-  std::vector<std::string> argv = {binary, "--listen", "127.0.0.1:0"};
+  std::vector<std::string> argv = {binary, "--listen", "127.0.0.1:" + std::to_string(listen_port),
+                                   "--metrics-listen", "127.0.0.1:0"};
   argv.insert(argv.end(), args.begin(), args.end());
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
@@ -170,8 +210,12 @@ DaemonProcess::DaemonProcess(const std::string& binary, std::vector<std::string>
   while (std::chrono::steady_clock::now() < deadline) {
     std::smatch m;
     const std::string current = log();
-    if (std::regex_search(current, m, listening)) {
+    if (listen_port == 0 && std::regex_search(current, m, listening)) {
       port_ = std::stoi(m[1]);
+      return;
+    }
+    if (listen_port != 0 && alive() && Accepts(listen_port)) {
+      port_ = listen_port;
       return;
     }
     if (!alive()) break;
@@ -203,6 +247,13 @@ bool DaemonProcess::alive() {
     return false;
   }
   return r == 0;
+}
+
+int DaemonProcess::metrics_port() const {
+  const std::regex metrics("metrics on http://[^ ]*:([0-9]+)/metrics");
+  std::smatch m;
+  const std::string current = log();
+  return std::regex_search(current, m, metrics) ? std::stoi(m[1]) : 0;
 }
 
 bool DaemonProcess::WaitForLog(const std::string& text, std::chrono::milliseconds timeout) const {

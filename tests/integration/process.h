@@ -48,15 +48,23 @@ class ChildProcess {
   int exit_code_ = -1;
 };
 
-// gpupiped on a free loopback port (`--listen 127.0.0.1:0`), its stderr collected.
+// A loopback TCP port that was free a moment ago (bound to port 0, then closed).
+int FreeLoopbackPort();
+
+// gpupiped on a free loopback port (`--listen 127.0.0.1:0`, and its metrics on another,
+// metrics_port()), its stderr collected.
 class DaemonProcess {
  public:
-  // Starts the daemon and waits for its "listening on" line. On failure, `error()` says why
-  // (the daemon's own log included) and `port()` is 0.
-  DaemonProcess(const std::string& binary, std::vector<std::string> args);
+  // Starts the daemon and waits for its "listening on" line; with `listen_port`, on that port
+  // instead, waiting until it accepts connections (for a daemon that logs no such line, as at
+  // --log-level warning). On failure, `error()` says why (the daemon's own log included) and
+  // `port()` is 0.
+  DaemonProcess(const std::string& binary, std::vector<std::string> args, int listen_port = 0);
   ~DaemonProcess();  // SIGKILL if still running
 
   int port() const { return port_; }
+  // The metrics port from the daemon's log; 0 without metrics.
+  int metrics_port() const;
   pid_t pid() const { return pid_; }
   std::string target() const { return "127.0.0.1:" + std::to_string(port_); }
   const std::string& error() const { return error_; }

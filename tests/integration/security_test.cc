@@ -171,10 +171,29 @@ TEST_F(Tokens, ACallWithoutAValidTokenRunsNothingAndHealthNeedsNone) {
   auto describe = client::JobClient::Create(daemon.target(), {});
   EXPECT_EQ((*describe)->Describe().status().code(), absl::StatusCode::kUnauthenticated);
   EXPECT_EQ(JobLines(daemon.log()), 0) << "a refused call ran a job";
+  auto with_token = client::JobClient::Create(daemon.target(), WithToken(kToken));
+  ASSERT_TRUE(with_token.ok());
+  const auto ended = [&](const v1::StatsResponse& stats) {
+    int64_t n = 0;
+    for (const v1::PriorityStats& p : stats.priorities()) {
+      for (const auto& [status, count] : p.jobs().by_status()) n += count;
+    }
+    return n;
+  };
+  absl::StatusOr<v1::StatsResponse> stats = (*with_token)->GetStats();
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(ended(*stats), 0) << "the jobs counter moved for refused calls";
+  EXPECT_EQ(stats->rejected().at("unauthenticated"), 3);
+  EXPECT_EQ((*describe)->GetStats().status().code(), absl::StatusCode::kUnauthenticated);
 
   EXPECT_TRUE(RunJob(daemon.target(), WithToken(kToken)).ok());
   EXPECT_TRUE(daemon.WaitForLog("client=\"token:ci\"")) << daemon.log();
   EXPECT_EQ(JobLines(daemon.log()), 1);
+  stats = (*with_token)->GetStats();
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(ended(*stats), 1);
+  ASSERT_EQ(stats->clients_size(), 1);
+  EXPECT_EQ(stats->clients(0).client(), "token:ci");  // the token's name, never the token
   EXPECT_EQ(daemon.log().find(kToken), std::string::npos) << "the token reached the log";
 
   auto health = grpc::health::v1::Health::NewStub(

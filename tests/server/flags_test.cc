@@ -70,5 +70,31 @@ TEST(Flags, PriorityHoldDefaultsTo20MsAndZeroTurnsItOff) {
   EXPECT_NE(o.status().message().find("--priority-hold-ms"), std::string::npos) << o.status();
 }
 
+TEST(Flags, LogsAreTextAtInfoByDefaultAndBadValuesNameTheFlag) {
+  absl::StatusOr<DaemonOptions> o = ParseFlags({});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->log_format, LogFormat::kText);
+  EXPECT_EQ(o->log_level, LogLevel::kInfo);
+  o = ParseFlags({"--log-format=json", "--log-level", "warning"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->log_format, LogFormat::kJson);
+  EXPECT_EQ(o->log_level, LogLevel::kWarning);
+  o = ParseFlags({"--log-level", "debug"});
+  ASSERT_FALSE(o.ok());
+  EXPECT_NE(o.status().message().find("--log-level"), std::string::npos) << o.status();
+  o = ParseFlags({"--log-format", "logfmt"});
+  ASSERT_FALSE(o.ok());
+  EXPECT_NE(o.status().message().find("--log-format"), std::string::npos) << o.status();
+}
+
+TEST(Flags, MetricsListenOnLoopbackByDefaultAndEmptyTurnsThemOff) {
+  absl::StatusOr<DaemonOptions> o = ParseFlags({});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->metrics_listen, "127.0.0.1:9464");
+  o = ParseFlags({"--metrics-listen", ""});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->metrics_listen, "");
+}
+
 }  // namespace
 }  // namespace gpupipe::daemon

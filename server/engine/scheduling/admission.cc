@@ -53,6 +53,15 @@ absl::Status Admission::Check(const AdmissionTicket& job) const {
   return absl::OkStatus();
 }
 
+std::vector<Admission::ClientState> Admission::client_states() const {
+  std::vector<ClientState> out;
+  out.reserve(clients_.size());
+  for (const auto& [name, counts] : clients_) {
+    out.push_back({name, counts.jobs, counts.queued_bytes, counts.uploads});
+  }
+  return out;
+}
+
 void Admission::Queued(const AdmissionTicket& job) {
   ++queued_jobs_[Level(job.priority)];
   queued_bytes_ += job.held_bytes;

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "server/engine/job/types.h"
@@ -57,6 +58,15 @@ class Admission {
   int64_t queued_bytes() const { return queued_bytes_; }
   // Clients with jobs queued or running.
   size_t active_clients() const { return clients_.size(); }
+
+  // One client with jobs queued or running, as admission counts it.
+  struct ClientState {
+    std::string client;
+    int jobs = 0;  // queued or running
+    int64_t queued_bytes = 0;
+    int uploads = 0;
+  };
+  std::vector<ClientState> client_states() const;
 
  private:
   struct ClientCounts {

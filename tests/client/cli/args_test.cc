@@ -158,7 +158,8 @@ TEST(ArgsTest, CompareUsageErrors) {
   EXPECT_THAT(Error({"compare", "--ops", "relu"}), HasSubstr("compare: missing --input"));
   EXPECT_THAT(Error({"compare", "--input", "x"}), HasSubstr("compare: missing --ops"));
   EXPECT_THAT(Error({"compare", "--input", "x", "--ops", "relu | sofmax"}),
-              StartsWith("ops: unknown op 'sofmax' at 1:8 (known: affine, relu, sum, softmax"));
+              StartsWith("ops: unknown op 'sofmax' at 1:8: did you mean 'softmax'? (known: affine, "
+                         "relu, sum, softmax"));
   EXPECT_EQ(Error({"submit", "--input", "x", "--ops", "relu", "--repeat", "2"}),
             "option --repeat belongs to the compare command");
   // A list is only for compare.
@@ -210,13 +211,26 @@ TEST(ArgsTest, HelpAndVersion) {
 
 TEST(ArgsTest, UsageErrors) {
   EXPECT_THAT(Error({}), HasSubstr("missing command"));
-  EXPECT_EQ(Error({"sumbit"}), "unknown command 'sumbit' (commands: submit, compare, describe)");
-  EXPECT_THAT(Error({"help", "sumbit"}), HasSubstr("(topics: submit, compare, describe)"));
+  EXPECT_EQ(Error({"sumbit"}),
+            "unknown command 'sumbit': did you mean 'submit'? (commands: submit, compare, "
+            "describe, stats, health)");
+  EXPECT_EQ(Error({"frobnicate"}),
+            "unknown command 'frobnicate' (commands: submit, compare, describe, stats, health)");
+  EXPECT_THAT(Error({"help", "sumbit"}),
+              HasSubstr("'sumbit': did you mean 'submit'? (topics: submit, compare, describe, "
+                        "stats, health)"));
   EXPECT_THAT(Error({"submit", "--ops", "relu"}), HasSubstr("missing --input"));
   EXPECT_THAT(Error({"submit", "--input", "x.npy"}), HasSubstr("missing --ops"));
   EXPECT_THAT(Error({"submit", "--input"}), HasSubstr("--input needs a value"));
   EXPECT_THAT(Error({"submit", "--bogus"}),
               HasSubstr("unknown option '--bogus' for submit (see gpupipe submit --help)"));
+  EXPECT_EQ(Error({"submit", "--stagin", "pipeline"}),
+            "unknown option '--stagin' for submit: did you mean '--staging'? (see gpupipe submit "
+            "--help)");
+  // Only the command's own options and the global ones are suggested.
+  EXPECT_EQ(Error({"describe", "--watc", "1"}),
+            "unknown option '--watc' for describe (see gpupipe describe --help)");
+  EXPECT_THAT(Error({"--tagret", "h:1", "describe"}), HasSubstr("did you mean '--target'?"));
   EXPECT_EQ(Error({"describe", "--input", "x"}),
             "option --input belongs to the submit and compare commands");
   EXPECT_EQ(Error({"--input", "x", "submit"}),
@@ -225,6 +239,8 @@ TEST(ArgsTest, UsageErrors) {
               HasSubstr("--input given twice"));
   EXPECT_THAT(Error({"submit", "--input", "x", "--ops", "relu", "--priority", "urgent"}),
               HasSubstr("--priority: unknown value 'urgent' (expected low, normal, high)"));
+  EXPECT_THAT(Error({"submit", "--input", "x", "--ops", "relu", "--priority", "hihg"}),
+              HasSubstr("--priority: unknown value 'hihg': did you mean 'high'?"));
   EXPECT_THAT(Error({"submit", "--input", "x", "--ops", "relu", "--staging", "x"}),
               HasSubstr("(expected auto, direct, pipeline, pipeline-thread, primitives, bulk)"));
   EXPECT_THAT(Error({"submit", "--input", "x", "--ops", "relu", "--launch", "x"}),
@@ -241,10 +257,33 @@ TEST(ArgsTest, UsageErrors) {
   EXPECT_THAT(Error({"--target", "", "describe"}), HasSubstr("--target: empty"));
 }
 
+TEST(ArgsTest, HealthAndStats) {
+  Args h = MustParse({"health", "--service", "gpupipe.v1.JobService"});
+  EXPECT_EQ(h.command, Command::kHealth);
+  EXPECT_EQ(h.health_service, "gpupipe.v1.JobService");
+  Args once = MustParse({"stats", "--json"});
+  EXPECT_EQ(once.command, Command::kStats);
+  EXPECT_EQ(once.watch_seconds, 0);
+  EXPECT_TRUE(once.json);
+  Args watch = MustParse({"stats", "--watch", "0.5", "--count=3"});
+  EXPECT_EQ(watch.watch_seconds, 0.5);
+  EXPECT_EQ(watch.watch_count, 3);
+  EXPECT_EQ(MustParse({"help", "stats"}).help_topic, "stats");
+  EXPECT_THAT(Error({"stats", "--watch", "0.01"}),
+              HasSubstr("--watch: expected seconds from 0.1 to 86400, got '0.01'"));
+  EXPECT_THAT(Error({"stats", "--watch", "x"}), HasSubstr("--watch: expected seconds"));
+  EXPECT_THAT(Error({"stats", "--watch", "inf"}), HasSubstr("--watch"));
+  EXPECT_EQ(Error({"stats", "--count", "2"}), "--count needs --watch");
+  EXPECT_THAT(Error({"stats", "--watch", "1", "--count", "0"}),
+              HasSubstr("--count: expected a positive integer"));
+  EXPECT_EQ(Error({"submit", "--watch", "1"}), "option --watch belongs to the stats command");
+}
+
 TEST(ArgsTest, OpsErrorsArePrefixed) {
   // The list of known ops follows the proto, which grows; the first ops are stable.
   EXPECT_THAT(Error({"submit", "--input", "x", "--ops", "affine | sofmax"}),
-              StartsWith("ops: unknown op 'sofmax' at 1:10 (known: affine, relu, sum, softmax"));
+              StartsWith("ops: unknown op 'sofmax' at 1:10: did you mean 'softmax'? (known: "
+                         "affine, relu, sum, softmax"));
   EXPECT_THAT(Error({"submit", "--input", "x", "--ops", ""}), HasSubstr("ops: empty pipeline"));
 }
 

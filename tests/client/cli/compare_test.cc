@@ -69,7 +69,7 @@ TEST(CompareTest, Stats) {
   ASSERT_EQ(stats.size(), 2u);
   EXPECT_EQ(stats[0].device_us, 20);
   EXPECT_EQ(stats[0].end_to_end_us, 1200);
-  EXPECT_DOUBLE_EQ(stats[0].gb_per_s, 51200.0 / 20 / 1e3);
+  EXPECT_DOUBLE_EQ(stats[0].gbps, 51200.0 / 20 / 1e3);
   EXPECT_DOUBLE_EQ(*stats[0].speedup, 1.0);
   EXPECT_EQ(stats[1].device_us, 10);
   EXPECT_EQ(stats[1].end_to_end_us, 950);
@@ -95,7 +95,7 @@ TEST(CompareTest, Stats) {
   zero.rows[1].device_us = {0, 0};
   const std::vector<CompareStats> zero_stats = ComputeStats(zero);
   EXPECT_FALSE(zero_stats[1].speedup.has_value());
-  EXPECT_EQ(zero_stats[1].gb_per_s, 0);
+  EXPECT_EQ(zero_stats[1].gbps, 0);
   zero.rows[0].device_us = {0};
   EXPECT_FALSE(ComputeStats(zero)[0].speedup.has_value());
 }
@@ -153,10 +153,10 @@ TEST(CompareTest, Json) {
             R"("input":{"path":"x.npy","shape":[64,100],"dtype":"float32"},)"
             R"("backend":"cuda","repeat":3,"rows":[)"
             R"({"launch":"stream","staging":"direct","device_us":20.0,"end_to_end_us":1200.0,)"
-            R"("gb_per_s":2.56,"speedup":1.0,"graph":null},)"
+            R"("gbps":2.56,"speedup":1.0,"graph":null},)"
             R"({"launch":"graph-pdl","staging":"pipeline","device_us":10.0,)"
-            R"("end_to_end_us":950.0,"gb_per_s":5.12,"speedup":2.0,"graph":"hit"}],)"
-            R"("identical":true})");
+            R"("end_to_end_us":950.0,"gbps":5.12,"speedup":2.0,"graph":"hit"}],)"
+            R"("skipped":{"launch":[],"staging":[]},"identical":true})");
 
   CompareReport bad = Report();
   bad.rows[1].first_difference = 4;
@@ -166,6 +166,57 @@ TEST(CompareTest, Json) {
   EXPECT_EQ(e["message"], MismatchMessage(bad));
   EXPECT_EQ(e["identical"], false);
   EXPECT_EQ(e["rows"].size(), 2u);
+}
+
+v1::DescribeResponse Supporting(std::vector<v1::LaunchMode> launches,
+                                std::vector<v1::Staging> stagings) {
+  v1::DescribeResponse d;
+  d.set_backend("cuda");
+  for (v1::LaunchMode l : launches) d.add_launch_modes(l);
+  for (v1::Staging s : stagings) d.add_stagings(s);
+  return d;
+}
+
+TEST(CompareTest, PlanRunsWhatTheBackendSupportsAndSkipsTheRest) {
+  CompareArgs args;
+  args.launches = {v1::LAUNCH_STREAM, v1::LAUNCH_PDL, v1::LAUNCH_GRAPH};
+  args.stagings = {v1::STAGING_DIRECT, v1::STAGING_BULK};
+  absl::StatusOr<ComparePlan> plan =
+      PlanCompare(args, Supporting({v1::LAUNCH_AUTO, v1::LAUNCH_STREAM, v1::LAUNCH_GRAPH},
+                                   {v1::STAGING_AUTO, v1::STAGING_DIRECT, v1::STAGING_PIPELINE}));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->launches, (std::vector<v1::LaunchMode>{v1::LAUNCH_STREAM, v1::LAUNCH_GRAPH}));
+  EXPECT_EQ(plan->skipped_launches, std::vector<v1::LaunchMode>{v1::LAUNCH_PDL});
+  EXPECT_EQ(plan->stagings, std::vector<v1::Staging>{v1::STAGING_DIRECT});
+  EXPECT_EQ(plan->skipped_stagings, std::vector<v1::Staging>{v1::STAGING_BULK});
+
+  // Defaults none of which the backend has: auto alone, the defaults skipped.
+  plan = PlanCompare(args, Supporting({v1::LAUNCH_AUTO}, {v1::STAGING_AUTO}));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->launches, std::vector<v1::LaunchMode>{v1::LAUNCH_AUTO});
+  EXPECT_EQ(plan->skipped_launches.size(), 3u);
+  EXPECT_EQ(plan->stagings, std::vector<v1::Staging>{v1::STAGING_AUTO});
+
+  // Values given explicitly are not replaced by auto.
+  args.launches_given = true;
+  plan = PlanCompare(args, Supporting({v1::LAUNCH_AUTO}, {v1::STAGING_AUTO}));
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(plan.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(plan.status().message(),
+            "compare: the cuda backend supports none of the --launch values asked for (it "
+            "supports auto)");
+}
+
+TEST(CompareTest, SkippedModesAreShown) {
+  CompareReport report = Report();
+  report.skipped_launches = {v1::LAUNCH_PDL};
+  report.skipped_stagings = {v1::STAGING_BULK, v1::STAGING_PRIMITIVES};
+  EXPECT_THAT(RenderCompareText(report),
+              HasSubstr("skipped   launch pdl; staging bulk, primitives: not supported by the "
+                        "cuda backend\n"));
+  const nlohmann::ordered_json j = CompareJson(report);
+  EXPECT_EQ(j["skipped"]["launch"], nlohmann::ordered_json::array({"pdl"}));
+  EXPECT_EQ(j["skipped"]["staging"], nlohmann::ordered_json::array({"bulk", "primitives"}));
 }
 
 }  // namespace

@@ -1,0 +1,111 @@
+#include "server/metrics/http_server.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace gpupipe::metrics {
+namespace {
+
+using ::testing::EndsWith;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+int Connect(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  return fd;
+}
+
+// Sends `request` and reads until the server closes the connection.
+std::string Exchange(int port, const std::string& request) {
+  const int fd = Connect(port);
+  send(fd, request.data(), request.size(), MSG_NOSIGNAL);
+  std::string answer;
+  char buf[4096];
+  ssize_t n;
+  while ((n = recv(fd, buf, sizeof(buf), 0)) > 0) answer.append(buf, static_cast<size_t>(n));
+  close(fd);
+  return answer;
+}
+
+TEST(HttpServerTest, ServesTheRenderedTextAtMetrics) {
+  std::atomic<int> renders{0};
+  auto server = HttpServer::Start("127.0.0.1:0",
+                                  [&] { return "gpupipe_up " + std::to_string(++renders) + "\n"; });
+  ASSERT_TRUE(server.ok()) << server.status();
+  const int port = (*server)->port();
+  ASSERT_GT(port, 0);
+  const std::string a = Exchange(port, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_THAT(a, StartsWith("HTTP/1.1 200 OK\r\n"));
+  EXPECT_THAT(a, HasSubstr("Content-Type: text/plain; version=0.0.4"));
+  EXPECT_THAT(a, HasSubstr("Content-Length: 13\r\n"));
+  EXPECT_THAT(a, EndsWith("\r\n\r\ngpupipe_up 1\n"));
+  // Rendered afresh for every scrape.
+  EXPECT_THAT(Exchange(port, "GET /metrics HTTP/1.0\r\n\r\n"), EndsWith("gpupipe_up 2\n"));
+}
+
+TEST(HttpServerTest, OtherPathsAndMethodsAreRefused) {
+  auto server = HttpServer::Start("127.0.0.1:0", [] { return std::string("x\n"); });
+  ASSERT_TRUE(server.ok());
+  const int port = (*server)->port();
+  EXPECT_THAT(Exchange(port, "GET / HTTP/1.1\r\n\r\n"), StartsWith("HTTP/1.1 404"));
+  EXPECT_THAT(Exchange(port, "POST /metrics HTTP/1.1\r\n\r\n"), StartsWith("HTTP/1.1 405"));
+  const std::string head = Exchange(port, "HEAD /metrics HTTP/1.1\r\n\r\n");
+  EXPECT_THAT(head, StartsWith("HTTP/1.1 200"));
+  EXPECT_THAT(head, HasSubstr("Content-Length: 2\r\n"));
+  EXPECT_THAT(head, EndsWith("\r\n\r\n"));  // no body
+}
+
+TEST(HttpServerTest, AClientThatSaysNothingOrTricklesIsDroppedWithinTheTimeout) {
+  auto server = HttpServer::Start("127.0.0.1:0", [] { return std::string("ok\n"); });
+  ASSERT_TRUE(server.ok());
+  const int port = (*server)->port();
+  const int silent = Connect(port);
+  const int trickle = Connect(port);
+  const auto start = std::chrono::steady_clock::now();
+  // One byte every 300 ms never completes a request; the server must still answer the next
+  // scrape within about two request timeouts (the silent one's, then the trickler's).
+  std::atomic<bool> stop{false};
+  std::thread sender([&] {
+    while (!stop) {
+      send(trickle, "G", 1, MSG_NOSIGNAL);
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    }
+  });
+  const std::string a = Exchange(port, "GET /metrics HTTP/1.1\r\n\r\n");
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  stop = true;
+  sender.join();
+  close(silent);
+  close(trickle);
+  EXPECT_THAT(a, EndsWith("ok\n"));
+  EXPECT_LT(took, 3.5);
+}
+
+TEST(HttpServerTest, ATakenPortFailsToStart) {
+  auto first = HttpServer::Start("127.0.0.1:0", [] { return std::string(); });
+  ASSERT_TRUE(first.ok());
+  auto second = HttpServer::Start("127.0.0.1:" + std::to_string((*first)->port()),
+                                  [] { return std::string(); });
+  ASSERT_FALSE(second.ok());
+  EXPECT_THAT(std::string(second.status().message()), HasSubstr("cannot serve metrics on"));
+  EXPECT_FALSE(HttpServer::Start("nonsense", [] { return std::string(); }).ok());
+}
+
+}  // namespace
+}  // namespace gpupipe::metrics
