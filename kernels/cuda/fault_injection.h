@@ -10,8 +10,8 @@ enum class FaultKind {
   // A kernel that writes through an invalid address: cudaErrorIllegalAddress, sticky (the
   // context is unusable from then on), seen at the stream's next synchronization.
   kStickyIllegalAddress,
-  // A launch with an empty grid: cudaErrorInvalidConfiguration, returned at once and not
-  // sticky (later work on the device is unaffected).
+  // A launch with more threads per block than allowed: cudaErrorInvalidConfiguration, returned
+  // at once and not sticky (later work on the device is unaffected).
   kLaunchConfiguration,
 };
 
