@@ -20,9 +20,10 @@ COPY --from=build /opt/gpupipe /opt/gpupipe
 ENV PATH=/opt/gpupipe/bin:$PATH \
     NVIDIA_VISIBLE_DEVICES=all \
     NVIDIA_DRIVER_CAPABILITIES=compute,utility
-EXPOSE 50051
+EXPOSE 50051 9464
 USER 65534:65534
-ENTRYPOINT ["gpupiped", "--listen", "0.0.0.0:50051"]
+# Jobs on 50051; Prometheus metrics on 9464 (http://HOST:9464/metrics).
+ENTRYPOINT ["gpupiped", "--listen", "0.0.0.0:50051", "--metrics-listen", "0.0.0.0:9464"]
 # Plaintext without tokens, as a first run expects (gpupiped warns). Give the container TLS or
 # tokens instead by replacing these arguments, e.g. `--backend cuda --token-file
 # /run/secrets/gpupipe-tokens` with the file mounted there.
