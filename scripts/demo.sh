@@ -11,7 +11,7 @@ work=$(mktemp -d)
 port=${GPUPIPE_DEMO_PORT:-50051}
 trap 'kill "$daemon" 2>/dev/null || true; wait "$daemon" 2>/dev/null || true; rm -rf "$work"' EXIT
 
-./build/bin/gpupiped --listen "127.0.0.1:$port" --backend auto 2> "$work/daemon.log" &
+./build/bin/gpupiped --listen "127.0.0.1:$port" --metrics-listen 127.0.0.1:0 --backend auto 2> "$work/daemon.log" &
 daemon=$!
 for _ in $(seq 100); do
   grep -q "listening on" "$work/daemon.log" && break
@@ -38,6 +38,10 @@ z = np.maximum(2 * x + 1, 0); ref = np.exp(z - z.max(-1, keepdims=True)); ref /=
 np.set_printoptions(precision=4, suppress=True)
 print(); print('result y:'); print(y)
 print('max |y - numpy reference| =', float(np.abs(y - ref).max()))"
+
+echo
+echo "\$ gpupipe stats"
+./build/bin/gpupipe --target "127.0.0.1:$port" stats
 
 kill -TERM "$daemon"; wait "$daemon" || true
 tail -n 3 "$work/daemon.log"

@@ -139,7 +139,7 @@ fi
 if [ "${E2E:-1}" != 0 ]; then
 # End to end: the daemon on the GPU, a job from the CLI, checked against NumPy.
 work=$(mktemp -d)
-"$bundle/bin/gpupiped" --listen 127.0.0.1:0 --backend cuda 2> "$out/e2e-daemon.log" &
+"$bundle/bin/gpupiped" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 --backend cuda 2> "$out/e2e-daemon.log" &
 daemon=$!
 port=
 for _ in $(seq 200); do

@@ -285,7 +285,8 @@ int Run(const DaemonOptions& options) {
   std::unique_ptr<metrics::HttpServer> metrics_server;
   if (!options.metrics_listen.empty()) {
     absl::StatusOr<std::unique_ptr<metrics::HttpServer>> started = metrics::HttpServer::Start(
-        options.metrics_listen, [&service] { return metrics::RenderPrometheus(service.Stats()); });
+        options.metrics_listen,
+        [&service] { return metrics::RenderPrometheus(service.Stats(/*with_clients=*/false)); });
     if (!started.ok()) {
       Fail(absl::StrCat(started.status().message(),
                         " (--metrics-listen HOST:PORT elsewhere, or '' for no metrics)"));

@@ -28,7 +28,7 @@ x.flush()
 PY
 
 port=$((20000 + RANDOM % 20000))
-"$bundle/bin/gpupiped" --backend cuda --listen "127.0.0.1:$port" \
+"$bundle/bin/gpupiped" --backend cuda --listen "127.0.0.1:$port" --metrics-listen 127.0.0.1:0 \
   --max-stream-input-gib $((gib + 1)) > "$OUT/big_job_daemon.log" 2>&1 &
 daemon=$!
 for _ in $(seq 100); do grep -q "listening on" "$OUT/big_job_daemon.log" && break; sleep 0.2; done

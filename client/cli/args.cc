@@ -489,8 +489,10 @@ std::string StatsHelp() {
          "\n"
          "options:\n"
          "  --watch SECONDS      show them again every SECONDS (0.1 to 86400) until stopped;\n"
-         "                       with --json, one object per line\n"
-         "  --count N            with --watch, stop after N showings\n";
+         "                       with --json, one object per line; a daemon that cannot be\n"
+         "                       reached is asked again at the next refresh\n"
+         "  --count N            with --watch, stop after N refreshes (exit 1 when the last\n"
+         "                       could not reach the daemon)\n";
 }
 
 std::string SubmitHelp() {

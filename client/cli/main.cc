@@ -419,13 +419,18 @@ int RunStats(const Args& args, const Reporter& reporter) {
   const auto period = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
       std::chrono::duration<double>(args.watch_seconds));
   auto next = std::chrono::steady_clock::now();
+  // With --count, the exit status says whether the last refresh reached the daemon.
+  bool last_ok = true;
   for (int64_t shown = 0;; ++shown) {
-    if (shown > 0 && (!watch || (args.watch_count > 0 && shown >= args.watch_count))) return 0;
+    if (shown > 0 && (!watch || (args.watch_count > 0 && shown >= args.watch_count))) {
+      return last_ok ? 0 : 1;
+    }
     if (shown > 0) {
       next += period;
       std::this_thread::sleep_until(next);
     }
     absl::StatusOr<v1::StatsResponse> stats = (*client)->GetStats();
+    last_ok = stats.ok();
     if (!stats.ok()) {
       const absl::StatusCode code = stats.status().code();
       if (!watch ||

@@ -184,13 +184,16 @@ class Engine::Impl {
     return d;
   }
 
-  EngineStats Stats() const {
+  void CountRefusal(const absl::Status& status) { job_stats_.Refused(status); }
+
+  EngineStats Stats(bool with_clients) const {
     EngineStats stats;
     stats.backend = backend_->name();
     stats.graph_cache = backend_->graph_cache_stats();
     stats.refused = job_stats_.refused();
     const std::array<LevelJobStats, kPriorityLevels> done = job_stats_.levels();
-    std::map<std::string, JobCounts> client_done = job_stats_.clients();
+    std::map<std::string, JobCounts> client_done;
+    if (with_clients) client_done = job_stats_.clients();
     std::lock_guard<std::mutex> lock(mu_);
     for (const PriorityLevel& level : backend_->levels()) {
       EngineStats::Level l;
@@ -202,12 +205,13 @@ class Engine::Impl {
       stats.levels.push_back(std::move(l));
     }
     for (const Admission::ClientState& c : admission_.client_states()) {
+      stats.uploads_in_progress += c.uploads;
+      if (!with_clients) continue;
       EngineStats::Client client{c.client, c.jobs, c.uploads, c.queued_bytes, {}};
       if (auto it = client_done.find(c.client); it != client_done.end()) {
         client.jobs = std::move(it->second);
         client_done.erase(it);
       }
-      stats.uploads_in_progress += c.uploads;
       stats.clients.push_back(std::move(client));
     }
     for (auto& [name, jobs] : client_done) {
@@ -414,7 +418,7 @@ class Engine::Impl {
     }
     job.sink->OnDone(status);
     const JobRecord record{job.id, job.spec, backend_->name(), status, timing};
-    job_stats_.Ended(record);
+    job_stats_.Ended(record, started);
     if (options_.on_job_done) options_.on_job_done(record);
     if (--in_flight_ == 0) {
       std::lock_guard<std::mutex> lock(mu_);
@@ -508,7 +512,8 @@ absl::StatusOr<std::shared_ptr<InputRing>> Engine::SubmitStreamed(JobSpec spec,
 }
 
 EngineDescription Engine::Describe() const { return impl_->Describe(); }
-EngineStats Engine::Stats() const { return impl_->Stats(); }
+EngineStats Engine::Stats(bool with_clients) const { return impl_->Stats(with_clients); }
+void Engine::CountRefusal(const absl::Status& status) { impl_->CountRefusal(status); }
 
 void Engine::StopRunningJobs() { impl_->StopRunningJobs(); }
 void Engine::Shutdown() { impl_->Shutdown(); }

@@ -124,7 +124,12 @@ class Engine {
                                                             std::shared_ptr<JobSink> sink);
 
   EngineDescription Describe() const;
-  EngineStats Stats() const;
+  // With `with_clients` false, EngineStats::clients stays empty (the per-client figures are
+  // the costly part; Prometheus metrics do without them).
+  EngineStats Stats(bool with_clients = true) const;
+  // Counts a call refused before it reached Submit (a request that does not decode, an upload
+  // out of order) under RefusalReason, beside the refusals Submit counts itself.
+  void CountRefusal(const absl::Status& status);
 
   // Stops accepting jobs (Submit answers UNAVAILABLE) and waits up to `timeout` for the jobs
   // already accepted to finish. Returns true when none is left.

@@ -5,7 +5,6 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
-#include <sys/time.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -20,11 +19,20 @@ namespace {
 
 constexpr size_t kMaxRequestBytes = 8192;
 constexpr std::chrono::milliseconds kRequestTimeout{1000};
+constexpr std::chrono::milliseconds kResponseTimeout{2000};
 
+// Sends `bytes` within kResponseTimeout in all, however slowly the client reads; then gives up.
 void SendAll(int fd, const std::string& bytes) {
+  const auto deadline = std::chrono::steady_clock::now() + kResponseTimeout;
   size_t sent = 0;
   while (sent < bytes.size()) {
-    const ssize_t n = send(fd, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    pollfd p{fd, POLLOUT, 0};
+    if (left.count() <= 0 || poll(&p, 1, static_cast<int>(left.count())) <= 0) return;
+    const ssize_t n =
+        send(fd, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) continue;
     if (n <= 0) return;
     sent += static_cast<size_t>(n);
   }
@@ -64,6 +72,11 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string&
   std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> guard(found, &freeaddrinfo);
   const int fd = socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return absl::InternalError(absl::StrCat("socket: ", std::strerror(errno)));
+  // Every scrape leaves this side's end of its connection in TIME_WAIT (the server closes
+  // first); without SO_REUSEADDR a restarted daemon could not bind the port for a minute. (A
+  // port another process listens on is still refused: that is SO_REUSEPORT, not set.)
+  const int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
   if (bind(fd, found->ai_addr, found->ai_addrlen) != 0 || listen(fd, 16) != 0) {
     const std::string why = std::strerror(errno);
     close(fd);
@@ -99,8 +112,6 @@ void HttpServer::Loop() {
 }
 
 void HttpServer::Serve(int connection) {
-  timeval send_limit{1, 0};
-  setsockopt(connection, SOL_SOCKET, SO_SNDTIMEO, &send_limit, sizeof(send_limit));
   // The whole request within kRequestTimeout, however slowly its bytes trickle in.
   const auto deadline = std::chrono::steady_clock::now() + kRequestTimeout;
   std::string request;

@@ -1,9 +1,10 @@
 // A minimal HTTP/1.1 server for the Prometheus scrape: GET /metrics answers with the text a
 // callback renders at that moment; anything else is 404 (or 405 for other methods). One thread
 // serves one connection at a time, each closed after its answer; a request must arrive whole
-// within a second, so a client that connects and says nothing, or trickles its bytes, holds it
-// for at most that long. (A client that keeps doing so delays scrapes, never jobs: the server
-// shares nothing with the job path but the figures it reads.)
+// within a second and its answer be read within two, so a client that connects and says
+// nothing, trickles its bytes or reads slowly holds it for at most three seconds. (A client
+// that keeps doing so delays scrapes, never jobs: the server shares nothing with the job path
+// but the figures it reads.)
 //
 // Thread safety: the render callback runs on the server's thread.
 #pragma once

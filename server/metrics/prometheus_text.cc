@@ -1,5 +1,6 @@
 #include "server/metrics/prometheus_text.h"
 
+#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <map>
@@ -16,7 +17,16 @@ namespace {
 std::string Number(double v) {
   if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
   if (std::isnan(v)) return "NaN";
-  return absl::StrFormat("%.17g", v);
+  // The shortest text that reads back as the same double: exact, and bucket bounds print as
+  // written (le="0.1", not le="0.10000000000000001"), so queries that name them match.
+  // Plain decimals across the range figures take (le="0.0001", not le="1e-04").
+  char buf[64];
+  const double magnitude = std::fabs(v);
+  const bool plain = magnitude == 0 || (magnitude >= 1e-6 && magnitude < 1e15);
+  const std::to_chars_result r =
+      plain ? std::to_chars(buf, buf + sizeof(buf), v, std::chars_format::fixed)
+            : std::to_chars(buf, buf + sizeof(buf), v);
+  return std::string(buf, r.ptr);
 }
 
 std::string PriorityLabel(v1::Priority p) {

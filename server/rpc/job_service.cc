@@ -20,9 +20,9 @@ absl::StatusOr<std::string> JobServiceImpl::Authenticate(
   return caller;
 }
 
-v1::StatsResponse JobServiceImpl::Stats() const {
+v1::StatsResponse JobServiceImpl::Stats(bool with_clients) const {
   v1::StatsResponse stats = EncodeStats(
-      engine_->Stats(), options_.server_version,
+      engine_->Stats(with_clients), options_.server_version,
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count());
   if (const int64_t n = unauthenticated_.load(); n > 0) {
     (*stats.mutable_rejected())["unauthenticated"] = n;

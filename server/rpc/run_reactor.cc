@@ -23,7 +23,8 @@ RunReactor::RunReactor(engine::Engine* engine, grpc::CallbackServerContext* cont
       stream_(std::make_shared<EventStream>(this, static_cast<size_t>(max_queued_events))) {
   if (calls_ != nullptr) calls_->Begin();
   if (!caller.ok()) {
-    Reject(caller.status());  // nothing is read
+    // Nothing is read; the service counts unauthenticated calls itself.
+    stream_->FinishNow(ToGrpcStatus(caller.status()));
     return;
   }
   stream_->HoldSuccessUntilInputEnds();
@@ -31,13 +32,13 @@ RunReactor::RunReactor(engine::Engine* engine, grpc::CallbackServerContext* cont
   if (spec_timeout.count() > 0) {
     spec_timeout_.Set(
         std::chrono::system_clock::now() + spec_timeout,
-        [stream = stream_, seen = spec_seen_, spec_timeout](bool fired) {
+        [stream = stream_, seen = spec_seen_, engine = engine_, spec_timeout](bool fired) {
           if (!fired || seen->load()) return;
-          stream->FinishNow(grpc::Status(
-              grpc::StatusCode::DEADLINE_EXCEEDED,
+          const absl::Status late = absl::DeadlineExceededError(
               absl::StrCat("RunRequest: no spec within ", spec_timeout.count() / 1000.0,
-                           " s of the call's start (gpupiped "
-                           "--upload-idle-timeout-seconds)")));
+                           " s of the call's start (gpupiped --upload-idle-timeout-seconds)"));
+          engine->CountRefusal(late);
+          stream->FinishNow(ToGrpcStatus(late));
         });
   }
   StartRead(&request_);
@@ -111,7 +112,7 @@ bool RunReactor::OnSpec(v1::SubmitRequest* spec_message) {
   absl::StatusOr<std::shared_ptr<engine::InputRing>> ring =
       engine_->SubmitStreamed(*std::move(spec), stream_);
   if (!ring.ok()) {
-    Reject(ring.status());
+    stream_->FinishNow(ToGrpcStatus(ring.status()));  // the engine counted the refusal
     return false;
   }
   {
@@ -195,7 +196,10 @@ void RunReactor::OnInputEnded() {
                  });
 }
 
-void RunReactor::Reject(const absl::Status& status) { stream_->FinishNow(ToGrpcStatus(status)); }
+void RunReactor::Reject(const absl::Status& status) {
+  engine_->CountRefusal(status);
+  stream_->FinishNow(ToGrpcStatus(status));
+}
 
 void RunReactor::Break(const absl::Status& status) {
   if (const std::shared_ptr<engine::InputRing> source = input()) source->Fail(status);

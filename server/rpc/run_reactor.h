@@ -68,7 +68,7 @@ class RunReactor final : public grpc::ServerBidiReactor<v1::RunRequest, v1::JobE
   // false when the ring is full (the room callback then calls WriteRest again) or failed.
   bool WriteRest();
   void OnInputEnded();
-  // A request rejected before any job exists.
+  // A request rejected before any job exists: counted (Engine::CountRefusal) and finished.
   void Reject(const absl::Status& status);
   // A broken upload of an accepted job: the input fails and the call ends with `status`.
   void Break(const absl::Status& status);

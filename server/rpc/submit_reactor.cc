@@ -34,6 +34,7 @@ SubmitReactor::SubmitReactor(engine::Engine* engine, grpc::CallbackServerContext
       status = engine->Submit(*std::move(spec), input, stream_);
     } else {
       status = spec.status();
+      engine->CountRefusal(status);
     }
   } catch (const std::bad_alloc&) {
     status = absl::ResourceExhaustedError("the server ran out of memory for this request");

@@ -97,10 +97,14 @@ TEST(Daemon, JsonLogsAreOneObjectPerLineWithTheJobsFields) {
   EXPECT_TRUE(listening) << daemon.log();
 }
 
-TEST(Daemon, AtLevelWarningJobsAndStartUpAreNotLogged) {
+TEST(Daemon, AtLevelWarningOnlyWarningsAreLogged) {
   const int port = FreeLoopbackPort();
   ASSERT_NE(port, 0);
-  DaemonProcess daemon(DaemonBinary(), {"--backend", "cpu", "--log-level", "warning"}, port);
+  // Plaintext on every interface: a warning, which this level keeps.
+  DaemonProcess daemon(DaemonBinary(),
+                       {"--backend", "cpu", "--log-level", "warning", "--listen",
+                        "0.0.0.0:" + std::to_string(port), "--insecure"},
+                       port);
   ASSERT_NE(daemon.port(), 0) << daemon.error();
   auto client = client::JobClient::Create(daemon.target());
   ASSERT_TRUE(client.ok());
@@ -111,6 +115,9 @@ TEST(Daemon, AtLevelWarningJobsAndStartUpAreNotLogged) {
   EXPECT_EQ(daemon.Terminate(), 0) << daemon.log();
   EXPECT_EQ(daemon.log().find("job "), std::string::npos) << daemon.log();
   EXPECT_EQ(daemon.log().find("listening on"), std::string::npos) << daemon.log();
+  EXPECT_NE(daemon.log().find("gpupiped: warning: --insecure: serving plaintext"),
+            std::string::npos)
+      << daemon.log();
 }
 
 TEST(Daemon, ABadLogFlagStopsStartUpNamingIt) {

@@ -148,7 +148,15 @@ TEST(Metrics, StatsAndMetricsAgreeWithTheJobsRun) {
                                           "--watch", "0.2", "--count", "3", "--json"});
   ASSERT_EQ(watch.exit_code, 0) << watch.err;
   EXPECT_EQ(std::count(watch.out.begin(), watch.out.end(), '\n'), 3) << watch.out;
+  const std::string target = daemon.target();
   EXPECT_EQ(daemon.Terminate(), 0);
+  // Watching a daemon that is gone: asked again at every refresh, and the exit status says the
+  // last refresh failed.
+  const CommandResult gone = RunCommand(
+      {CliBinary(), "--target", target, "stats", "--watch", "0.1", "--count", "2", "--json"});
+  EXPECT_EQ(gone.exit_code, 1) << gone.err;
+  EXPECT_EQ(gone.out, "");
+  EXPECT_NE(gone.err.find("asking again"), std::string::npos) << gone.err;
 }
 
 TEST(Metrics, TheEndpointPassesPromtool) {
@@ -164,6 +172,10 @@ TEST(Metrics, TheEndpointPassesPromtool) {
   EXPECT_FALSE(c->Submit(refused).ok());
   const HttpResponse scrape = HttpGet(daemon.metrics_port(), "/metrics");
   ASSERT_EQ(scrape.status, 200);
+  EXPECT_NE(scrape.body.find("gpupipe_rejected_total{reason=\"invalid_argument\"} 1\n"),
+            std::string::npos)
+      << scrape.body;
+  EXPECT_NE(scrape.body.find("le=\"0.1\""), std::string::npos) << scrape.body;
   char tmpl[] = "/tmp/gpupipe-scrape-XXXXXX";
   const int fd = mkstemp(tmpl);
   ASSERT_GE(fd, 0);

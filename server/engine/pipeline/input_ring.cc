@@ -154,7 +154,7 @@ absl::StatusOr<int64_t> InputRing::Write(const char* data, int64_t n,
     received_ += n - taken;
     taken = n;
   }
-  if (taken < n) on_room_ = std::move(on_room);
+  if (taken < n && !producer_gone_) on_room_ = std::move(on_room);
   return taken;
 }
 
@@ -174,6 +174,8 @@ void InputRing::NotifyRoom(std::unique_lock<std::mutex> lock) {
 
 void InputRing::ForgetRoomCallback() {
   std::unique_lock<std::mutex> lock(mu_);
+  // A callback running now may call Write again: it must not leave a new one behind.
+  producer_gone_ = true;
   on_room_ = nullptr;
   if (calling_ && caller_ != std::this_thread::get_id()) {
     callback_done_.wait(lock, [&] { return !calling_; });

@@ -65,8 +65,8 @@ class InputRing final : public InputSource {
   // buffer (or fails the ring), and the producer writes the rest from there. INVALID_ARGUMENT
   // (nothing taken) for bytes beyond size(); the ring's failure once it failed.
   absl::StatusOr<int64_t> Write(const char* data, int64_t n, std::function<void()> on_room);
-  // The producer goes away: a pending `on_room` is dropped, and one that is running has
-  // returned when this does (unless called from inside it).
+  // The producer goes away: a pending `on_room` is dropped, one that is running has returned
+  // when this does (unless called from inside it), and later Writes register none.
   void ForgetRoomCallback();
   int64_t received() const;
   bool complete() const { return received() == size_; }
@@ -106,6 +106,7 @@ class InputRing final : public InputSource {
   int64_t released_ = 0;    // chunks [0, released_) are released
   absl::Status failure_;
   std::function<void()> on_room_;
+  bool producer_gone_ = false;  // ForgetRoomCallback was called
   bool calling_ = false;  // on_room_ runs now, on `caller_`
   std::thread::id caller_;
 };

@@ -23,21 +23,39 @@ void JobCounts::Add(const JobCounts& other) {
 }
 
 std::string RefusalReason(const absl::Status& status) {
-  // Admission and work limits name their flag: "(gpupiped --max-client-jobs)".
+  // Admission and work limits name their flag: "(gpupiped --max-client-jobs)". A message may
+  // quote the client's own name before it, so only the last mention counts, and only a flag of
+  // this fixed set: a client must not be able to mint reasons (each one is a metrics series).
+  static constexpr absl::string_view kLimitFlags[] = {"chunk-mib",
+                                                      "input-ring-mib",
+                                                      "input-ring-total-mib",
+                                                      "max-client-jobs",
+                                                      "max-client-queued-mib",
+                                                      "max-client-uploads",
+                                                      "max-input-mib",
+                                                      "max-queued-jobs",
+                                                      "max-queued-mib",
+                                                      "max-stream-input-gib",
+                                                      "max-work-per-byte"};
   const absl::string_view message = status.message();
-  const size_t flag = message.find("gpupiped --");
-  if (flag != absl::string_view::npos) {
-    size_t end = flag + 11;
+  constexpr absl::string_view kPrefix = "gpupiped --";
+  const size_t at = message.rfind(kPrefix);
+  if (at != absl::string_view::npos) {
+    const size_t from = at + kPrefix.size();
+    size_t end = from;
     while (end < message.size() &&
            (std::isalnum(static_cast<unsigned char>(message[end])) || message[end] == '-')) {
       ++end;
     }
-    return std::string(message.substr(flag + 11, end - flag - 11));
+    const absl::string_view flag = message.substr(from, end - from);
+    for (absl::string_view known : kLimitFlags) {
+      if (flag == known) return std::string(flag);
+    }
   }
   return absl::AsciiStrToLower(absl::StatusCodeToString(status.code()));
 }
 
-void JobStats::Ended(const JobRecord& record) {
+void JobStats::Ended(const JobRecord& record, bool ran) {
   JobCounts counts;
   counts.by_status[absl::StatusCodeToString(record.status.code())] = 1;
   counts.bytes_in = record.timing.bytes_in;
@@ -49,9 +67,11 @@ void JobStats::Ended(const JobRecord& record) {
   std::lock_guard<std::mutex> lock(mu_);
   LevelJobStats& level = levels_[static_cast<size_t>(record.spec.priority)];
   level.jobs.Add(counts);
-  level.queue_wait.Add(record.timing.queue_us / 1e6);
-  level.device_time.Add(device_seconds);
-  level.total_time.Add(record.timing.total_us / 1e6);
+  if (ran) {  // a job that never left the queue has no times to tell
+    level.queue_wait.Add(record.timing.queue_us / 1e6);
+    level.device_time.Add(device_seconds);
+    level.total_time.Add(record.timing.total_us / 1e6);
+  }
   auto it = clients_.find(record.spec.client);
   if (it == clients_.end() && clients_.size() >= kMaxClients) {
     // Fold the least recently active client into the others.

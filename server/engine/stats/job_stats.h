@@ -52,10 +52,12 @@ class JobStats {
   static constexpr size_t kMaxClients = 1024;
   static constexpr char kOtherClients[] = "(other)";
 
-  // A job ended (`record.status` its final status).
-  void Ended(const JobRecord& record);
+  // A job ended (`record.status` its final status). Only a job that `ran` (a lane took it)
+  // adds to the latency histograms; one that ended in the queue (cancelled, past its deadline,
+  // or dropped at shutdown) counts by status alone.
+  void Ended(const JobRecord& record, bool ran = true);
   // A request was refused before a job existed; the reason is the status code's name, or the
-  // flag of the limit the message names ("max-client-jobs").
+  // flag of a limit (one of a fixed set) the message ends by naming ("max-client-jobs").
   void Refused(const absl::Status& status);
 
   std::array<LevelJobStats, kPriorityLevels> levels() const;

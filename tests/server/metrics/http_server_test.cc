@@ -97,6 +97,40 @@ TEST(HttpServerTest, AClientThatSaysNothingOrTricklesIsDroppedWithinTheTimeout) 
   EXPECT_LT(took, 3.5);
 }
 
+TEST(HttpServerTest, AClientThatNeverReadsItsAnswerIsDroppedWithinTheTimeout) {
+  // An answer far larger than the sockets' buffers, so that sending it needs the client to read.
+  const std::string big(32 << 20, 'x');
+  auto server = HttpServer::Start("127.0.0.1:0", [&] { return big; });
+  ASSERT_TRUE(server.ok());
+  const int port = (*server)->port();
+  const int stalled = Connect(port);
+  const std::string request = "GET /metrics HTTP/1.1\r\n\r\n";
+  send(stalled, request.data(), request.size(), MSG_NOSIGNAL);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // its answer is being sent
+  const auto start = std::chrono::steady_clock::now();
+  const std::string a = Exchange(port, request);
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  close(stalled);
+  EXPECT_EQ(a.size() > big.size() && a.compare(a.size() - big.size(), big.size(), big) == 0, true);
+  EXPECT_LT(took, 4.0) << "the answer nobody read must be given up after about 2 s";
+}
+
+TEST(HttpServerTest, ARestartedServerTakesItsPortAgainAtOnce) {
+  int port = 0;
+  {
+    auto server = HttpServer::Start("127.0.0.1:0", [] { return std::string("ok\n"); });
+    ASSERT_TRUE(server.ok());
+    port = (*server)->port();
+    // The server closes first, so its end of this connection stays in TIME_WAIT.
+    EXPECT_THAT(Exchange(port, "GET /metrics HTTP/1.1\r\n\r\n"), EndsWith("ok\n"));
+  }
+  auto again =
+      HttpServer::Start("127.0.0.1:" + std::to_string(port), [] { return std::string("again\n"); });
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_THAT(Exchange(port, "GET /metrics HTTP/1.1\r\n\r\n"), EndsWith("again\n"));
+}
+
 TEST(HttpServerTest, ATakenPortFailsToStart) {
   auto first = HttpServer::Start("127.0.0.1:0", [] { return std::string(); });
   ASSERT_TRUE(first.ok());

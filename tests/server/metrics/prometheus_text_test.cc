@@ -2,8 +2,10 @@
 
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/engine/stats/job_stats.h"
 
 namespace gpupipe::metrics {
 namespace {
@@ -75,6 +77,31 @@ TEST(PrometheusTextTest, EveryFamilyHasHelpAndTypeOnce) {
   EXPECT_EQ(helps, types);
   EXPECT_GE(helps, 15u);
   EXPECT_EQ(text.back(), '\n');
+}
+
+TEST(PrometheusTextTest, BucketBoundsPrintAsWrittenAndValuesExactly) {
+  v1::StatsResponse s;
+  v1::PriorityStats* p = s.add_priorities();
+  p->set_priority(v1::PRIORITY_NORMAL);
+  v1::LatencyHistogram* h = p->mutable_queue_wait();
+  for (double bound : engine::LatencyHistogram::kBounds) {
+    h->add_bounds_seconds(bound);
+    h->add_counts(1);
+  }
+  h->add_counts(1);
+  h->set_count(static_cast<int64_t>(engine::LatencyHistogram::kBounds.size()) + 1);
+  h->set_sum_seconds(0.1 + 0.2);
+  const std::string text = RenderPrometheus(s);
+  for (const char* le : {"0.0001", "0.00025", "0.05", "0.1", "0.25", "1", "30"}) {
+    EXPECT_THAT(text,
+                HasSubstr(absl::StrCat("gpupipe_queue_wait_seconds_bucket{priority=\"normal\","
+                                       "le=\"",
+                                       le, "\"}")))
+        << le;
+  }
+  // A sum keeps every digit it needs to read back as the same double.
+  EXPECT_THAT(text, HasSubstr("gpupipe_queue_wait_seconds_sum{priority=\"normal\"} "
+                              "0.30000000000000004\n"));
 }
 
 TEST(PrometheusTextTest, LabelValuesAreEscaped) {

@@ -119,6 +119,18 @@ TEST(InputRing, AForgottenCallbackIsNeverCalled) {
   EXPECT_FALSE(called);
 }
 
+TEST(InputRing, AWriteAfterTheProducerWentRegistersNoCallback) {
+  // A room callback that was running when its producer went may write again; the ring must not
+  // keep that write's callback, which would outlive the producer.
+  TestRing t(Consecutive(2, 4), 1, 4);
+  ASSERT_EQ(*t.ring->Write("abcd", 4, [] {}), 4);
+  t.ring->ForgetRoomCallback();
+  bool called = false;
+  ASSERT_EQ(*t.ring->Write("efgh", 4, [&] { called = true; }), 0);  // full: would wait for room
+  t.ring->Release(0);
+  EXPECT_FALSE(called);
+}
+
 TEST(InputRing, ItsMemoryIsReturnedWhenTheRingGoes) {
   auto t = std::make_unique<TestRing>(Consecutive(1, 4), 1, 4);
   EXPECT_FALSE(t->released);

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "server/engine/engine.h"
 
@@ -77,6 +78,18 @@ TEST(JobStatsTest, ClientsPastTheCapFoldIntoOtherLeastRecentFirst) {
   EXPECT_EQ(jobs, static_cast<int64_t>(JobStats::kMaxClients + 10));
 }
 
+TEST(JobStatsTest, AJobThatNeverRanCountsByStatusButAddsNoLatency) {
+  JobStats stats;
+  JobRecord queued = Record("a", Priority::kNormal, absl::UnavailableError("shut down"), 0);
+  queued.timing = {};
+  stats.Ended(queued, /*ran=*/false);
+  const LevelJobStats& normal = stats.levels()[static_cast<size_t>(Priority::kNormal)];
+  EXPECT_EQ(normal.jobs.by_status.at("UNAVAILABLE"), 1);
+  EXPECT_EQ(normal.queue_wait.count, 0);
+  EXPECT_EQ(normal.device_time.count, 0);
+  EXPECT_EQ(normal.total_time.count, 0);
+}
+
 TEST(JobStatsTest, RefusalsCountUnderTheLimitFlagOrTheStatus) {
   EXPECT_EQ(RefusalReason(absl::ResourceExhaustedError(
                 "client x has 8 jobs queued or running (gpupiped --max-client-jobs)")),
@@ -85,10 +98,29 @@ TEST(JobStatsTest, RefusalsCountUnderTheLimitFlagOrTheStatus) {
   JobStats stats;
   stats.Refused(absl::InvalidArgumentError("a"));
   stats.Refused(absl::InvalidArgumentError("b"));
-  stats.Refused(absl::ResourceExhaustedError("too much (gpupiped --max-queued-bytes)"));
+  stats.Refused(absl::ResourceExhaustedError("too much (gpupiped --max-queued-mib)"));
   const auto refused = stats.refused();
   EXPECT_EQ(refused.at("invalid_argument"), 2);
-  EXPECT_EQ(refused.at("max-queued-bytes"), 1);
+  EXPECT_EQ(refused.at("max-queued-mib"), 1);
+}
+
+TEST(JobStatsTest, AClientsNameCannotMintARefusalReason) {
+  // The client's identity is quoted in admission messages, before the flag; its client-id is
+  // the client's to choose.
+  EXPECT_EQ(RefusalReason(absl::ResourceExhaustedError(
+                "client 'ipv4:10.0.0.7/gpupiped --x123' has 4 uploads in progress (gpupiped "
+                "--max-client-uploads); wait for one to end")),
+            "max-client-uploads");
+  EXPECT_EQ(RefusalReason(absl::ResourceExhaustedError("client 'gpupiped --x123' is over")),
+            "resource_exhausted");
+  EXPECT_EQ(RefusalReason(absl::ResourceExhaustedError("(gpupiped --max-client-jobs-and-more)")),
+            "resource_exhausted");
+  JobStats stats;
+  for (int i = 0; i < 100; ++i) {
+    stats.Refused(absl::ResourceExhaustedError(
+        absl::StrCat("client 'gpupiped --x", i, "' has too many (gpupiped --max-client-jobs)")));
+  }
+  EXPECT_EQ(stats.refused().size(), 1u);
 }
 
 }  // namespace
