@@ -16,8 +16,7 @@ cudaError_t LaunchFault(FaultKind kind, cudaStream_t stream) {
       WriteThrough<<<1, 1, 0, stream>>>(reinterpret_cast<int*>(uintptr_t{0x10}));
       break;
     case FaultKind::kLaunchConfiguration:
-      // More threads per block than any GPU has: refused at launch, the context unharmed. (An
-      // empty grid is refused too, but as cudaErrorInvalidValue on recent drivers.)
+      // More threads per block than any GPU has: refused at launch, the context unharmed.
       WriteThrough<<<1, 2048, 0, stream>>>(nullptr);
       break;
   }

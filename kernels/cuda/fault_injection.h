@@ -10,8 +10,9 @@ enum class FaultKind {
   // A kernel that writes through an invalid address: cudaErrorIllegalAddress, sticky (the
   // context is unusable from then on), seen at the stream's next synchronization.
   kStickyIllegalAddress,
-  // A launch with more threads per block than allowed: cudaErrorInvalidConfiguration, returned
-  // at once and not sticky (later work on the device is unaffected).
+  // A launch with more threads per block than allowed: refused at once and not sticky (later
+  // work on the device is unaffected). The runtime names the error cudaErrorInvalidValue on
+  // the H200's CUDA 13 stack (older ones: cudaErrorInvalidConfiguration).
   kLaunchConfiguration,
 };
 
