@@ -35,3 +35,14 @@ def us(v):
 def yes_no(ok):
     """A target's 'met' cell."""
     return "n/a" if ok is None else ("**yes**" if ok else "**no**")
+
+
+def run_header(meta_path):
+    """The report lines naming where and when a run took place, from the metadata run.sh wrote
+    (bench_write_meta in bench/lib.sh); [] when there is none."""
+    if not os.path.exists(meta_path):
+        return []
+    with open(meta_path, encoding="utf-8") as f:
+        meta = json.load(f)
+    return [f"Commit {meta.get('commit')}, {meta.get('date')}; GPU: {meta.get('gpu') or 'none'}; "
+            f"host: {meta.get('cpu')} ({meta.get('host_cores')} cores).", ""]

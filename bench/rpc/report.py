@@ -10,6 +10,9 @@ import os
 import statistics
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from report_lib import run_header  # noqa: E402
+
 TARGET = 0.8  # Run's throughput against a plain gRPC stream of the same bytes (the brief's bar)
 
 
@@ -26,12 +29,8 @@ def main():
                 summary = j
             else:
                 rows.append(j)
-    meta_path = os.path.join(out_dir, "rpc-meta.json")
-    meta = json.load(open(meta_path)) if os.path.exists(meta_path) else {}
     md = ["# Streaming upload (Run) over loopback", ""]
-    if meta:
-        md += [f"Commit {meta.get('commit')}, {meta.get('date')}; GPU: {meta.get('gpu') or 'none'}; "
-               f"host: {meta.get('cpu')} ({meta.get('host_cores')} cores).", ""]
+    md += run_header(os.path.join(out_dir, "rpc-meta.json"))
     if summary is None:
         md += ["rpc_bench produced no summary (see rpc_bench.stderr)."]
     else:

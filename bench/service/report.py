@@ -5,13 +5,12 @@ bench/results/service-h200.md) and prints it. Standard library only.
 Reads OUT_DIR/small_jobs_bench.out (one JSON line per measurement, then a summary line) and
 OUT_DIR/service-meta.json (written by run.sh).
 """
-import json
 import os
 import statistics
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from report_lib import json_lines, us  # noqa: E402
+from report_lib import json_lines, run_header, us  # noqa: E402
 
 TARGET = 0.97  # small-job throughput with metrics and stats served and polled, against off
 
@@ -21,12 +20,8 @@ def main():
     lines = json_lines(os.path.join(out_dir, "small_jobs_bench.out"))
     rows = [j for j in lines if not j.get("summary")]
     summary = next((j for j in lines if j.get("summary")), None)
-    meta_path = os.path.join(out_dir, "service-meta.json")
-    meta = json.load(open(meta_path)) if os.path.exists(meta_path) else {}
     md = ["# Small-job throughput: metrics and stats on against off", ""]
-    if meta:
-        md += [f"Commit {meta.get('commit')}, {meta.get('date')}; GPU: {meta.get('gpu') or 'none'}; "
-               f"host: {meta.get('cpu')} ({meta.get('host_cores')} cores).", ""]
+    md += run_header(os.path.join(out_dir, "service-meta.json"))
     if summary is None:
         md += ["small_jobs_bench produced no summary (see small_jobs_bench.stderr)."]
     else:

@@ -30,22 +30,27 @@ v1::StatsResponse JobServiceImpl::Stats(bool with_clients) const {
   return stats;
 }
 
-grpc::ServerUnaryReactor* JobServiceImpl::GetStats(grpc::CallbackServerContext* context,
-                                                   const v1::StatsRequest* /*request*/,
-                                                   v1::StatsResponse* response) {
+grpc::ServerUnaryReactor* JobServiceImpl::Answer(grpc::CallbackServerContext* context,
+                                                 const std::function<void()>& fill_response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   if (absl::StatusOr<std::string> caller = Authenticate(*context); !caller.ok()) {
     reactor->Finish(ToGrpcStatus(caller.status()));
     return reactor;
   }
   try {
-    *response = Stats();
+    fill_response();
     reactor->Finish(grpc::Status::OK);
   } catch (const std::bad_alloc&) {
     reactor->Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
                                  "the server ran out of memory for this request"));
   }
   return reactor;
+}
+
+grpc::ServerUnaryReactor* JobServiceImpl::GetStats(grpc::CallbackServerContext* context,
+                                                   const v1::StatsRequest* /*request*/,
+                                                   v1::StatsResponse* response) {
+  return Answer(context, [&] { *response = Stats(); });
 }
 
 grpc::ServerWriteReactor<v1::JobEvent>* JobServiceImpl::Submit(grpc::CallbackServerContext* context,
@@ -63,20 +68,10 @@ grpc::ServerBidiReactor<v1::RunRequest, v1::JobEvent>* JobServiceImpl::Run(
 grpc::ServerUnaryReactor* JobServiceImpl::Describe(grpc::CallbackServerContext* context,
                                                    const v1::DescribeRequest* /*request*/,
                                                    v1::DescribeResponse* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  if (absl::StatusOr<std::string> caller = Authenticate(*context); !caller.ok()) {
-    reactor->Finish(ToGrpcStatus(caller.status()));
-    return reactor;
-  }
-  try {
+  return Answer(context, [&] {
     *response = EncodeDescription(engine_->Describe(), options_.server_version);
     response->mutable_limits()->set_reader_idle_timeout_ms(options_.reader_idle_timeout.count());
-    reactor->Finish(grpc::Status::OK);
-  } catch (const std::bad_alloc&) {
-    reactor->Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                                 "the server ran out of memory for this request"));
-  }
-  return reactor;
+  });
 }
 
 }  // namespace gpupipe::rpc

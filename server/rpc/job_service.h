@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <string>
 
 #include "gpupipe/v1/gpupipe.grpc.pb.h"
@@ -63,6 +64,10 @@ class JobServiceImpl final : public v1::JobService::CallbackService {
  private:
   // The caller's token name (empty where none is required), or UNAUTHENTICATED.
   absl::StatusOr<std::string> Authenticate(const grpc::CallbackServerContext& context) const;
+  // A unary call: authenticated, then answered with what `fill_response` wrote (or
+  // RESOURCE_EXHAUSTED when memory runs out meanwhile).
+  grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context,
+                                   const std::function<void()>& fill_response);
 
   engine::Engine* engine_;
   JobServiceOptions options_;
