@@ -83,7 +83,8 @@ TEST(JobStatsTest, AJobThatNeverRanCountsByStatusButAddsNoLatency) {
   JobRecord queued = Record("a", Priority::kNormal, absl::UnavailableError("shut down"), 0);
   queued.timing = {};
   stats.Ended(queued, /*ran=*/false);
-  const LevelJobStats& normal = stats.levels()[static_cast<size_t>(Priority::kNormal)];
+  const auto levels = stats.levels();  // a copy: levels() answers by value
+  const LevelJobStats& normal = levels[static_cast<size_t>(Priority::kNormal)];
   EXPECT_EQ(normal.jobs.by_status.at("UNAVAILABLE"), 1);
   EXPECT_EQ(normal.queue_wait.count, 0);
   EXPECT_EQ(normal.device_time.count, 0);
