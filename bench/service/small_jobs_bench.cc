@@ -4,7 +4,7 @@
 // Each repetition starts gpupiped twice, in alternating order:
 //   off   --metrics-listen '' and nobody asks for stats
 //   on    metrics on a loopback port; a poller GETs /metrics and calls GetStats every
-//         --poll-ms (default 100 ms, 150 times as often as Prometheus's default 15 s scrape)
+//         --poll-ms (default 100 ms: far more often than any Prometheus scrape interval)
 // and drives it with --threads client threads (each its own channel and client-id, one job in
 // flight each) submitting `relu` on --elements float32 through Submit. Every result is checked
 // against the CPU's relu of that thread's fresh random input. After --warmup-s, jobs finished

@@ -1,6 +1,7 @@
 #include "client/cli/proto_json.h"
 
 #include <cmath>
+#include <map>
 #include <string>
 
 #include "absl/strings/escaping.h"
@@ -68,15 +69,19 @@ nlohmann::ordered_json ProtoJson(const Message& m) {
   for (int i = 0; i < d.field_count(); ++i) {
     const FieldDescriptor& f = *d.field(i);
     if (f.is_map()) {
-      nlohmann::ordered_json map = nlohmann::ordered_json::object();
       const FieldDescriptor& key = *f.message_type()->map_key();
       const FieldDescriptor& value = *f.message_type()->map_value();
+      // Sorted by key: a proto map has no order of its own, and output must not change
+      // between two calls with the same contents.
+      std::map<std::string, nlohmann::ordered_json> entries;
       for (int k = 0; k < r.FieldSize(m, &f); ++k) {
         const Message& entry = r.GetRepeatedMessage(m, &f, k);
         const nlohmann::ordered_json key_json = Value(entry, key, -1);
-        map[key_json.is_string() ? key_json.get<std::string>() : key_json.dump()] =
+        entries[key_json.is_string() ? key_json.get<std::string>() : key_json.dump()] =
             Value(entry, value, -1);
       }
+      nlohmann::ordered_json map = nlohmann::ordered_json::object();
+      for (auto& [k, v] : entries) map[k] = std::move(v);
       out[f.name()] = std::move(map);
     } else if (f.is_repeated()) {
       nlohmann::ordered_json list = nlohmann::ordered_json::array();

@@ -12,7 +12,7 @@ namespace gpupipe {
 namespace cli {
 
 // Scalars are always written, zero or not; a message field only when set; a map as an object
-// keyed by its keys as text; bytes in base64; NaN and infinities as null.
+// keyed by its keys as text, in key order; bytes in base64; NaN and infinities as null.
 nlohmann::ordered_json ProtoJson(const google::protobuf::Message& message);
 
 }  // namespace cli

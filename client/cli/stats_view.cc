@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "client/cli/proto_json.h"
 #include "client/cli/render.h"
 #include "client/enum_names.h"
 
@@ -41,18 +42,11 @@ std::string Quantile(const v1::LatencyHistogram& h, double q) {
   return FormatMicros(s * 1e6);
 }
 
+// The counts as ProtoJson writes them, after the jobs that ended in all.
 nlohmann::ordered_json CountsJson(const v1::JobCounts& jobs) {
-  nlohmann::ordered_json by_status = nlohmann::ordered_json::object();
-  // Sorted by name, so that the output does not depend on the map's order.
-  std::vector<std::pair<std::string, int64_t>> sorted(jobs.by_status().begin(),
-                                                      jobs.by_status().end());
-  std::sort(sorted.begin(), sorted.end());
-  for (const auto& [status, n] : sorted) by_status[status] = n;
-  return {{"ended", Ended(jobs)},
-          {"by_status", by_status},
-          {"bytes_in", jobs.bytes_in()},
-          {"bytes_out", jobs.bytes_out()},
-          {"device_seconds", jobs.device_seconds()}};
+  nlohmann::ordered_json out = {{"ended", Ended(jobs)}};
+  out.update(ProtoJson(jobs));
+  return out;
 }
 
 nlohmann::ordered_json HistogramJson(const v1::LatencyHistogram& h) {
@@ -177,52 +171,22 @@ std::string RenderStatsText(const v1::StatsResponse& s) {
 }
 
 nlohmann::ordered_json StatsJson(const v1::StatsResponse& s) {
-  nlohmann::ordered_json priorities = nlohmann::ordered_json::array();
-  for (const v1::PriorityStats& p : s.priorities()) {
-    priorities.push_back({{"priority", PriorityName(p.priority())},
-                          {"lanes", p.lanes()},
-                          {"running", p.running()},
-                          {"queued", p.queued()},
-                          {"jobs", CountsJson(p.jobs())},
-                          {"queue_wait", HistogramJson(p.queue_wait())},
-                          {"device_time", HistogramJson(p.device_time())},
-                          {"total_time", HistogramJson(p.total_time())}});
+  nlohmann::ordered_json out = {{"status", "ok"}};
+  out.update(ProtoJson(s));
+  // What the messages leave to the reader: the jobs that ended in all, and each histogram as
+  // buckets with its quantiles rather than two parallel lists.
+  for (int i = 0; i < s.priorities_size(); ++i) {
+    const v1::PriorityStats& p = s.priorities(i);
+    nlohmann::ordered_json& level = out["priorities"][static_cast<size_t>(i)];
+    level["jobs"] = CountsJson(p.jobs());
+    level["queue_wait"] = HistogramJson(p.queue_wait());
+    level["device_time"] = HistogramJson(p.device_time());
+    level["total_time"] = HistogramJson(p.total_time());
   }
-  nlohmann::ordered_json clients = nlohmann::ordered_json::array();
-  for (const v1::ClientStats& c : s.clients()) {
-    clients.push_back({{"client", c.client()},
-                       {"active_jobs", c.active_jobs()},
-                       {"uploads", c.uploads()},
-                       {"queued_bytes", c.queued_bytes()},
-                       {"jobs", CountsJson(c.jobs())}});
+  for (int i = 0; i < s.clients_size(); ++i) {
+    out["clients"][static_cast<size_t>(i)]["jobs"] = CountsJson(s.clients(i).jobs());
   }
-  nlohmann::ordered_json pools = nlohmann::ordered_json::array();
-  for (const v1::PoolStats& pool : s.pools()) {
-    pools.push_back({{"name", pool.name()},
-                     {"used_bytes", pool.used_bytes()},
-                     {"capacity_bytes", pool.capacity_bytes()}});
-  }
-  const v1::GraphCacheStats& g = s.graph_cache();
-  nlohmann::ordered_json rejected = nlohmann::ordered_json::object();
-  std::vector<std::pair<std::string, int64_t>> sorted(s.rejected().begin(), s.rejected().end());
-  std::sort(sorted.begin(), sorted.end());
-  for (const auto& [reason, n] : sorted) rejected[reason] = n;
-  return {{"status", "ok"},
-          {"backend", s.backend()},
-          {"server_version", s.server_version()},
-          {"uptime_seconds", s.uptime_seconds()},
-          {"uploads_in_progress", s.uploads_in_progress()},
-          {"priorities", priorities},
-          {"clients", clients},
-          {"pools", pools},
-          {"graph_cache",
-           {{"hits", g.hits()},
-            {"updates", g.updates()},
-            {"misses", g.misses()},
-            {"evictions", g.evictions()},
-            {"entries", g.entries()},
-            {"capacity", g.capacity()}}},
-          {"rejected", rejected}};
+  return out;
 }
 
 }  // namespace cli

@@ -11,8 +11,8 @@ enum class FaultKind {
   // context is unusable from then on), seen at the stream's next synchronization.
   kStickyIllegalAddress,
   // A launch with more threads per block than allowed: refused at once and not sticky (later
-  // work on the device is unaffected). The runtime names the error cudaErrorInvalidValue on
-  // the H200's CUDA 13 stack (older ones: cudaErrorInvalidConfiguration).
+  // work on the device is unaffected). Which error the runtime names for it
+  // (cudaErrorInvalidConfiguration or cudaErrorInvalidValue) depends on the CUDA version.
   kLaunchConfiguration,
 };
 
