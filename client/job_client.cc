@@ -132,12 +132,34 @@ absl::StatusOr<v1::DescribeResponse> JobClient::Describe() {
   return response;
 }
 
+absl::StatusOr<v1::RegisterRegionResponse> JobClient::RegisterRegion(const std::string& shm_name,
+                                                                     int64_t size) {
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  v1::RegisterRegionRequest request;
+  request.set_shm_name(shm_name);
+  request.set_size(static_cast<uint64_t>(size));
+  v1::RegisterRegionResponse response;
+  grpc::Status status = stub_->RegisterRegion(&context, request, &response);
+  if (!status.ok()) return FromGrpcStatus(status);
+  return response;
+}
+
+absl::Status JobClient::UnregisterRegion(const std::string& region_id) {
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  v1::UnregisterRegionRequest request;
+  request.set_region_id(region_id);
+  v1::UnregisterRegionResponse response;
+  return FromGrpcStatus(stub_->UnregisterRegion(&context, request, &response));
+}
+
 absl::StatusOr<JobResult> JobClient::Submit(const v1::SubmitRequest& request,
                                             EventCallback on_event, ResultSink* sink) {
   grpc::ClientContext context;
   SetDeadline(&context);
   std::unique_ptr<grpc::ClientReader<v1::JobEvent>> reader = stub_->Submit(&context, request);
-  ResultAssembler assembler(request.dry_run(), sink);
+  ResultAssembler assembler(request.dry_run(), sink, request.has_output_region());
   const absl::Status stream_error = ReadJobEvents(*reader, context, assembler, on_event);
   const grpc::Status rpc_status = reader->Finish();
   // A failed Done is the job's own verdict and carries the server's message; report it even

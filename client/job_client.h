@@ -84,7 +84,8 @@ class JobClient {
   // yields DATA_LOSS. On an error the RPC is cancelled. With request.dry_run the result holds
   // the plan and no output data. With a `sink`, the output bytes go to it as they arrive (see
   // ResultSink; a sink's error cancels the job and is returned) and the result holds none.
-  // `on_event` sees each event after the sink took its bytes.
+  // `on_event` sees each event after the sink took its bytes. With request.output_region set,
+  // the bytes are in the region once this returns OK, and the result holds none.
   absl::StatusOr<JobResult> Submit(const v1::SubmitRequest& request, EventCallback on_event = {},
                                    ResultSink* sink = nullptr);
 
@@ -96,6 +97,13 @@ class JobClient {
   absl::StatusOr<JobResult> Run(const v1::SubmitRequest& spec, int64_t input_bytes,
                                 const InputReader& read, EventCallback on_event = {},
                                 UploadProgress on_progress = {}, ResultSink* sink = nullptr);
+
+  // Registers the shared-memory object `shm_name` (its first `size` bytes; 0: all of it) as a
+  // region this client's jobs may name in SubmitRequest.input_region and output_region, and
+  // unregisters it. The daemon must run on this host and see the object (same IPC namespace).
+  absl::StatusOr<v1::RegisterRegionResponse> RegisterRegion(const std::string& shm_name,
+                                                            int64_t size = 0);
+  absl::Status UnregisterRegion(const std::string& region_id);
 
   const ClientOptions& options() const { return options_; }
 

@@ -38,7 +38,7 @@ absl::Status ResultAssembler::Add(const v1::JobEvent& event) {
       if (result_.accepted.job_id().empty()) result_.accepted.set_job_id(event.job_id());
       result_.output.set_dtype(a.output_dtype());
       *result_.output.mutable_shape() = a.output_shape();
-      if (result_.dry_run) return absl::OkStatus();
+      if (result_.dry_run || result_.output_in_region) return absl::OkStatus();
       if (sink_ != nullptr) return sink_->Begin(a.output_dtype(), shape);
       if (expected_bytes_ <= kMaxReserve) {
         result_.output.mutable_data()->reserve(static_cast<size_t>(expected_bytes_));
@@ -57,6 +57,9 @@ absl::Status ResultAssembler::Add(const v1::JobEvent& event) {
       if (!accepted_) return Protocol("ResultChunk before Accepted");
       // A server that ignores dry_run runs the job; saying so beats a confusing size error.
       if (result_.dry_run) return Protocol("ResultChunk in a dry run (the job ran)");
+      if (result_.output_in_region) {
+        return Protocol("ResultChunk for a job whose output goes to a region");
+      }
       chunked_ = true;
       return AddChunk(event.chunk());
     case v1::JobEvent::kTiming:
@@ -111,7 +114,7 @@ absl::StatusOr<JobResult> ResultAssembler::Finish() {
     if (!result_.has_plan) return Protocol("dry run ended without a Plan event");
     return std::move(result_);
   }
-  if (received_bytes_ != expected_bytes_) {
+  if (!result_.output_in_region && received_bytes_ != expected_bytes_) {
     return Protocol(absl::StrCat("output is ", received_bytes_, " bytes but shape ",
                                  ShapeString({result_.output.shape().begin(),
                                               result_.output.shape().end()}),

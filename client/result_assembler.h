@@ -33,6 +33,8 @@ struct JobResult {
   v1::Plan plan;          // empty when the server sent no Plan event
   bool has_plan = false;
   bool dry_run = false;   // the job was only planned; `output` holds no data
+  // The request named an output region: the bytes are there, and `output` holds none.
+  bool output_in_region = false;
 };
 
 // Takes a running job's output bytes from a ResultAssembler instead of the assembler keeping
@@ -56,8 +58,12 @@ class ResultAssembler {
   // `dry_run`: the request had dry_run set, so the stream must carry a Plan and no chunks.
   // `sink`, when not null, receives the output bytes, which the result then does not hold; it
   // must outlive the assembler.
-  explicit ResultAssembler(bool dry_run, ResultSink* sink = nullptr) : sink_(sink) {
+  // `output_in_region`: the request named an output region, so the stream must carry no
+  // chunks (the bytes are in the region).
+  explicit ResultAssembler(bool dry_run, ResultSink* sink = nullptr, bool output_in_region = false)
+      : sink_(sink) {
     result_.dry_run = dry_run;
+    result_.output_in_region = output_in_region;
   }
   ResultAssembler(const ResultAssembler&) = delete;
   ResultAssembler& operator=(const ResultAssembler&) = delete;

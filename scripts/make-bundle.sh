@@ -14,7 +14,7 @@ out=${2:-.bundle}
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib"
 binaries=("$build/bin/gpupiped" "$build/bin/gpupipe")
-for b in planner_bench kernels_bench engine_bench rpc_bench small_jobs_bench; do [ -x "$build/bin/$b" ] && binaries+=("$build/bin/$b"); done
+for b in planner_bench kernels_bench engine_bench rpc_bench small_jobs_bench dataplane_bench; do [ -x "$build/bin/$b" ] && binaries+=("$build/bin/$b"); done
 while IFS= read -r -d '' t; do binaries+=("$t"); done < <(find "$build/tests" -maxdepth 2 -type f \
   -perm -u+x -name '*_test' -print0)
 for b in "${binaries[@]}"; do cp "$b" "$out/bin/"; done

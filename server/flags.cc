@@ -65,7 +65,9 @@ std::string Usage() {
 Runs the gpupipe job service: a gRPC daemon that owns one GPU.
 
   --listen ADDR              address to serve on (default 127.0.0.1:50051; port 0 picks a
-                             free port, printed at start)
+                             free port, printed at start), or a Unix socket,
+                             unix:///run/gpupipe/gpupipe.sock, whose file permissions then
+                             say who may call
   --metrics-listen ADDR      serve Prometheus metrics at http://ADDR/metrics (default
                              127.0.0.1:9464; port 0 picks one; '' for none)
   --backend auto|cuda|cpu    auto uses the GPU when one is usable, else the CPU (default auto)
@@ -116,6 +118,14 @@ Runs the gpupipe job service: a gRPC daemon that owns one GPU.
   --max-work-per-byte N      refuse a job whose estimated work exceeds N element operations
                              per byte of its input and output (beyond a small allowance)
                              with RESOURCE_EXHAUSTED (0: no limit; default 4096)
+  --max-region-gib N         shared-memory regions (RegisterRegion) the daemon maps for
+                             clients, page-locked on the cuda backend, in GiB over all
+                             clients (0: no regions; default 32)
+  --max-client-region-gib N  likewise per client (default 16)
+  --max-client-regions N     regions one client may have registered (default 64)
+  --region-idle-timeout-seconds N
+                             a region no job used for N s is unregistered, so a client that
+                             died leaves nothing mapped (0: never; default 600)
   --keepalive-seconds N      ping a connection with calls in progress after N s without
                              traffic, to find dead clients (0: never; default 60)
   --keepalive-timeout-seconds N
@@ -262,6 +272,13 @@ absl::StatusOr<DaemonOptions> ParseFlags(const std::vector<std::string>& args) {
           {"--max-client-uploads", 1, 1 << 16,
            [&](int64_t v) { o.max_client_uploads = static_cast<int>(v); }},
           {"--max-work-per-byte", 0, int64_t{1} << 40, [&](int64_t v) { o.max_work_per_byte = v; }},
+          {"--max-region-gib", 0, 1 << 16, [&](int64_t v) { o.max_region_bytes = v << 30; }},
+          {"--max-client-region-gib", 1, 1 << 16,
+           [&](int64_t v) { o.max_client_region_bytes = v << 30; }},
+          {"--max-client-regions", 1, 1 << 16,
+           [&](int64_t v) { o.max_client_regions = static_cast<int>(v); }},
+          {"--region-idle-timeout-seconds", 0, 86400 * 7,
+           [&](int64_t v) { o.region_idle_timeout_ms = v * 1000; }},
           {"--reader-idle-timeout-seconds", 0, 86400,
            [&](int64_t v) { o.reader_idle_timeout_ms = v * 1000; }},
           {"--keepalive-seconds", 0, 86400, [&](int64_t v) { o.keepalive_ms = v * 1000; }},

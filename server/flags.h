@@ -37,6 +37,10 @@ struct DaemonOptions {
   int64_t max_client_queued_bytes = int64_t{512} << 20;  // --max-client-queued-mib
   int max_client_uploads = 4;                            // --max-client-uploads
   int64_t max_work_per_byte = 4096;                      // --max-work-per-byte
+  int64_t max_region_bytes = int64_t{32} << 30;          // --max-region-gib
+  int64_t max_client_region_bytes = int64_t{16} << 30;   // --max-client-region-gib
+  int max_client_regions = 64;                           // --max-client-regions
+  int64_t region_idle_timeout_ms = 600000;               // --region-idle-timeout-seconds
   int64_t reader_idle_timeout_ms = 30000;                // --reader-idle-timeout-seconds
   int64_t keepalive_ms = 60000;                          // --keepalive-seconds
   int64_t keepalive_timeout_ms = 20000;                  // --keepalive-timeout-seconds

@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -216,6 +217,13 @@ int Run(const DaemonOptions& options) {
   engine_options.admission.max_client_jobs = options.max_client_jobs;
   engine_options.admission.max_client_queued_bytes = options.max_client_queued_bytes;
   engine_options.admission.max_client_uploads = options.max_client_uploads;
+  engine_options.regions.max_bytes = options.max_region_bytes;
+  engine_options.regions.max_client_bytes = options.max_client_region_bytes;
+  engine_options.regions.max_client_regions = options.max_client_regions;
+  engine_options.regions.idle_timeout = std::chrono::milliseconds(options.region_idle_timeout_ms);
+  // One job's region input is bounded by what one client may map.
+  engine_options.limits.max_region_input_bytes =
+      std::min(options.max_region_bytes, options.max_client_region_bytes);
   if (options.log_jobs) {
     engine_options.on_job_done = [](const engine::JobRecord& r) {
       const JobLogLine line = JobLog(r);
@@ -299,11 +307,17 @@ int Run(const DaemonOptions& options) {
   }
   grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
   health->SetServingStatus(v1::JobService::service_full_name(), true);
-  const std::string host = options.listen.substr(0, options.listen.rfind(':'));
-  Log(absl::StrFormat("listening on %s:%d (version %s, %s%s)", host, port, kVersion,
-                      security.tls_cert_pem.empty()            ? "plaintext"
-                      : security.tls_client_ca_pem.empty()     ? "TLS"
-                                                               : "mutual TLS",
+  // A Unix socket has no port; a TCP address is logged with the port it got (port 0 picks one).
+  const bool unix_socket = absl::StartsWith(options.listen, "unix:") ||
+                           absl::StartsWith(options.listen, "unix-abstract:");
+  const std::string address =
+      unix_socket
+          ? options.listen
+          : absl::StrFormat("%s:%d", options.listen.substr(0, options.listen.rfind(':')), port);
+  Log(absl::StrFormat("listening on %s (version %s, %s%s)", address, kVersion,
+                      security.tls_cert_pem.empty()        ? "plaintext"
+                      : security.tls_client_ca_pem.empty() ? "TLS"
+                                                           : "mutual TLS",
                       security.tokens ? ", tokens" : ""));
 
   int sig = 0;

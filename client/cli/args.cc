@@ -84,6 +84,7 @@ const std::map<std::string, OptionSpec>& Options() {
       {"--explain", {false, {"submit"}}},
       {"--dry-run", {false, {"submit"}}},
       {"--stream", {true, {"submit"}}},
+      {"--transport", {true, {"submit"}}},
       {"--service", {true, {"health"}}},
       {"--watch", {true, {"stats"}}},
       {"--count", {true, {"stats"}}},
@@ -422,6 +423,19 @@ absl::StatusOr<Args> ParseArgs(const std::vector<std::string>& argv) {
     else if (*v == "never") s.stream = StreamMode::kNever;
     else return Usage(absl::StrCat("--stream: expected auto, always or never, got '", *v, "'"));
   }
+  if (const std::string* v = get("--transport")) {
+    if (*v == "auto")
+      s.transport = TransportMode::kAuto;
+    else if (*v == "grpc")
+      s.transport = TransportMode::kGrpc;
+    else if (*v == "shm")
+      s.transport = TransportMode::kShm;
+    else
+      return Usage(absl::StrCat("--transport: expected auto, grpc or shm, got '", *v, "'"));
+  }
+  if (s.transport == TransportMode::kShm && s.stream == StreamMode::kAlways) {
+    return Usage("--transport shm and --stream always: shared memory carries the input itself");
+  }
   if (input.empty()) return Usage("submit: missing --input FILE.npy");
   if (ops_text == nullptr) return Usage("submit: missing --ops PIPELINE");
   s.input = input;
@@ -510,11 +524,17 @@ std::string SubmitHelp() {
       "  --output Y.npy       write the result here as it arrives (into a temporary file\n"
       "                       renamed over Y.npy once complete); without it, results of at\n"
       "                       most 16 elements are printed\n"
-      "  --priority P         ", Choices(*v1::Priority_descriptor()), " (default normal)\n"
-      "  --staging S          ", Choices(*v1::Staging_descriptor()), " (default auto)\n"
+      "  --priority P         ",
+      Choices(*v1::Priority_descriptor()),
+      " (default normal)\n"
+      "  --staging S          ",
+      Choices(*v1::Staging_descriptor()),
+      " (default auto)\n"
       "  --stages N           buffers in flight for the staged strategies (all but direct),\n"
       "                       1 to 8 (0: backend default)\n"
-      "  --launch L           ", Choices(*v1::LaunchMode_descriptor()), " (default auto)\n"
+      "  --launch L           ",
+      Choices(*v1::LaunchMode_descriptor()),
+      " (default auto)\n"
       "                       stream: plain launches; pdl: dependent kernels overlap their\n"
       "                       prologue (Programmatic Dependent Launch); graph: the plan is\n"
       "                       captured once as a CUDA graph and replayed; graph-pdl: both\n"
@@ -528,10 +548,21 @@ std::string SubmitHelp() {
       "  --tag TEXT           free text for the daemon's log line (at most 128 bytes)\n"
       "  --stream MODE        auto|always|never: upload the input in chunks with the Run RPC\n"
       "                       (read from disk as it is sent, for inputs over the Submit\n"
-      "                       limit); auto streams inputs over ", kStreamAutoBytes >> 20, " MiB (default auto).\n"
+      "                       limit); auto streams inputs over ",
+      kStreamAutoBytes >> 20,
+      " MiB (default auto).\n"
       "                       On a terminal, a progress bar shows the upload and the result\n"
+      "  --transport MODE     auto|grpc|shm: shm puts the input and the result in shared\n"
+      "                       memory the daemon maps (same host; a container needs\n"
+      "                       --ipc=host or a shared /dev/shm), so only events cross the\n"
+      "                       connection; auto does so for a local target (unix:, localhost,\n"
+      "                       127.x, ::1) and inputs of ",
+      kShmAutoBytes >> 20,
+      " MiB or more, else and where\n"
+      "                       the daemon cannot map it uses grpc (default auto)\n"
       "  --json               print one JSON object instead of text\n"
-      "  --target HOST:PORT   daemon address (default ", kDefaultTarget, ")\n");
+      "  --target HOST:PORT   daemon address (default ",
+      kDefaultTarget, ")\n");
 }
 
 std::string CompareHelp() {

@@ -24,6 +24,14 @@ enum class StreamMode { kAuto, kAlways, kNever };
 // that a request stays well inside it.
 inline constexpr int64_t kStreamAutoBytes = int64_t{32} << 20;
 
+// How `submit` moves the bytes: over the gRPC connection, or through shared memory the daemon
+// maps (same host only). kAuto uses shared memory for a local target (Unix socket, loopback)
+// and an input of at least kShmAutoBytes, and falls back to the connection when the daemon
+// cannot map this process's shared memory.
+enum class TransportMode { kAuto, kGrpc, kShm };
+// Below this, two extra registrations and a plan cost more than the bytes' trip.
+inline constexpr int64_t kShmAutoBytes = int64_t{1} << 20;
+
 struct SubmitArgs {
   std::string input;     // --input, required
   std::string ops_text;  // --ops, required, as typed
@@ -35,6 +43,7 @@ struct SubmitArgs {
   bool explain = false;       // --explain: ask for the plan and print it
   bool dry_run = false;       // --dry-run: plan only; implies printing the plan
   StreamMode stream = StreamMode::kAuto;  // --stream
+  TransportMode transport = TransportMode::kAuto;  // --transport
 };
 
 // Default configurations of `compare`: every explicit mode; "auto" only when asked for, as it

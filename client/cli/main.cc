@@ -35,6 +35,7 @@
 #include "client/cli/submit_output.h"
 #include "client/dtype.h"
 #include "client/job_client.h"
+#include "client/shm_submit.h"
 #include "client/npy.h"
 #include "client/ops_grammar.h"
 
@@ -201,27 +202,28 @@ bool ShouldStream(StreamMode mode, int64_t input_bytes) {
   return false;
 }
 
+// Whether `submit` tries shared memory (TransportMode).
+bool UseSharedMemory(const Args& args, int64_t input_bytes) {
+  const SubmitArgs& s = args.submit;
+  if (s.dry_run || s.stream == StreamMode::kAlways) return false;
+  switch (s.transport) {
+    case TransportMode::kShm:
+      return true;
+    case TransportMode::kGrpc:
+      return false;
+    case TransportMode::kAuto:
+      return input_bytes >= kShmAutoBytes && client::IsLocalTarget(args.target);
+  }
+  return false;
+}
+
 int RunSubmit(const Args& args, const Reporter& reporter) {
   const SubmitArgs& s = args.submit;
   // The header decides how the input travels; only the unary path reads the whole file.
   absl::StatusOr<client::NpyFileInfo> header = client::ReadNpyHeader(s.input);
   if (!header.ok()) return reporter.Fail(kExitRuntime, header.status());
-  const bool stream = ShouldStream(s.stream, header->data_bytes);
-  client::NpyArray input;
-  if (stream) {
-    input.dtype = header->dtype;
-    input.shape = header->shape;
-  } else {
-    absl::StatusOr<client::NpyArray> read = client::ReadNpy(s.input);
-    if (!read.ok()) return reporter.Fail(kExitRuntime, read.status());
-    input = *std::move(read);
-  }
-
-  v1::SubmitRequest request = MakeRequest(input, s.ops, s.priority, s.tag);
-  *request.mutable_options() = s.options;
-  // A dry run's stream carries the plan anyway; asking for it keeps that explicit.
-  request.set_explain(s.explain || s.dry_run);
-  request.set_dry_run(s.dry_run);
+  bool shm = UseSharedMemory(args, header->data_bytes);
+  const bool stream = !shm && ShouldStream(s.stream, header->data_bytes);
 
   absl::StatusOr<std::unique_ptr<client::JobClient>> client = Connect(args);
   if (!client.ok()) return reporter.Fail(kExitUsage, client.status());
@@ -243,16 +245,48 @@ int RunSubmit(const Args& args, const Reporter& reporter) {
   // The result goes to the --output file as it arrives (a dry run has none to write).
   SubmitOutput output(s.dry_run ? "" : s.output);
   absl::StatusOr<client::JobResult> result;
-  if (stream) {
+  client::NpyArray input;
+  input.dtype = header->dtype;
+  input.shape = header->shape;
+  if (shm) {
+    v1::SubmitRequest request = MakeRequest(input, s.ops, s.priority, s.tag);
+    *request.mutable_options() = s.options;
+    request.set_explain(s.explain);
     absl::StatusOr<std::unique_ptr<FileReader>> reader =
         FileReader::Open(s.input, header->data_offset);
     if (!reader.ok()) return reporter.Fail(kExitRuntime, reader.status());
-    result = (*client)->Run(
-        request, header->data_bytes,
-        [&](char* buffer, int64_t n) { return (*reader)->Read(buffer, n); }, on_event,
-        [&](int64_t sent, int64_t total) { progress.Upload(sent, total); }, &output);
-  } else {
-    result = (*client)->Submit(request, on_event, &output);
+    result = client::SubmitThroughSharedMemory(
+        **client, std::move(request), header->data_bytes,
+        [&](char* buffer, int64_t n) { return (*reader)->Read(buffer, n); }, on_event, &output);
+    // auto: a daemon that cannot map this process's memory gets the bytes over the connection.
+    if (!result.ok() && s.transport == TransportMode::kAuto &&
+        client::RegionsUnavailable(result.status()) && output.error().ok()) {
+      shm = false;
+    }
+  }
+  if (!shm) {
+    if (stream) {
+      v1::SubmitRequest request = MakeRequest(input, s.ops, s.priority, s.tag);
+      *request.mutable_options() = s.options;
+      request.set_explain(s.explain || s.dry_run);
+      request.set_dry_run(s.dry_run);
+      absl::StatusOr<std::unique_ptr<FileReader>> reader =
+          FileReader::Open(s.input, header->data_offset);
+      if (!reader.ok()) return reporter.Fail(kExitRuntime, reader.status());
+      result = (*client)->Run(
+          request, header->data_bytes,
+          [&](char* buffer, int64_t n) { return (*reader)->Read(buffer, n); }, on_event,
+          [&](int64_t sent, int64_t total) { progress.Upload(sent, total); }, &output);
+    } else {
+      absl::StatusOr<client::NpyArray> read = client::ReadNpy(s.input);
+      if (!read.ok()) return reporter.Fail(kExitRuntime, read.status());
+      v1::SubmitRequest request = MakeRequest(*read, s.ops, s.priority, s.tag);
+      *request.mutable_options() = s.options;
+      // A dry run's stream carries the plan anyway; asking for it keeps that explicit.
+      request.set_explain(s.explain || s.dry_run);
+      request.set_dry_run(s.dry_run);
+      result = (*client)->Submit(request, on_event, &output);
+    }
   }
   if (!result.ok()) {
     progress.Close();
@@ -268,7 +302,7 @@ int RunSubmit(const Args& args, const Reporter& reporter) {
   report.input_path = s.input;
   report.input_dtype = input.dtype;
   report.input_shape = input.shape;
-  report.streamed = stream;
+  report.upload = shm ? "shm" : stream ? "stream" : "inline";
   report.ops = client::FormatOps(s.ops);
   report.explain = s.explain;
   report.profile = s.options.profile();

@@ -351,7 +351,7 @@ nlohmann::ordered_json SubmitJson(const SubmitReport& r) {
   j["input"] = {{"path", r.input_path},
                 {"shape", r.input_shape},
                 {"dtype", DTypeName(r.input_dtype)}};
-  j["upload"] = r.streamed ? "stream" : "inline";
+  j["upload"] = r.upload;
   nlohmann::ordered_json output = {{"shape", ShapeOf(out.shape())},
                                    {"dtype", DTypeName(out.dtype())}};
   if (!res.dry_run) {

@@ -28,7 +28,9 @@ struct SubmitReport {
   bool explain = false;     // the plan was asked for (--explain)
   bool profile = false;     // step timings were asked for (--profile)
   bool timeline = false;    // the per-chunk timeline was asked for (--timeline)
-  bool streamed = false;    // the input went through Run (JSON "upload": "stream" or "inline")
+  // How the bytes travelled (JSON "upload"): "inline" (Submit), "stream" (Run) or "shm"
+  // (shared-memory regions).
+  std::string upload = "inline";
   // result.output needs its data only when it has at most kMaxShownElements elements: only
   // then are values shown; the element count comes from its shape.
   client::JobResult result;

@@ -20,6 +20,7 @@
 #include "server/engine/pipeline/host_block_pool.h"
 #include "server/engine/planning/plan.h"
 #include "server/engine/planning/step_work.h"
+#include "server/engine/regions/region_io.h"
 #include "server/engine/scheduling/client_queue.h"
 
 namespace gpupipe::engine {
@@ -70,7 +71,12 @@ struct QueuedJob {
 class Engine::Impl {
  public:
   Impl(std::unique_ptr<Backend> backend, EngineOptions options)
-      : backend_(std::move(backend)), options_(std::move(options)), admission_(options_.admission) {
+      : backend_(std::move(backend)),
+        options_(std::move(options)),
+        admission_(options_.admission),
+        regions_(options_.regions, [b = backend_.get()](char* data, int64_t bytes) {
+          return b->PinHostMemory(data, bytes);
+        }) {
     std::random_device rd;
     id_prefix_ = absl::StrFormat("%06x", rd() & 0xffffff);
     const int64_t pool_bytes = options_.limits.input_ring_total_bytes;
@@ -111,6 +117,19 @@ class Engine::Impl {
     if (!status.ok()) job_stats_.Refused(status);
     return status;
   }
+
+  absl::Status SubmitWithRegions(JobSpec spec, std::string& inline_input, const JobRegions& regions,
+                                 std::shared_ptr<JobSink> sink) {
+    absl::Status status;
+    try {
+      status = SubmitWithRegionsOrThrow(std::move(spec), inline_input, regions, std::move(sink));
+    } catch (...) {
+      status = FromException(std::current_exception());
+    }
+    return status;
+  }
+
+  RegionRegistry& regions() { return regions_; }
 
   // The ring a streamed upload lands in: buffers of the layout's largest chunk (chunk_plan.h:
   // the first chunks and the last are the largest of any layout), as many as
@@ -177,6 +196,7 @@ class Engine::Impl {
     d.levels = backend_->levels();
     d.limits = options_.limits;
     d.admission = options_.admission;
+    d.regions = options_.regions;
     d.min_chunk_bytes = options_.chunk_policy.min_chunk_bytes;
     d.stagings = backend_->stagings();
     d.launch_modes = backend_->launch_modes();
@@ -217,6 +237,9 @@ class Engine::Impl {
     for (auto& [name, jobs] : client_done) {
       stats.clients.push_back({name, 0, 0, 0, std::move(jobs)});
     }
+    stats.regions = regions_.registered();
+    stats.region_mapped_bytes = regions_.mapped_bytes();
+    stats.region_capacity_bytes = options_.regions.max_bytes;
     stats.queued_bytes = admission_.queued_bytes();
     stats.max_queued_bytes = options_.admission.max_queued_bytes;
     if (ring_pool_) {
@@ -268,6 +291,90 @@ class Engine::Impl {
   }
 
  private:
+  // Refusals before Submit proper are counted here; Submit counts its own.
+  absl::Status SubmitWithRegionsOrThrow(JobSpec spec, std::string& inline_input,
+                                        const JobRegions& regions, std::shared_ptr<JobSink> sink) {
+    const auto refuse = [this](absl::Status status) {
+      job_stats_.Refused(status);
+      return status;
+    };
+    std::shared_ptr<HostRegion> in_region;
+    std::shared_ptr<HostRegion> out_region;
+    int64_t size = static_cast<int64_t>(inline_input.size());
+    if (regions.input) {
+      const RegionSlice& slice = *regions.input;
+      if (!inline_input.empty()) {
+        return refuse(absl::InvalidArgumentError(
+            "input.data: must be empty when input_region is set (the bytes are in the region)"));
+      }
+      absl::StatusOr<std::shared_ptr<HostRegion>> found =
+          regions_.Find(spec.client, slice.region_id, "input_region.region_id");
+      if (!found.ok()) return refuse(found.status());
+      in_region = *std::move(found);
+      const int64_t elements = ElementCount(spec.shape);
+      const int64_t itemsize = DTypeSize(spec.dtype);
+      const int64_t expected =
+          elements < 0 || elements > std::numeric_limits<int64_t>::max() / itemsize
+              ? -1
+              : elements * itemsize;
+      size = slice.length != 0 ? slice.length : expected;
+      if (size >= 0) {
+        if (absl::Status s = in_region->CheckRange(slice.offset, size, "input_region"); !s.ok()) {
+          return refuse(s);
+        }
+      }
+    }
+    if (regions.output) {
+      absl::StatusOr<std::shared_ptr<HostRegion>> found =
+          regions_.Find(spec.client, regions.output->region_id, "output_region.region_id");
+      if (!found.ok()) return refuse(found.status());
+      out_region = *std::move(found);
+    }
+    const RegionSlice in_slice = regions.input.value_or(RegionSlice{});
+    const RegionSlice out_slice = regions.output.value_or(RegionSlice{});
+    std::shared_ptr<JobSink> job_sink =
+        out_region ? std::make_shared<RegionOutputSink>(sink, out_region, out_slice.offset) : sink;
+    return Submit(
+        std::move(spec), size, in_region ? InputPath::kRegion : InputPath::kInline,
+        [&](const Plan& plan, const ChunkLayout&) -> absl::StatusOr<int64_t> {
+          if (out_region) {
+            const int64_t out_bytes = plan.output_elements * DTypeSize(plan.output_dtype);
+            if (out_slice.offset < 0 || out_slice.offset > out_region->size()) {
+              return out_region->CheckRange(out_slice.offset, 0, "output_region");
+            }
+            const int64_t length =
+                out_slice.length != 0 ? out_slice.length : out_region->size() - out_slice.offset;
+            if (absl::Status s = out_region->CheckRange(out_slice.offset, length, "output_region");
+                !s.ok()) {
+              return s;
+            }
+            if (length < out_bytes) {
+              return absl::InvalidArgumentError(
+                  absl::StrCat("output_region: ", length, " bytes do not hold the result's ",
+                               out_bytes, " bytes (", DTypeName(plan.output_dtype), ", shape ",
+                               ShapeString(plan.output_shape), ")"));
+            }
+            if (in_region == out_region && in_slice.offset < out_slice.offset + out_bytes &&
+                out_slice.offset < in_slice.offset + size) {
+              return absl::InvalidArgumentError(
+                  "output_region: overlaps input_region; results would overwrite input the job "
+                  "has not read yet");
+            }
+          }
+          // A region input holds none of the daemon's memory while it waits.
+          return in_region ? 0 : size;
+        },
+        [&](const Plan&,
+            const ChunkLayout& layout) -> absl::StatusOr<std::shared_ptr<InputSource>> {
+          if (!in_region) return InputSource::Complete(std::move(inline_input));
+          // Split rows are combined on the host, which reads their input: those go through
+          // copies, as does everything on a backend that does not page-lock.
+          const bool direct = in_region->pinned() && layout.mode != ChunkLayout::Mode::kSplitRow;
+          return RegionInput(in_region, in_slice.offset, size, direct);
+        },
+        std::move(job_sink));
+  }
+
   absl::Status SubmitOrThrow(JobSpec spec, int64_t input_size, InputPath path,
                              const HeldBytes& held_bytes, const TakeInput& take_input,
                              std::shared_ptr<JobSink> sink) {
@@ -443,6 +550,8 @@ class Engine::Impl {
   absl::Status device_lost_;               // why the backend can run no more jobs
   int64_t next_id_ = 0;
   Admission admission_;
+  // After backend_, so that regions are unpinned while the backend still runs.
+  RegionRegistry regions_;
   JobStats job_stats_;
   std::array<ClientQueue<std::unique_ptr<QueuedJob>>, kPriorityLevels> queues_;
   std::unordered_set<const QueuedJob*> running_;
@@ -509,6 +618,25 @@ absl::StatusOr<std::shared_ptr<InputRing>> Engine::SubmitStreamed(JobSpec spec,
       std::move(sink));
   if (!status.ok()) return status;
   return ring;
+}
+
+absl::Status Engine::Submit(JobSpec spec, std::string& input, const JobRegions& regions,
+                            std::shared_ptr<JobSink> sink) {
+  if (!regions.input && !regions.output) return Submit(std::move(spec), input, std::move(sink));
+  return impl_->SubmitWithRegions(std::move(spec), input, regions, std::move(sink));
+}
+
+absl::StatusOr<RegionInfo> Engine::RegisterRegion(const std::string& client,
+                                                  const std::string& shm_name, int64_t bytes) {
+  try {
+    return impl_->regions().Register(client, shm_name, bytes);
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError("the server ran out of memory for this region");
+  }
+}
+
+absl::Status Engine::UnregisterRegion(const std::string& client, const std::string& region_id) {
+  return impl_->regions().Unregister(client, region_id);
 }
 
 EngineDescription Engine::Describe() const { return impl_->Describe(); }

@@ -33,6 +33,7 @@
 #include "server/engine/job/job_sink.h"
 #include "server/engine/job/limits.h"
 #include "server/engine/job/types.h"
+#include "server/engine/regions/region_registry.h"
 #include "server/engine/scheduling/admission.h"
 #include "server/engine/stats/job_stats.h"
 
@@ -51,6 +52,7 @@ struct EngineOptions {
   Limits limits;
   ChunkPolicy chunk_policy;
   AdmissionLimits admission;
+  RegionLimits regions;
   // Called once per finished job, from an engine thread.
   std::function<void(const JobRecord&)> on_job_done;
   // Called once, from an engine thread, when the backend can run no more jobs
@@ -64,6 +66,7 @@ struct EngineDescription {
   std::vector<PriorityLevel> levels;
   Limits limits;
   AdmissionLimits admission;
+  RegionLimits regions;
   int64_t min_chunk_bytes = 0;
   std::vector<Staging> stagings;
   std::vector<LaunchMode> launch_modes;
@@ -94,8 +97,24 @@ struct EngineStats {
   int64_t queued_bytes = 0;
   int64_t max_queued_bytes = 0;
   int uploads_in_progress = 0;
+  int regions = 0;                    // registered
+  int64_t region_mapped_bytes = 0;    // mapped, regions unregistered whose jobs still run included
+  int64_t region_capacity_bytes = 0;  // RegionLimits::max_bytes
   GraphCacheStats graph_cache;
   std::map<std::string, int64_t> refused;  // JobStats::Refused
+};
+
+// Bytes [offset, offset + length) of a registered region (RegionRegistry) that a job reads
+// its input from or writes its output into. length 0: for an input, the tensor's bytes; for an
+// output, up to the region's end.
+struct RegionSlice {
+  std::string region_id;
+  int64_t offset = 0;
+  int64_t length = 0;
+};
+struct JobRegions {
+  std::optional<RegionSlice> input;
+  std::optional<RegionSlice> output;
 };
 
 class Engine {
@@ -122,6 +141,19 @@ class Engine {
   // ring with its own status. RESOURCE_EXHAUSTED when the input ring pool has no room.
   absl::StatusOr<std::shared_ptr<InputRing>> SubmitStreamed(JobSpec spec,
                                                             std::shared_ptr<JobSink> sink);
+
+  // As Submit above, with the input read from a region (`regions.input`, and `input` then
+  // empty; the limit is Limits::max_region_input_bytes) and/or the output written into one
+  // (`regions.output`, which must hold it; the sink then receives no OnChunk). Regions belong
+  // to spec.client (RegionRegistry::Find's errors); an input and an output may not overlap.
+  absl::Status Submit(JobSpec spec, std::string& input, const JobRegions& regions,
+                      std::shared_ptr<JobSink> sink);
+
+  // Maps a client's shared-memory object as a region its jobs may use
+  // (RegionRegistry::Register), and unmaps it once no job uses it any more.
+  absl::StatusOr<RegionInfo> RegisterRegion(const std::string& client, const std::string& shm_name,
+                                            int64_t bytes);
+  absl::Status UnregisterRegion(const std::string& client, const std::string& region_id);
 
   EngineDescription Describe() const;
   // With `with_clients` false, EngineStats::clients stays empty (the per-client figures are

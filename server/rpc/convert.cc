@@ -1,6 +1,7 @@
 #include "server/rpc/convert.h"
 
 #include <cstdint>
+#include <limits>
 
 #include <google/protobuf/unknown_field_set.h>
 
@@ -246,6 +247,34 @@ v1::LaunchMode EncodeLaunchMode(engine::LaunchMode mode) {
   return v1::LAUNCH_AUTO;
 }
 
+absl::StatusOr<engine::JobRegions> DecodeJobRegions(const v1::SubmitRequest& request) {
+  engine::JobRegions regions;
+  const auto decode = [](const v1::RegionSlice& slice,
+                         const char* field) -> absl::StatusOr<engine::RegionSlice> {
+    constexpr uint64_t kMax = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+    if (slice.region_id().empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ".region_id: empty; give the id RegisterRegion returned"));
+    }
+    if (slice.offset() > kMax || slice.length() > kMax) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ": offset or length out of range"));
+    }
+    return engine::RegionSlice{slice.region_id(), static_cast<int64_t>(slice.offset()),
+                               static_cast<int64_t>(slice.length())};
+  };
+  if (request.has_input_region()) {
+    absl::StatusOr<engine::RegionSlice> in = decode(request.input_region(), "input_region");
+    if (!in.ok()) return in.status();
+    regions.input = *std::move(in);
+  }
+  if (request.has_output_region()) {
+    absl::StatusOr<engine::RegionSlice> out = decode(request.output_region(), "output_region");
+    if (!out.ok()) return out.status();
+    regions.output = *std::move(out);
+  }
+  return regions;
+}
+
 v1::JobEvent EncodeAccepted(const engine::AcceptedInfo& info) {
   v1::JobEvent event;
   event.set_job_id(info.job_id);
@@ -394,6 +423,11 @@ v1::DescribeResponse EncodeDescription(const engine::EngineDescription& d,
   limits->set_max_client_queued_bytes(d.admission.max_client_queued_bytes);
   limits->set_max_client_uploads(d.admission.max_client_uploads);
   limits->set_upload_idle_timeout_ms(d.limits.upload_idle_timeout_ms);
+  limits->set_max_region_bytes(d.regions.max_bytes);
+  limits->set_max_client_region_bytes(d.regions.max_client_bytes);
+  limits->set_max_client_regions(d.regions.max_client_regions);
+  limits->set_region_idle_timeout_ms(d.regions.idle_timeout.count());
+  limits->set_max_region_input_bytes(d.limits.max_region_input_bytes);
   for (engine::Staging s : d.stagings) response.add_stagings(EncodeStaging(s));
   for (engine::LaunchMode m : d.launch_modes) response.add_launch_modes(EncodeLaunchMode(m));
   v1::GraphCacheStats* graphs = response.mutable_graph_cache();
@@ -457,6 +491,11 @@ v1::StatsResponse EncodeStats(const engine::EngineStats& stats, const std::strin
   queued->set_name("queued_inputs");
   queued->set_used_bytes(stats.queued_bytes);
   queued->set_capacity_bytes(stats.max_queued_bytes);
+  v1::PoolStats* regions = out.add_pools();
+  regions->set_name("regions");
+  regions->set_used_bytes(stats.region_mapped_bytes);
+  regions->set_capacity_bytes(stats.region_capacity_bytes);
+  out.set_regions(stats.regions);
   v1::GraphCacheStats* g = out.mutable_graph_cache();
   g->set_hits(stats.graph_cache.hits);
   g->set_updates(stats.graph_cache.updates);

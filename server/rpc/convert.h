@@ -15,6 +15,10 @@ namespace gpupipe::rpc {
 // input bytes are not touched (the caller moves them separately).
 absl::StatusOr<engine::JobSpec> DecodeJobSpec(const v1::SubmitRequest& request);
 
+// The request's input and output regions (either may be absent); INVALID_ARGUMENT for an
+// empty id or an offset or length beyond int64.
+absl::StatusOr<engine::JobRegions> DecodeJobRegions(const v1::SubmitRequest& request);
+
 v1::DType EncodeDType(engine::DType dtype);
 v1::Priority EncodePriority(engine::Priority priority);
 v1::Staging EncodeStaging(engine::Staging staging);

@@ -1,7 +1,9 @@
 #include "server/rpc/job_service.h"
 
+#include <limits>
 #include <new>
 
+#include "server/rpc/call_context.h"
 #include "server/rpc/convert.h"
 #include "server/rpc/status_mapping.h"
 #include "server/rpc/run_reactor.h"
@@ -30,16 +32,17 @@ v1::StatsResponse JobServiceImpl::Stats(bool with_clients) const {
   return stats;
 }
 
-grpc::ServerUnaryReactor* JobServiceImpl::Answer(grpc::CallbackServerContext* context,
-                                                 const std::function<void()>& fill_response) {
+grpc::ServerUnaryReactor* JobServiceImpl::Answer(
+    grpc::CallbackServerContext* context,
+    const std::function<absl::Status(const std::string& caller)>& fill_response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  if (absl::StatusOr<std::string> caller = Authenticate(*context); !caller.ok()) {
+  absl::StatusOr<std::string> caller = Authenticate(*context);
+  if (!caller.ok()) {
     reactor->Finish(ToGrpcStatus(caller.status()));
     return reactor;
   }
   try {
-    fill_response();
-    reactor->Finish(grpc::Status::OK);
+    reactor->Finish(ToGrpcStatus(fill_response(*caller)));
   } catch (const std::bad_alloc&) {
     reactor->Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
                                  "the server ran out of memory for this request"));
@@ -50,7 +53,10 @@ grpc::ServerUnaryReactor* JobServiceImpl::Answer(grpc::CallbackServerContext* co
 grpc::ServerUnaryReactor* JobServiceImpl::GetStats(grpc::CallbackServerContext* context,
                                                    const v1::StatsRequest* /*request*/,
                                                    v1::StatsResponse* response) {
-  return Answer(context, [&] { *response = Stats(); });
+  return Answer(context, [&](const std::string&) {
+    *response = Stats();
+    return absl::OkStatus();
+  });
 }
 
 grpc::ServerWriteReactor<v1::JobEvent>* JobServiceImpl::Submit(grpc::CallbackServerContext* context,
@@ -68,9 +74,36 @@ grpc::ServerBidiReactor<v1::RunRequest, v1::JobEvent>* JobServiceImpl::Run(
 grpc::ServerUnaryReactor* JobServiceImpl::Describe(grpc::CallbackServerContext* context,
                                                    const v1::DescribeRequest* /*request*/,
                                                    v1::DescribeResponse* response) {
-  return Answer(context, [&] {
+  return Answer(context, [&](const std::string&) {
     *response = EncodeDescription(engine_->Describe(), options_.server_version);
     response->mutable_limits()->set_reader_idle_timeout_ms(options_.reader_idle_timeout.count());
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* JobServiceImpl::RegisterRegion(grpc::CallbackServerContext* context,
+                                                         const v1::RegisterRegionRequest* request,
+                                                         v1::RegisterRegionResponse* response) {
+  return Answer(context, [&](const std::string& caller) {
+    if (request->size() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      return absl::InvalidArgumentError("size: out of range");
+    }
+    absl::StatusOr<engine::RegionInfo> region =
+        engine_->RegisterRegion(ClientIdentity(*context, caller), request->shm_name(),
+                                static_cast<int64_t>(request->size()));
+    if (!region.ok()) return region.status();
+    response->set_region_id(region->id);
+    response->set_size(static_cast<uint64_t>(region->size));
+    response->set_pinned(region->pinned);
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* JobServiceImpl::UnregisterRegion(
+    grpc::CallbackServerContext* context, const v1::UnregisterRegionRequest* request,
+    v1::UnregisterRegionResponse* /*response*/) {
+  return Answer(context, [&](const std::string& caller) {
+    return engine_->UnregisterRegion(ClientIdentity(*context, caller), request->region_id());
   });
 }
 

@@ -50,6 +50,12 @@ class JobServiceImpl final : public v1::JobService::CallbackService {
   grpc::ServerUnaryReactor* GetStats(grpc::CallbackServerContext* context,
                                      const v1::StatsRequest* request,
                                      v1::StatsResponse* response) override;
+  grpc::ServerUnaryReactor* RegisterRegion(grpc::CallbackServerContext* context,
+                                           const v1::RegisterRegionRequest* request,
+                                           v1::RegisterRegionResponse* response) override;
+  grpc::ServerUnaryReactor* UnregisterRegion(grpc::CallbackServerContext* context,
+                                             const v1::UnregisterRegionRequest* request,
+                                             v1::UnregisterRegionResponse* response) override;
 
   // The figures GetStats answers with (also the daemon's Prometheus metrics): the engine's,
   // with the calls this layer refused (no valid token) among the refusals.
@@ -64,10 +70,12 @@ class JobServiceImpl final : public v1::JobService::CallbackService {
  private:
   // The caller's token name (empty where none is required), or UNAUTHENTICATED.
   absl::StatusOr<std::string> Authenticate(const grpc::CallbackServerContext& context) const;
-  // A unary call: authenticated, then answered with what `fill_response` wrote (or
-  // RESOURCE_EXHAUSTED when memory runs out meanwhile).
-  grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context,
-                                   const std::function<void()>& fill_response);
+  // A unary call: authenticated, then answered with what `fill_response` wrote and the status
+  // it returned (or RESOURCE_EXHAUSTED when memory runs out meanwhile). It is given the
+  // caller's token name.
+  grpc::ServerUnaryReactor* Answer(
+      grpc::CallbackServerContext* context,
+      const std::function<absl::Status(const std::string& caller)>& fill_response);
 
   engine::Engine* engine_;
   JobServiceOptions options_;

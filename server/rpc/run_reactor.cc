@@ -103,6 +103,12 @@ bool RunReactor::OnSpec(v1::SubmitRequest* spec_message) {
         " bytes); send the input as data messages after the spec")));
     return false;
   }
+  if (spec_message->has_input_region() || spec_message->has_output_region()) {
+    Reject(absl::InvalidArgumentError(
+        "spec.input_region, spec.output_region: regions go with Submit (Run streams the input "
+        "and the result through the call)"));
+    return false;
+  }
   absl::StatusOr<engine::JobSpec> spec = DecodeJobSpec(*spec_message);
   if (!spec.ok()) {
     Reject(spec.status());

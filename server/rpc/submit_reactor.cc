@@ -25,15 +25,17 @@ SubmitReactor::SubmitReactor(engine::Engine* engine, grpc::CallbackServerContext
   absl::Status status;
   try {
     absl::StatusOr<engine::JobSpec> spec = DecodeJobSpec(*request);
-    if (spec.ok()) {
+    absl::StatusOr<engine::JobRegions> regions =
+        spec.ok() ? DecodeJobRegions(*request) : engine::JobRegions{};
+    if (spec.ok() && regions.ok()) {
       ApplyCallContext(*context, *caller, &*spec);
       // The request lives until the call ends and nothing reads its bytes after this point, so
       // the input is moved out instead of copied (it can be tens of MiB).
       std::string input =
           std::move(*const_cast<v1::SubmitRequest*>(request)->mutable_input()->mutable_data());
-      status = engine->Submit(*std::move(spec), input, stream_);
+      status = engine->Submit(*std::move(spec), input, *regions, stream_);
     } else {
-      status = spec.status();
+      status = spec.ok() ? regions.status() : spec.status();
       engine->CountRefusal(status);
     }
   } catch (const std::bad_alloc&) {

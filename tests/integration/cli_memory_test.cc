@@ -172,7 +172,7 @@ TEST_F(CliMemoryTest, ALargeResultGoesToDiskNotMemory) {
   const auto start = std::chrono::steady_clock::now();
   const CommandResult r =
       RunCommand({CliBinary(), "submit", "--input", input, "--ops", "relu", "--output", output,
-                  "--json", "--target", daemon_->target()});
+                  "--json", "--target", daemon_->target(), "--transport", "grpc"});
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ASSERT_EQ(r.exit_code, 0) << r.err << "\ndaemon log:\n" << daemon_->log();

@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -40,7 +41,11 @@ class CliStream : public ::testing::Test {
     std::system(("rm -rf " + dir_).c_str());
   }
 
+  // This suite is about the connection's two paths: shared memory stays out of it.
   CommandResult Gpupipe(std::vector<std::string> args) {
+    if (std::find(args.begin(), args.end(), "submit") != args.end()) {
+      args.insert(args.end(), {"--transport", "grpc"});
+    }
     args.insert(args.begin(), {CliBinary(), "--target", daemon_->target()});
     return RunCommand(args);
   }

@@ -95,8 +95,8 @@ TEST_F(StreamTest, TwoGiBInputThroughTheCli) {
   const std::vector<float> want = WritePatternNpy(input, rows, cols);
   const auto start = std::chrono::steady_clock::now();
   const CommandResult r =
-      RunCommand({CliBinary(), "--target", daemon_->target(), "--json", "submit", "--input",
-                  input, "--ops", "relu | sum", "--output", output});
+      RunCommand({CliBinary(), "--target", daemon_->target(), "--json", "submit", "--input", input,
+                  "--ops", "relu | sum", "--output", output, "--transport", "grpc"});
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ASSERT_EQ(r.exit_code, 0) << r.err << "\ndaemon log:\n" << daemon_->log();

@@ -33,6 +33,10 @@ absl::StatusOr<HostBlock> Backend::AllocateInputMemory(int64_t bytes) {
   return HostBlock{data, /*pinned=*/false, [](char* p) { delete[] p; }};
 }
 
+absl::StatusOr<HostPin> Backend::PinHostMemory(char* /*data*/, int64_t /*bytes*/) {
+  return HostPin{};
+}
+
 absl::Status Backend::CheckOptions(const JobSpec& spec) const {
   if (!Contains(stagings(), spec.staging)) {
     return absl::InvalidArgumentError(absl::StrCat(

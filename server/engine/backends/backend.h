@@ -18,6 +18,7 @@
 #include "server/engine/job/job_sink.h"
 #include "server/engine/planning/plan.h"
 #include "server/engine/job/types.h"
+#include "server/engine/regions/host_region.h"
 
 namespace gpupipe::engine {
 
@@ -68,6 +69,11 @@ class LaneExecutor {
 
   // Chunks the lane can have enqueued and not finished at once.
   virtual int window() const = 0;
+  // For the job begun last (until its End): page-locked host memory holding the whole output
+  // at its byte offsets (JobSink::DirectOutput), which the lane may copy results into instead
+  // of its own buffers; Finish then returns pointers into it. Lanes without a device copy
+  // ignore it.
+  virtual void SetDirectOutput(char* /*output*/) {}
   // A job starts on the lane. Fills the lane's fields of `timing` (stream, staging). A lane
   // that computes on the host asks `interrupt` (valid until End) between slices of a chunk's
   // work and returns its status, so a costly chunk stops within milliseconds; a device lane
@@ -130,6 +136,10 @@ class Backend {
   // `bytes` of host memory for input rings, in the memory the lanes copy from fastest (the
   // CUDA backend's is page-locked); RESOURCE_EXHAUSTED when it cannot be had.
   virtual absl::StatusOr<HostBlock> AllocateInputMemory(int64_t bytes);
+
+  // Page-locks `bytes` of host memory at `data` (a registered region), so that lanes copy from
+  // and to it directly; until HostPin::unpin. The default page-locks nothing.
+  virtual absl::StatusOr<HostPin> PinHostMemory(char* data, int64_t bytes);
 
   // The lane's verbs. Only one job uses a lane at a time; lanes may run concurrently.
   virtual LaneExecutor& lane(Priority priority, int lane) = 0;

@@ -89,6 +89,10 @@ class JobSink {
   // OK while the reader is there; otherwise why it is gone, as OnChunk says. Lets the engine
   // skip or stop a job nobody waits for. Never blocks.
   virtual absl::Status ReaderStatus() const = 0;
+  // Page-locked host memory that holds the whole output at its byte offsets (a registered
+  // region), which a lane may write results into directly; null where there is none. Where a
+  // lane did, OnChunk receives pointers into it.
+  virtual char* DirectOutput() const { return nullptr; }
 };
 
 }  // namespace gpupipe::engine

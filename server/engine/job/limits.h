@@ -9,6 +9,7 @@ namespace gpupipe::engine {
 enum class InputPath {
   kInline,    // in the request message (Submit): Limits::max_input_bytes
   kStreamed,  // uploaded in chunks (Run): Limits::max_stream_input_bytes
+  kRegion,    // read from a registered region: Limits::max_region_input_bytes
 };
 
 struct Limits {
@@ -17,6 +18,9 @@ struct Limits {
   // Largest input of a job whose bytes are streamed in chunks (Run): larger, since no single
   // message holds it.
   int64_t max_stream_input_bytes = int64_t{4} << 30;
+  // Largest input read from a registered region, and largest result of such a job: what one
+  // region may hold (the daemon sets it from its region limits).
+  int64_t max_region_input_bytes = int64_t{16} << 30;
   int max_ops = 64;
   int max_rank = 8;
   // Largest result chunk in one event: 1 MiB less room for the event's other fields, so every

@@ -175,20 +175,25 @@ absl::Status ValidateJob(const JobSpec& spec, int64_t input_bytes, const Limits&
   }
   const int64_t itemsize = DTypeSize(spec.dtype);
   const bool streamed = path == InputPath::kStreamed;
-  const int64_t max_bytes = streamed ? limits.max_stream_input_bytes : limits.max_input_bytes;
+  const int64_t max_bytes = path == InputPath::kRegion ? limits.max_region_input_bytes
+                            : streamed                 ? limits.max_stream_input_bytes
+                                                       : limits.max_input_bytes;
   const bool overflows = elements > std::numeric_limits<int64_t>::max() / itemsize;
   if (overflows || elements * itemsize > max_bytes) {
     // An inline input that a streamed upload could carry gets pointed there.
-    const std::string hint =
-        !streamed && !overflows && elements * itemsize <= limits.max_stream_input_bytes
-            ? absl::StrCat("; inputs up to ", limits.max_stream_input_bytes,
-                           " bytes can be streamed with Run")
-            : std::string();
+    const std::string hint = path == InputPath::kInline && !overflows &&
+                                     elements * itemsize <= limits.max_stream_input_bytes
+                                 ? absl::StrCat("; inputs up to ", limits.max_stream_input_bytes,
+                                                " bytes can be streamed with Run")
+                                 : std::string();
     return absl::ResourceExhaustedError(absl::StrCat(
         "input: shape ", ShapeString(spec.shape), " of ", DTypeName(spec.dtype), " needs ",
         overflows ? std::string("too many") : absl::StrCat(elements * itemsize),
         " bytes, over this server's limit of ", max_bytes, " bytes",
-        streamed ? " for streamed inputs" : "", hint));
+        streamed                     ? " for streamed inputs"
+        : path == InputPath::kRegion ? " for region inputs"
+                                     : "",
+        hint));
   }
   if (input_bytes != elements * itemsize) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -226,7 +231,9 @@ absl::Status ValidateJob(const JobSpec& spec, int64_t input_bytes, const Limits&
       return absl::ResourceExhaustedError(absl::StrCat(
           OpField(i, info), ": its result, shape ", ShapeString(shape), " of ", DTypeName(dtype),
           ", needs more than this server's limit of ", max_bytes, " bytes",
-          streamed ? " for streamed inputs" : ""));
+          streamed                     ? " for streamed inputs"
+          : path == InputPath::kRegion ? " for region inputs"
+                                       : ""));
     }
   }
   if (spec.stages < 0 || spec.stages > 8) {

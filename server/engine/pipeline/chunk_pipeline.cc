@@ -220,7 +220,10 @@ absl::Status RunChunkPipeline(const ChunkJob& job, LaneExecutor& lane, PriorityG
   const PriorityGate::Running running = gate.Enter(static_cast<int>(job.spec.priority));
   job.timing->chunks = static_cast<int>(job.layout.chunk_count);
   absl::Status status = lane.Begin(job.spec, job.plan, job.layout, job.interrupt, job.timing);
-  if (status.ok()) status = PipelineRun(job, lane, gate, policy).Run();
+  if (status.ok()) {
+    lane.SetDirectOutput(job.sink.DirectOutput());
+    status = PipelineRun(job, lane, gate, policy).Run();
+  }
   lane.End(status, job.timing);
   return status;
 }

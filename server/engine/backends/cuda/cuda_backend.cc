@@ -103,6 +103,23 @@ class CudaBackend final : public Backend {
                      [](char* p) { cudaFreeHost(p); }};
   }
 
+  absl::StatusOr<HostPin> PinHostMemory(char* data, int64_t bytes) override {
+    GPUPIPE_CUDA_RETURN(cudaSetDevice(options_.device), "cudaSetDevice");
+    if (cudaError_t err =
+            cudaHostRegister(data, static_cast<size_t>(bytes), cudaHostRegisterDefault);
+        err != cudaSuccess) {
+      cudaGetLastError();
+      return absl::ResourceExhaustedError(absl::StrCat("cannot page-lock the region's ", bytes,
+                                                       " bytes: ", cudaGetErrorName(err), " (",
+                                                       cudaGetErrorString(err), ")"));
+    }
+    return HostPin{/*pinned=*/true, [data, device = options_.device] {
+                     cudaSetDevice(device);
+                     cudaHostUnregister(data);
+                     cudaGetLastError();
+                   }};
+  }
+
   LaneExecutor& lane(Priority priority, int lane) override {
     return *lanes_[static_cast<int>(priority)][static_cast<size_t>(lane)];
   }

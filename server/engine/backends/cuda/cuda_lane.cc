@@ -177,9 +177,16 @@ absl::Status CudaLane::Enqueue(const Chunk& chunk) {
   GPUPIPE_CUDA_RETURN(cudaStreamWaitEvent(d2h, slot.compute_done.get(), 0),
                       "cudaStreamWaitEvent");
   GPUPIPE_CUDA_RETURN(cudaEventRecord(slot.times[4].get(), d2h), "cudaEventRecord");
-  GPUPIPE_CUDA_RETURN(cudaMemcpyAsync(slot.h_output, slot.d_buffers[src], out_bytes,
-                                      cudaMemcpyDeviceToHost, d2h),
-                      "copying a chunk of the output to the host");
+  // Results of whole rows go straight to their place in a registered output region; split
+  // rows are combined on the host first, from the slot's buffer.
+  char* out = static_cast<char*>(slot.h_output);
+  if (direct_output_ != nullptr && layout_->mode == ChunkLayout::Mode::kRows) {
+    out = direct_output_ + chunk.out_offset * layout_->out_itemsize;
+  }
+  results_[static_cast<size_t>(s)] = out;
+  GPUPIPE_CUDA_RETURN(
+      cudaMemcpyAsync(out, slot.d_buffers[src], out_bytes, cudaMemcpyDeviceToHost, d2h),
+      "copying a chunk of the output to the host");
   GPUPIPE_CUDA_RETURN(cudaEventRecord(slot.times[5].get(), d2h), "cudaEventRecord");
   GPUPIPE_CUDA_RETURN(cudaEventRecord(slot.d2h_done.get(), d2h), "cudaEventRecord");
   return absl::OkStatus();
@@ -337,10 +344,11 @@ absl::StatusOr<const char*> CudaLane::Finish(const Chunk& chunk, JobTiming* timi
     timing->timeline.push_back({"compute", "compute", k, at[2], at[3]});
     timing->timeline.push_back({"d2h", "d2h", k, at[4], at[5]});
   }
-  return static_cast<const char*>(slot.h_output);
+  return results_[static_cast<size_t>(chunk.index % kSlots)];
 }
 
 void CudaLane::End(const absl::Status& status, JobTiming* timing) {
+  direct_output_ = nullptr;
   // A chunk staged and never enqueued (the job failed) may still be copying from its input,
   // which the job releases next.
   for (StagedChunk& chunk : staging_) WaitForStaging(chunk);

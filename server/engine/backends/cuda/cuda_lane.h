@@ -64,6 +64,7 @@ class CudaLane final : public LaneExecutor {
   absl::Status Profile(const Chunk& chunk, JobTiming* timing) override;
   absl::StatusOr<bool> Ready(const Chunk& chunk) override;
   absl::StatusOr<const char*> Finish(const Chunk& chunk, JobTiming* timing) override;
+  void SetDirectOutput(char* output) override { direct_output_ = output; }
   void End(const absl::Status& status, JobTiming* timing) override;
 
  private:
@@ -107,6 +108,11 @@ class CudaLane final : public LaneExecutor {
   std::array<StagedChunk, 2> staging_;
   // When the last staging copy counted so far finished (JobTiming::host_staging_us).
   std::chrono::steady_clock::time_point staging_busy_until_;
+  // Page-locked memory for the whole output (a registered region), or null: a kRows chunk's
+  // copy out goes straight to its place there instead of the slot's buffer.
+  char* direct_output_ = nullptr;
+  // Where each slot's chunk result lands (its buffer or its place in direct_output_).
+  std::array<const char*, kSlots> results_{};
   int kernels_ = 0;
   int64_t job_number_ = 0;  // this job's number among the backend's (FaultPlan)
   int64_t graph_chunks_ = 0;

@@ -1,0 +1,103 @@
+#include "server/engine/regions/host_region.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace gpupipe::engine {
+namespace {
+
+// shm_open's rule: one leading slash, then a file name of its own (no other slash, not "." or
+// ".."), at most NAME_MAX bytes.
+absl::StatusOr<std::string> NormalizeName(std::string name) {
+  if (name.empty() || name == "/") {
+    return absl::InvalidArgumentError("shm_name: empty; give the name passed to shm_open");
+  }
+  if (name.front() != '/') name.insert(name.begin(), '/');
+  const std::string base = name.substr(1);
+  if (base.find('/') != std::string::npos || base == "." || base == ".." ||
+      base.size() > NAME_MAX || base.find('\0') != std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("shm_name: '", name,
+                     "' is not a shared-memory object name (\"/name\", no other slash, "
+                     "at most ",
+                     NAME_MAX, " bytes)"));
+  }
+  return name;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<HostRegion>> HostRegion::Open(std::string shm_name, int64_t bytes,
+                                                             const PinHostMemoryFn& pin) {
+  absl::StatusOr<std::string> name = NormalizeName(std::move(shm_name));
+  if (!name.ok()) return name.status();
+  if (bytes < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("size: ", bytes, " is negative"));
+  }
+  const int fd = shm_open(name->c_str(), O_RDWR | O_CLOEXEC, 0);
+  if (fd < 0) {
+    const int err = errno;
+    const std::string why = absl::StrCat("shm_name: cannot open '", *name, "': ", strerror(err));
+    if (err == ENOENT) {
+      return absl::NotFoundError(
+          absl::StrCat(why,
+                       " (create and size it with shm_open and ftruncate first; a "
+                       "container needs the host's IPC namespace or a shared /dev/shm)"));
+    }
+    if (err == EACCES || err == EPERM) return absl::PermissionDeniedError(why);
+    return absl::InvalidArgumentError(why);
+  }
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return absl::InvalidArgumentError(
+        absl::StrCat("shm_name: '", *name, "' is not a shared-memory object"));
+  }
+  const int64_t object_bytes = static_cast<int64_t>(st.st_size);
+  const int64_t size = bytes == 0 ? object_bytes : bytes;
+  if (size == 0 || size > object_bytes) {
+    close(fd);
+    return absl::InvalidArgumentError(
+        absl::StrCat("size: '", *name, "' holds ", object_bytes, " bytes",
+                     size == 0 ? "; size it with ftruncate before registering"
+                               : absl::StrCat(", fewer than the ", size, " to register")));
+  }
+  void* data = mmap(nullptr, static_cast<size_t>(size), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  const int map_err = errno;
+  close(fd);  // the mapping keeps the object
+  if (data == MAP_FAILED) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("cannot map ", size, " bytes of '", *name, "': ", strerror(map_err)));
+  }
+  std::unique_ptr<HostRegion> region(new HostRegion(*name, static_cast<char*>(data), size));
+  if (pin) {
+    absl::StatusOr<HostPin> pinned = pin(region->data_, size);
+    if (!pinned.ok()) return pinned.status();  // the destructor unmaps
+    region->pin_ = *std::move(pinned);
+  }
+  return region;
+}
+
+HostRegion::~HostRegion() {
+  if (pin_.unpin) pin_.unpin();
+  munmap(data_, static_cast<size_t>(size_));
+}
+
+absl::Status HostRegion::CheckRange(int64_t offset, int64_t length,
+                                    const std::string& field) const {
+  if (offset < 0 || length < 0 || offset > size_ || length > size_ - offset) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": ", length, " bytes at offset ", offset,
+                                                   " are outside region ", shm_name_, " of ", size_,
+                                                   " bytes"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace gpupipe::engine

@@ -1,0 +1,88 @@
+// The daemon's registered host regions (host_region.h), by id, each owned by the client that
+// registered it (JobSpec::client's naming): only that client may use or unregister it, and the
+// ids are random 128-bit names, so a region is reachable only by who was told its id.
+//
+// Bounded: registered bytes in total and per client, and regions per client (RegionLimits);
+// a region unregistered while a job uses it stays mapped until that job ends and counts
+// against the limits until then. A region no job has used for `idle_timeout` is dropped, so a
+// client that crashed leaves nothing pinned for ever.
+//
+// Thread safety: all methods may be called from any thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "server/engine/regions/host_region.h"
+
+namespace gpupipe::engine {
+
+struct RegionLimits {
+  // Bytes mapped for regions (page-locked on the CUDA backend) over all clients, and per
+  // client; 0 turns regions off.
+  int64_t max_bytes = int64_t{32} << 30;
+  int64_t max_client_bytes = int64_t{16} << 30;
+  int max_client_regions = 64;
+  // A region no job has used for this long is unregistered (0: never).
+  std::chrono::milliseconds idle_timeout{std::chrono::minutes(10)};
+};
+
+struct RegionInfo {
+  std::string id;
+  std::string shm_name;
+  int64_t size = 0;
+  bool pinned = false;
+};
+
+class RegionRegistry {
+ public:
+  RegionRegistry(RegionLimits limits, PinHostMemoryFn pin);
+  ~RegionRegistry();
+
+  // Maps `shm_name` for `client` (HostRegion::Open). RESOURCE_EXHAUSTED naming the limit when
+  // the region would exceed one; UNAVAILABLE with regions off.
+  absl::StatusOr<RegionInfo> Register(const std::string& client, const std::string& shm_name,
+                                      int64_t bytes);
+  // NOT_FOUND for an unknown id, PERMISSION_DENIED for another client's region.
+  absl::Status Unregister(const std::string& client, const std::string& id);
+  // The region for a job of `client` (errors as Unregister's, naming `field`). The job holds
+  // it until it ends, unregistered or not.
+  absl::StatusOr<std::shared_ptr<HostRegion>> Find(const std::string& client, const std::string& id,
+                                                   const std::string& field);
+
+  const RegionLimits& limits() const { return limits_; }
+  // Bytes mapped, regions unregistered whose jobs still run included; registered regions.
+  int64_t mapped_bytes() const;
+  int registered() const;
+
+ private:
+  struct Entry {
+    std::string client;
+    std::shared_ptr<HostRegion> region;
+    std::chrono::steady_clock::time_point last_used;
+  };
+  // Bytes each client has mapped, shared with the regions' deleters, which outlive the
+  // registry's entries while jobs run.
+  struct Accounts;
+
+  // Moves regions idle for longer than the timeout that no job holds to `dropped`.
+  void DropIdleLocked(std::chrono::steady_clock::time_point now,
+                      std::vector<std::shared_ptr<HostRegion>>* dropped);
+  absl::StatusOr<Entry*> FindLocked(const std::string& client, const std::string& id,
+                                    const std::string& field);
+
+  const RegionLimits limits_;
+  const PinHostMemoryFn pin_;
+  std::shared_ptr<Accounts> accounts_;
+  mutable std::mutex mu_;
+  std::map<std::string, Entry> entries_;
+};
+
+}  // namespace gpupipe::engine

@@ -1,0 +1,161 @@
+// The region registry: opening objects, ownership, limits, unregistering while a job holds a
+// region, and dropping idle regions.
+#include "server/engine/regions/region_registry.h"
+
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+
+#include <thread>
+
+#include "client/shared_memory.h"
+
+namespace gpupipe::engine {
+namespace {
+
+using client::SharedMemory;
+
+std::unique_ptr<SharedMemory> Object(int64_t bytes) {
+  absl::StatusOr<std::unique_ptr<SharedMemory>> shm = SharedMemory::Create(bytes, "gpupipe-test");
+  EXPECT_TRUE(shm.ok()) << shm.status();
+  return shm.ok() ? *std::move(shm) : nullptr;
+}
+
+TEST(RegionRegistry, RegistersAnObjectAndFindsItForItsClientOnly) {
+  RegionRegistry registry({}, {});
+  auto shm = Object(4096);
+  std::memcpy(shm->data(), "hello", 5);
+  absl::StatusOr<RegionInfo> info = registry.Register("alice", shm->name(), 0);
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->size, 4096);
+  EXPECT_FALSE(info->pinned);
+  EXPECT_EQ(info->id.size(), 2u + 32u);
+  EXPECT_EQ(registry.mapped_bytes(), 4096);
+
+  absl::StatusOr<std::shared_ptr<HostRegion>> mine = registry.Find("alice", info->id, "f");
+  ASSERT_TRUE(mine.ok()) << mine.status();
+  EXPECT_EQ(std::string((*mine)->data(), 5), "hello");  // the same pages
+
+  absl::StatusOr<std::shared_ptr<HostRegion>> theirs = registry.Find("bob", info->id, "f");
+  EXPECT_EQ(theirs.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(registry.Unregister("bob", info->id).code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(registry.Find("alice", "r-nope", "input_region.region_id").status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST(RegionRegistry, BadNamesAndSizesAreRefusedClearly) {
+  RegionRegistry registry({}, {});
+  auto shm = Object(1000);
+  EXPECT_EQ(registry.Register("c", "/gpupipe-test-no-such-object", 0).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(registry.Register("c", "", 0).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(registry.Register("c", "/a/b", 0).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(registry.Register("c", "/..", 0).status().code(), absl::StatusCode::kInvalidArgument);
+  absl::StatusOr<RegionInfo> too_big = registry.Register("c", shm->name(), 1001);
+  EXPECT_EQ(too_big.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(too_big.status().message().find("fewer than the 1001"), std::string::npos)
+      << too_big.status();
+  // Without the leading slash too, and a prefix of the object.
+  absl::StatusOr<RegionInfo> part = registry.Register("c", shm->name().substr(1), 100);
+  ASSERT_TRUE(part.ok()) << part.status();
+  EXPECT_EQ(part->size, 100);
+  EXPECT_EQ(registry.mapped_bytes(), 100);
+}
+
+TEST(RegionRegistry, RangeChecksNameTheField) {
+  RegionRegistry registry({}, {});
+  auto shm = Object(100);
+  absl::StatusOr<RegionInfo> info = registry.Register("c", shm->name(), 0);
+  ASSERT_TRUE(info.ok());
+  std::shared_ptr<HostRegion> region = *registry.Find("c", info->id, "f");
+  EXPECT_TRUE(region->CheckRange(0, 100, "input_region").ok());
+  EXPECT_TRUE(region->CheckRange(100, 0, "input_region").ok());
+  absl::Status past = region->CheckRange(60, 41, "input_region");
+  EXPECT_EQ(past.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(past.message().find("input_region: 41 bytes at offset 60"), std::string::npos) << past;
+  EXPECT_FALSE(region->CheckRange(std::numeric_limits<int64_t>::max(), 2, "x").ok());
+  EXPECT_FALSE(region->CheckRange(-1, 2, "x").ok());
+}
+
+TEST(RegionRegistry, EveryLimitIsEnforcedAndNamesItsFlag) {
+  RegionLimits limits;
+  limits.max_bytes = 10000;
+  limits.max_client_bytes = 6000;
+  limits.max_client_regions = 2;
+  RegionRegistry registry(limits, {});
+  auto a = Object(5000), b = Object(2000), c = Object(100), d = Object(4000);
+  ASSERT_TRUE(registry.Register("alice", a->name(), 0).ok());
+  absl::StatusOr<RegionInfo> over_client = registry.Register("alice", b->name(), 0);
+  EXPECT_EQ(over_client.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(over_client.status().message().find("--max-client-region-gib"), std::string::npos);
+  ASSERT_TRUE(registry.Register("alice", c->name(), 0).ok());
+  absl::StatusOr<RegionInfo> over_count = registry.Register("alice", c->name(), 0);
+  EXPECT_EQ(over_count.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(over_count.status().message().find("--max-client-regions"), std::string::npos);
+  ASSERT_TRUE(registry.Register("bob", d->name(), 0).ok());
+  absl::StatusOr<RegionInfo> over_total = registry.Register("carol", d->name(), 0);
+  EXPECT_EQ(over_total.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(over_total.status().message().find("--max-region-gib"), std::string::npos);
+  EXPECT_EQ(registry.mapped_bytes(), 9100);
+
+  RegionLimits off;
+  off.max_bytes = 0;
+  EXPECT_EQ(RegionRegistry(off, {}).Register("x", a->name(), 0).status().code(),
+            absl::StatusCode::kUnavailable);
+}
+
+TEST(RegionRegistry, AnUnregisteredRegionStaysMappedWhileAJobHoldsIt) {
+  RegionRegistry registry({}, {});
+  auto shm = Object(8192);
+  absl::StatusOr<RegionInfo> info = registry.Register("c", shm->name(), 0);
+  ASSERT_TRUE(info.ok());
+  std::shared_ptr<HostRegion> held = *registry.Find("c", info->id, "f");
+  ASSERT_TRUE(registry.Unregister("c", info->id).ok());
+  EXPECT_EQ(registry.registered(), 0);
+  EXPECT_EQ(registry.Find("c", info->id, "f").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(registry.mapped_bytes(), 8192);  // still counted: the job's mapping
+  held->data()[8191] = 1;                    // and still valid
+  held.reset();
+  EXPECT_EQ(registry.mapped_bytes(), 0);
+  EXPECT_EQ(registry.Unregister("c", info->id).code(), absl::StatusCode::kNotFound);
+}
+
+TEST(RegionRegistry, IdleRegionsAreDroppedButNotWhileInUse) {
+  RegionLimits limits;
+  limits.idle_timeout = std::chrono::milliseconds(50);
+  RegionRegistry registry(limits, {});
+  auto a = Object(100), b = Object(100);
+  absl::StatusOr<RegionInfo> idle = registry.Register("c", a->name(), 0);
+  absl::StatusOr<RegionInfo> busy = registry.Register("c", b->name(), 0);
+  ASSERT_TRUE(idle.ok() && busy.ok());
+  std::shared_ptr<HostRegion> held = *registry.Find("c", busy->id, "f");
+  std::this_thread::sleep_for(std::chrono::milliseconds(120));
+  EXPECT_EQ(registry.Find("c", idle->id, "f").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(registry.Find("c", busy->id, "f").ok());
+  EXPECT_EQ(registry.registered(), 1);
+}
+
+TEST(RegionRegistry, PinsAtRegistrationAndUnpinsAtTheEnd) {
+  int pinned = 0;
+  int unpinned = 0;
+  RegionRegistry registry({}, [&](char*, int64_t bytes) -> absl::StatusOr<HostPin> {
+    pinned += static_cast<int>(bytes);
+    return HostPin{true, [&, bytes] { unpinned += static_cast<int>(bytes); }};
+  });
+  auto shm = Object(300);
+  absl::StatusOr<RegionInfo> info = registry.Register("c", shm->name(), 0);
+  ASSERT_TRUE(info.ok());
+  EXPECT_TRUE(info->pinned);
+  EXPECT_EQ(pinned, 300);
+  ASSERT_TRUE(registry.Unregister("c", info->id).ok());
+  EXPECT_EQ(unpinned, 300);
+
+  RegionRegistry failing({}, [](char*, int64_t) -> absl::StatusOr<HostPin> {
+    return absl::ResourceExhaustedError("cannot page-lock");
+  });
+  EXPECT_EQ(failing.Register("c", shm->name(), 0).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(failing.mapped_bytes(), 0);
+}
+
+}  // namespace
+}  // namespace gpupipe::engine
