@@ -8,7 +8,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git ca-certificates
   libgrpc++-dev libgrpc-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libgtest-dev libgmock-dev nlohmann-json3-dev
-  python3 python3-numpy procps
+  python3 python3-numpy python3-grpcio python3-protobuf python3-pytest python3-venv procps
   clang libclang-rt-dev openssl
   prometheus  # promtool and a Prometheus server, for the metrics endpoint's tests
 )

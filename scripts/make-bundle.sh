@@ -35,4 +35,6 @@ commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 echo "$commit" > "$out/COMMIT"
 # A file used by the CLI tests travels with the tests.
 mkdir -p "$out/testdata" && cp tests/client/data/u2.npy "$out/testdata/"
+# The Python client's generated modules (the package itself is client/python).
+if [ -d "$build/python/gpupipe" ]; then mkdir -p "$out/python" && cp -r "$build/python/gpupipe" "$out/python/"; fi
 echo "make-bundle: $(ls "$out/bin" | wc -l) binaries, $(ls "$out/lib" | wc -l) libraries, $(du -sh "$out" | cut -f1) in $out"

@@ -28,4 +28,15 @@ timeout 400 "$bin" --daemon "$daemon" ${DATAPLANE_BENCH_ARGS:-} \
   > "$OUT/dataplane_bench.out" 2> "$OUT/dataplane_bench.stderr"
 echo "run.sh: dataplane_bench exit $? after $((SECONDS - start)) s" >&2
 tail -20 "$OUT/dataplane_bench.stderr" >&2
+# The Python peer, where the Python client and its generated modules can be imported
+# (PYTHONPATH: client/python and the build's or bundle's python/ directory).
+root=$(cd "$here/../.." && pwd)
+pydir="$(dirname "$(dirname "$bin")")/python"
+if PYTHONPATH="$root/client/python:$pydir" python3 -c "import gpupipe" 2>/dev/null; then
+  PYTHONPATH="$root/client/python:$pydir" timeout 300 python3 "$here/python_bench.py" \
+    --daemon "$daemon" ${PYTHON_BENCH_ARGS:-} > "$OUT/python_bench.out" 2> "$OUT/python_bench.stderr"
+  echo "run.sh: python_bench exit $?" >&2
+else
+  echo "run.sh: no importable gpupipe Python client; the Python peer is not run" >&2
+fi
 python3 "$here/report.py" "$OUT"

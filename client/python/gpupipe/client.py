@@ -1,0 +1,366 @@
+"""gpupipe's Python client: jobs on NumPy arrays, streamed for large ones, through shared
+memory when the daemon runs on this host."""
+import dataclasses
+import threading
+
+import grpc
+import numpy as np
+
+from . import ops as _ops
+from .shm import SharedMemory
+
+try:
+    from .v1 import gpupipe_pb2 as pb
+    from .v1 import gpupipe_pb2_grpc as pb_grpc
+except ImportError as e:  # pragma: no cover - an install without its generated stubs
+    raise ImportError("gpupipe's generated protobuf modules are missing: install the package "
+                      "with pip (which generates them) or build the project with CMake") from e
+
+DTYPES = {
+    np.dtype(np.float32): pb.DTYPE_FLOAT32,
+    np.dtype(np.float64): pb.DTYPE_FLOAT64,
+    np.dtype(np.float16): pb.DTYPE_FLOAT16,
+    np.dtype(np.int32): pb.DTYPE_INT32,
+    np.dtype(np.int64): pb.DTYPE_INT64,
+}
+_NUMPY = {v: k for k, v in DTYPES.items()}
+_PRIORITIES = {"low": pb.PRIORITY_LOW, "normal": pb.PRIORITY_NORMAL, "high": pb.PRIORITY_HIGH}
+
+# Bytes per Run data message: under gRPC's default 4 MiB and the server's 1 MiB advice.
+UPLOAD_CHUNK_BYTES = (1 << 20) - 4096
+# transport="auto" uses shared memory from this size on (local targets only): below it, the
+# extra registrations and the plan cost more than the bytes' trip.
+SHM_AUTO_BYTES = 1 << 20
+# Inputs above this go through Run (streamed) rather than one Submit message.
+STREAM_AUTO_BYTES = 32 << 20
+
+
+class JobError(Exception):
+    """A call or a job that failed: `code` is a grpc.StatusCode, `message` the server's."""
+
+    def __init__(self, code, message):
+        super().__init__(f"{code.name}: {message}")
+        self.code = code
+        self.message = message
+
+
+@dataclasses.dataclass
+class Result:
+    output: np.ndarray       # the result (`out` when one was given)
+    timing: "pb.Timing"      # where the time went (gpupipe.v1.Timing)
+    job_id: str
+    backend: str             # "cuda" or "cpu"
+    transport: str           # "inline", "stream" or "shm"
+    plan: "pb.Plan" = None   # with explain=True
+
+
+def is_local_target(target):
+    """Whether `target` names this host: a Unix socket, localhost or a loopback address."""
+    t = target
+    if t.startswith(("unix:", "unix-abstract:")):
+        return True
+    for scheme in ("dns:///", "dns:", "ipv4:", "ipv6:"):
+        if t.startswith(scheme):
+            t = t[len(scheme):]
+            break
+    if t.startswith("["):
+        host = t[1:t.find("]")] if "]" in t else t
+    elif t.count(":") == 1:
+        host = t.split(":")[0]
+    else:
+        host = t
+    return host in ("localhost", "::1") or host.startswith("127.")
+
+
+def _code(number):
+    for c in grpc.StatusCode:
+        if c.value[0] == number:
+            return c
+    return grpc.StatusCode.UNKNOWN
+
+
+def _regions_unavailable(err):
+    """The daemon cannot use this process's shared memory at all (see client/shm_submit.h)."""
+    if isinstance(err, MemoryError):
+        return True
+    if not isinstance(err, JobError):
+        return False
+    if err.code in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.PERMISSION_DENIED):
+        return "shm_name" in err.message
+    if err.code == grpc.StatusCode.UNAVAILABLE:
+        return "regions are off" in err.message
+    return err.code == grpc.StatusCode.UNIMPLEMENTED
+
+
+class _Region:
+    def __init__(self, region_id, shm):
+        self.id = region_id
+        self.shm = shm
+        self.base = np.frombuffer(shm.mmap, np.uint8).__array_interface__["data"][0]
+
+
+class Client:
+    """A connection to one gpupiped. Thread-safe: calls may run from several threads.
+
+    target: "host:port", a host alone (port 50051), or any gRPC target ("unix:///path").
+    transport: "auto" (shared memory for large arrays when the target is this host, else the
+    connection), "grpc" or "shm"; each submit may override it.
+    """
+
+    def __init__(self, target="127.0.0.1:50051", *, transport="auto", client_id=None, token=None,
+                 tls_ca=None, tls_cert=None, tls_key=None, deadline=300.0):
+        if transport not in ("auto", "grpc", "shm"):
+            raise ValueError(f"transport: expected auto, grpc or shm, got {transport!r}")
+        if ":" not in target.replace("::", "") and not target.startswith(("unix", "dns")):
+            target += ":50051"
+        self.target = target
+        self.transport = transport
+        self.deadline = deadline
+        if tls_ca or tls_cert or tls_key:
+            creds = grpc.ssl_channel_credentials(tls_ca, tls_key, tls_cert)
+            self._channel = grpc.secure_channel(target, creds)
+        else:
+            self._channel = grpc.insecure_channel(target)
+        self._stub = pb_grpc.JobServiceStub(self._channel)
+        self._metadata = []
+        if client_id:
+            self._metadata.append(("client-id", client_id))
+        if token:
+            self._metadata.append(("authorization", f"Bearer {token}"))
+        self._lock = threading.Lock()
+        self._regions = []  # shared arrays of this client
+
+    # ---- plumbing -------------------------------------------------------------------------
+
+    def close(self):
+        for region in list(self._regions):
+            self._unregister(region.id)
+            region.shm.close()
+        self._regions.clear()
+        self._channel.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _call(self, method, request):
+        try:
+            return method(request, timeout=self.deadline, metadata=self._metadata)
+        except grpc.RpcError as e:
+            raise JobError(e.code(), e.details()) from None
+
+    def describe(self):
+        """The daemon's DescribeResponse: backend, device, ops, limits."""
+        return self._call(self._stub.Describe, pb.DescribeRequest())
+
+    def stats(self):
+        """The daemon's StatsResponse."""
+        return self._call(self._stub.GetStats, pb.StatsRequest())
+
+    def _register(self, shm):
+        r = self._call(self._stub.RegisterRegion,
+                       pb.RegisterRegionRequest(shm_name=shm.name, size=shm.size))
+        return r.region_id
+
+    def _unregister(self, region_id):
+        try:
+            self._call(self._stub.UnregisterRegion, pb.UnregisterRegionRequest(region_id=region_id))
+        except JobError:
+            pass  # already gone (idle timeout, daemon restarted): nothing to undo
+
+    # ---- shared arrays --------------------------------------------------------------------
+
+    def shared_array(self, shape, dtype=np.float32):
+        """A NumPy array in shared memory registered with the daemon (same host only): jobs
+        read it as input and write results into it with no copy on either side. Release it
+        with release(), or close() the client."""
+        dtype = np.dtype(dtype)
+        shape = tuple(int(d) for d in np.atleast_1d(shape)) if np.ndim(shape) else (int(shape),)
+        nbytes = max(1, int(np.prod(shape, dtype=np.int64)) * dtype.itemsize)
+        shm = SharedMemory(nbytes)
+        try:
+            region = _Region(self._register(shm), shm)
+        except BaseException:
+            shm.close()
+            raise
+        with self._lock:
+            self._regions.append(region)
+        count = int(np.prod(shape, dtype=np.int64))
+        return np.frombuffer(shm.mmap, dtype, count).reshape(shape)
+
+    def release(self, array):
+        """Unregisters the shared array `array` lives in (views included)."""
+        region = self._region_of(array)
+        if region is None:
+            raise ValueError("release: not a shared array of this client")
+        with self._lock:
+            self._regions.remove(region)
+        self._unregister(region.id)
+        region.shm.close()
+
+    def _region_of(self, array):
+        if not isinstance(array, np.ndarray) or not array.flags.c_contiguous:
+            return None
+        ptr = array.__array_interface__["data"][0]
+        with self._lock:
+            for region in self._regions:
+                if region.base <= ptr and ptr + array.nbytes <= region.base + region.shm.size:
+                    return region
+        return None
+
+    def _slice(self, array):
+        region = self._region_of(array)
+        if region is None:
+            return None
+        ptr = array.__array_interface__["data"][0]
+        return pb.RegionSlice(region_id=region.id, offset=ptr - region.base, length=array.nbytes)
+
+    # ---- jobs -----------------------------------------------------------------------------
+
+    def submit(self, array, ops, *, out=None, priority="normal", transport=None, explain=False,
+               chunk_bytes=0, profile=False, timeline=False, tag=""):
+        """Runs `ops` (pipeline text such as "affine(alpha=2,beta=1) | relu | softmax", or a
+        list of gpupipe.v1.Op) on `array` and returns a Result. With `out` (an array of the
+        result's shape and dtype), the result is written there, straight from the device when
+        `out` is a shared array. Raises JobError with the daemon's status on failure, and
+        ValueError (ops.OpsError) for a pipeline that does not parse."""
+        array = np.asarray(array)
+        if array.dtype not in DTYPES:
+            raise ValueError(f"dtype {array.dtype} is not one of {', '.join(map(str, DTYPES))}")
+        if not array.flags.c_contiguous:
+            array = np.ascontiguousarray(array)
+        if priority not in _PRIORITIES:
+            raise ValueError(f"priority: expected low, normal or high, got {priority!r}")
+        transport = transport or self.transport
+        if transport not in ("auto", "grpc", "shm"):
+            raise ValueError(f"transport: expected auto, grpc or shm, got {transport!r}")
+        request = pb.SubmitRequest(priority=_PRIORITIES[priority], explain=explain, client_tag=tag)
+        request.input.dtype = DTYPES[array.dtype]
+        request.input.shape.extend(array.shape)
+        request.ops.extend(_ops.parse_ops(ops, pb.Op) if isinstance(ops, str) else ops)
+        request.options.chunk_bytes = chunk_bytes
+        request.options.profile = profile
+        request.options.timeline = timeline
+
+        shared = self._region_of(array) is not None or (out is not None and
+                                                        self._region_of(out) is not None)
+        use_shm = transport == "shm" or shared or (
+            transport == "auto" and array.nbytes >= SHM_AUTO_BYTES and is_local_target(self.target))
+        if use_shm:
+            try:
+                return self._submit_shm(array, request, out)
+            except (JobError, MemoryError) as e:
+                if transport != "auto" or shared or not _regions_unavailable(e):
+                    raise
+        if array.nbytes > STREAM_AUTO_BYTES:
+            return self._submit_streamed(array, request, out)
+        request.input.data = array.tobytes()
+        return self._collect(self._events(self._stub.Submit, request), out, "inline")[0]
+
+    def _events(self, method, request):
+        try:
+            for event in method(request, timeout=self.deadline, metadata=self._metadata):
+                yield event
+        except grpc.RpcError as e:
+            raise JobError(e.code(), e.details()) from None
+
+    def _submit_streamed(self, array, request, out):
+        flat = memoryview(array.reshape(-1).view(np.uint8))
+
+        def requests():
+            yield pb.RunRequest(spec=request)
+            for offset in range(0, len(flat), UPLOAD_CHUNK_BYTES):
+                yield pb.RunRequest(data=bytes(flat[offset:offset + UPLOAD_CHUNK_BYTES]))
+
+        return self._collect(self._events(self._stub.Run, requests()), out, "stream")[0]
+
+    def _submit_shm(self, array, request, out):
+        temps = []  # (region id, shm) made for this call
+        try:
+            in_slice = self._slice(array)
+            if in_slice is None:
+                shm = SharedMemory(max(array.nbytes, 1), "gpupipe-py-in")
+                temps.append([None, shm])
+                np.frombuffer(shm.mmap, np.uint8, array.nbytes)[:] = array.reshape(-1).view(np.uint8)
+                temps[-1][0] = self._register(shm)
+                in_slice = pb.RegionSlice(region_id=temps[-1][0], length=array.nbytes)
+            request.input_region.CopyFrom(in_slice)
+
+            out_slice = self._slice(out) if out is not None else None
+            result_shm = None
+            if out_slice is None:
+                # The result's size comes from the daemon's plan.
+                plan_only = pb.SubmitRequest()
+                plan_only.CopyFrom(request)
+                plan_only.dry_run = True
+                _, shape, dtype = self._collect(self._events(self._stub.Submit, plan_only), None,
+                                                "shm", with_bytes=False)
+                nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+                result_shm = SharedMemory(max(nbytes, 1), "gpupipe-py-out")
+                temps.append([None, result_shm])
+                temps[-1][0] = self._register(result_shm)
+                out_slice = pb.RegionSlice(region_id=temps[-1][0], length=nbytes)
+            request.output_region.CopyFrom(out_slice)
+            result, shape, dtype = self._collect(self._events(self._stub.Submit, request), None,
+                                                 "shm", with_bytes=False)
+            if result_shm is not None:
+                # The array keeps the mapping alive; the name and the registration go below.
+                count = int(np.prod(shape, dtype=np.int64))
+                view = np.frombuffer(result_shm.mmap, dtype, count).reshape(shape)
+                if out is not None:
+                    np.copyto(out, view)
+                    view = out
+                result.output = view
+            else:
+                result.output = out
+            return result
+        finally:
+            for region_id, shm in temps:
+                if region_id is not None:
+                    self._unregister(region_id)
+                shm.unlink()
+
+    def _collect(self, events, out, transport, *, with_bytes=True):
+        """The job's Result from its events, and its output's shape and dtype. With
+        `with_bytes` False (a dry run, a result written into a region) no chunk may come and
+        Result.output is left None."""
+        output = flat = plan = accepted = None
+        shape, dtype = (), None
+        timing = pb.Timing()
+        for event in events:
+            kind = event.WhichOneof("event")
+            if kind == "accepted":
+                accepted = event.accepted
+                dtype = _NUMPY.get(accepted.output_dtype)
+                if dtype is None:
+                    raise JobError(grpc.StatusCode.DATA_LOSS, "unknown output dtype")
+                shape = tuple(accepted.output_shape)
+                if not with_bytes:
+                    continue
+                if out is not None:
+                    if out.shape != shape or out.dtype != dtype or not out.flags.c_contiguous:
+                        raise ValueError(f"out: expected a C-contiguous {dtype} array of shape "
+                                         f"{shape}, got {out.dtype} {out.shape}")
+                    output = out
+                else:
+                    output = np.empty(shape, dtype)
+                flat = output.reshape(-1).view(np.uint8)
+            elif kind == "chunk":
+                data = event.chunk.data
+                if flat is None or event.chunk.offset + len(data) > len(flat):
+                    raise JobError(grpc.StatusCode.DATA_LOSS, "result chunk out of place")
+                flat[event.chunk.offset:event.chunk.offset + len(data)] = np.frombuffer(
+                    data, np.uint8)
+            elif kind == "timing":
+                timing = event.timing
+            elif kind == "plan":
+                plan = event.plan
+            elif kind == "done" and event.done.code != 0:
+                raise JobError(_code(event.done.code), event.done.message)
+        if accepted is None:
+            raise JobError(grpc.StatusCode.DATA_LOSS, "the stream ended without a job")
+        result = Result(output=output, timing=timing, job_id=accepted.job_id,
+                        backend=accepted.backend, transport=transport, plan=plan)
+        return result, shape, dtype

@@ -1,0 +1,145 @@
+"""The Python client against a running gpupiped: submit, streaming, shared memory and
+errors. Every result is checked against NumPy on fresh random data."""
+import os
+
+import grpc
+import numpy as np
+import pytest
+
+import gpupipe
+
+SEED = int.from_bytes(os.urandom(4), "little")
+
+
+@pytest.fixture
+def rng():
+    print(f"seed {SEED}")
+    return np.random.default_rng(SEED)
+
+
+def softmax(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def test_submit_returns_the_result_and_timing(daemon, rng):
+    x = rng.uniform(-4, 4, (4, 1024)).astype(np.float32)
+    with gpupipe.Client(daemon.target) as client:
+        r = client.submit(x, "affine(alpha=2, beta=1) | relu | softmax")
+    assert r.transport == "inline"
+    assert r.output.dtype == np.float32 and r.output.shape == (4, 1024)
+    np.testing.assert_allclose(r.output, softmax(np.maximum(2 * x + 1, 0)), rtol=2e-5, atol=1e-7)
+    assert r.timing.bytes_in == x.nbytes and r.timing.total_us > 0
+    assert r.job_id and r.backend in ("cpu", "cuda")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, np.int32, np.int64])
+def test_every_dtype(daemon, rng, dtype):
+    x = rng.integers(-5, 6, (3, 257)).astype(dtype)
+    with gpupipe.Client(daemon.target) as client:
+        if dtype == np.int64:  # an output dtype only: no op takes it
+            with pytest.raises(gpupipe.JobError, match="int64 is not supported"):
+                client.submit(x, "abs")
+            return
+        r = client.submit(x, "abs")
+        assert r.output.dtype == dtype
+        np.testing.assert_array_equal(r.output, np.abs(x))
+        s = client.submit(x, "max")
+        np.testing.assert_array_equal(s.output, x.max(axis=-1))
+
+
+def test_large_arrays_are_streamed(daemon, rng):
+    # 3 MiB: over this daemon's 1 MiB Submit limit.
+    x = rng.standard_normal((3, 1 << 18)).astype(np.float32)
+    with gpupipe.Client(daemon.target, transport="grpc") as client:
+        gpupipe.client.STREAM_AUTO_BYTES, old = 1 << 20, gpupipe.client.STREAM_AUTO_BYTES
+        try:
+            r = client.submit(x, "relu")
+        finally:
+            gpupipe.client.STREAM_AUTO_BYTES = old
+    assert r.transport == "stream"
+    np.testing.assert_array_equal(r.output, np.maximum(x, 0))
+
+
+def test_shared_memory_gives_the_same_bytes_as_the_connection(daemon, rng):
+    x = rng.standard_normal((64, 4096)).astype(np.float32)
+    with gpupipe.Client(daemon.target) as client:
+        for ops in ("affine(alpha=2,beta=1) | relu | softmax", "sum", "cumsum", "topk(k=3)",
+                    "histogram(bins=8, lo=-3, hi=3)"):
+            shm = client.submit(x, ops, transport="shm")
+            assert shm.transport == "shm"
+            inline = client.submit(x[:16], ops, transport="grpc")
+            whole = client.submit(x, ops, transport="grpc") if x.nbytes <= (1 << 20) else None
+            np.testing.assert_array_equal(shm.output[:16], inline.output)
+            if whole is not None:
+                np.testing.assert_array_equal(shm.output, whole.output)
+        assert client.stats().regions == 0  # every temporary region went again
+
+
+def test_shared_arrays_are_read_and_written_in_place(daemon, rng):
+    with gpupipe.Client(daemon.target) as client:
+        x = client.shared_array((256, 1024), np.float32)
+        y = client.shared_array((256, 1024), np.float32)
+        x[:] = rng.standard_normal(x.shape, dtype=np.float32)
+        r = client.submit(x, "affine(alpha=-1) | relu", out=y)
+        assert r.transport == "shm"
+        assert r.output is y
+        np.testing.assert_array_equal(y, np.maximum(-x, 0))
+        # A slice of a shared array is a region slice too.
+        half = client.submit(x[128:], "relu", out=y[:128])
+        assert half.output is not None
+        np.testing.assert_array_equal(y[:128], np.maximum(x[128:], 0))
+        assert client.stats().regions == 2
+        client.release(x)
+        client.release(y)
+        assert client.stats().regions == 0
+
+
+def test_auto_uses_shared_memory_for_large_local_arrays_only(daemon, daemon_without_regions, rng):
+    big = rng.standard_normal((64, 8192)).astype(np.float32)  # 2 MiB
+    small = rng.standard_normal((4, 8)).astype(np.float32)
+    with gpupipe.Client(daemon.target) as client:
+        assert client.submit(big, "relu").transport == "shm"
+        assert client.submit(small, "relu").transport == "inline"
+    # Regions off: auto falls back to the connection; shm says why.
+    with gpupipe.Client(daemon_without_regions.target) as client:
+        r = client.submit(big, "relu")
+        assert r.transport == "stream" or r.transport == "inline"
+        np.testing.assert_array_equal(r.output, np.maximum(big, 0))
+        with pytest.raises(gpupipe.JobError) as e:
+            client.submit(big, "relu", transport="shm")
+        assert e.value.code == grpc.StatusCode.UNAVAILABLE
+        assert "regions are off" in e.value.message
+
+
+def test_errors_are_clear(daemon, rng):
+    x = rng.standard_normal((4, 8)).astype(np.float32)
+    with gpupipe.Client(daemon.target) as client:
+        with pytest.raises(gpupipe.OpsError, match="unknown op 'sofmax'"):
+            client.submit(x, "relu | sofmax")
+        with pytest.raises(gpupipe.JobError) as e:
+            client.submit(x, "topk(k=0)")
+        assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT
+        with pytest.raises(ValueError, match="dtype"):
+            client.submit(x.astype(np.uint8), "relu")
+        with pytest.raises(ValueError, match="out"):
+            client.submit(x, "relu", out=np.empty((3, 3), np.float32))
+        # Still serving.
+        np.testing.assert_array_equal(client.submit(x, "relu").output, np.maximum(x, 0))
+
+
+def test_another_client_cannot_use_a_shared_array(daemon, rng):
+    with gpupipe.Client(daemon.target, client_id="alice") as alice, \
+            gpupipe.Client(daemon.target, client_id="mallory") as mallory:
+        x = alice.shared_array((4, 8))
+        x[:] = 1
+        # mallory learns alice's region id and names it in a request of its own.
+        region = alice._region_of(x)
+        request = gpupipe.client.pb.SubmitRequest()
+        request.input.dtype = gpupipe.client.pb.DTYPE_FLOAT32
+        request.input.shape.extend([4, 8])
+        request.ops.add().relu.SetInParent()
+        request.input_region.region_id = region.id
+        with pytest.raises(gpupipe.JobError) as e:
+            list(mallory._events(mallory._stub.Submit, request))
+        assert e.value.code == grpc.StatusCode.PERMISSION_DENIED
