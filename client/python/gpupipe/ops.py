@@ -36,6 +36,13 @@ def _tokens(text):
         pos = m.end()
 
 
+def _repeated(field):
+    # protobuf 7 dropped FieldDescriptor.label for is_repeated, which older runtimes lack.
+    if hasattr(field, "is_repeated"):
+        return field.is_repeated
+    return field.label == _descriptor.FieldDescriptor.LABEL_REPEATED
+
+
 def _scalar(field, tok):
     kind, value, col = tok
     if field.type == _descriptor.FieldDescriptor.TYPE_ENUM:
@@ -104,7 +111,7 @@ def parse_ops(text, op_type):
                     raise OpsError(f"{name}: unknown parameter {pname!r} at column {pcol} "
                                    f"(known: {params})")
                 expect("=")
-                if field.label == _descriptor.FieldDescriptor.LABEL_REPEATED:
+                if _repeated(field):
                     expect("[")
                     values = []
                     while i < len(toks) and toks[i][1] != "]":
