@@ -145,6 +145,19 @@ absl::StatusOr<v1::RegisterRegionResponse> JobClient::RegisterRegion(const std::
   return response;
 }
 
+absl::StatusOr<v1::RegisterRegionResponse> JobClient::RegisterCudaRegion(const std::string& handle,
+                                                                         int64_t size) {
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  v1::RegisterRegionRequest request;
+  request.set_cuda_ipc_handle(handle);
+  request.set_size(static_cast<uint64_t>(size));
+  v1::RegisterRegionResponse response;
+  grpc::Status status = stub_->RegisterRegion(&context, request, &response);
+  if (!status.ok()) return FromGrpcStatus(status);
+  return response;
+}
+
 absl::Status JobClient::UnregisterRegion(const std::string& region_id) {
   grpc::ClientContext context;
   SetDeadline(&context);

@@ -103,6 +103,10 @@ class JobClient {
   // unregisters it. The daemon must run on this host and see the object (same IPC namespace).
   absl::StatusOr<v1::RegisterRegionResponse> RegisterRegion(const std::string& shm_name,
                                                             int64_t size = 0);
+  // Registers device memory this process exported with cudaIpcGetMemHandle (`handle`: the
+  // handle's 64 bytes) as a device region: `size` bytes from the allocation's base (0: all).
+  absl::StatusOr<v1::RegisterRegionResponse> RegisterCudaRegion(const std::string& handle,
+                                                                int64_t size = 0);
   absl::Status UnregisterRegion(const std::string& region_id);
 
   const ClientOptions& options() const { return options_; }

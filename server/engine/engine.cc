@@ -55,6 +55,22 @@ struct RingShape {
   int64_t bytes() const { return buffers * buffer_bytes; }
 };
 
+// What the region registry uses of `backend`: the CUDA backend page-locks host regions and
+// opens device ones; the CPU backend does neither.
+RegionHooks RegionHooksOf(Backend* backend) {
+  RegionHooks hooks;
+  hooks.pin = [backend](char* data, int64_t bytes) { return backend->PinHostMemory(data, bytes); };
+  if (backend->device().has_value()) {
+    hooks.open_cuda_ipc = [backend](const std::string& handle) {
+      return backend->OpenCudaIpc(handle);
+    };
+    hooks.device_copy = [backend](char* to, const char* from, int64_t bytes) {
+      return backend->CopyDeviceMemory(to, from, bytes);
+    };
+  }
+  return hooks;
+}
+
 struct QueuedJob {
   std::string id;
   AdmissionTicket ticket;
@@ -74,9 +90,7 @@ class Engine::Impl {
       : backend_(std::move(backend)),
         options_(std::move(options)),
         admission_(options_.admission),
-        regions_(options_.regions, [b = backend_.get()](char* data, int64_t bytes) {
-          return b->PinHostMemory(data, bytes);
-        }) {
+        regions_(options_.regions, RegionHooksOf(backend_.get())) {
     std::random_device rd;
     id_prefix_ = absl::StrFormat("%06x", rd() & 0xffffff);
     const int64_t pool_bytes = options_.limits.input_ring_total_bytes;
@@ -298,8 +312,8 @@ class Engine::Impl {
       job_stats_.Refused(status);
       return status;
     };
-    std::shared_ptr<HostRegion> in_region;
-    std::shared_ptr<HostRegion> out_region;
+    std::shared_ptr<Region> in_region;
+    std::shared_ptr<Region> out_region;
     int64_t size = static_cast<int64_t>(inline_input.size());
     if (regions.input) {
       const RegionSlice& slice = *regions.input;
@@ -307,7 +321,7 @@ class Engine::Impl {
         return refuse(absl::InvalidArgumentError(
             "input.data: must be empty when input_region is set (the bytes are in the region)"));
       }
-      absl::StatusOr<std::shared_ptr<HostRegion>> found =
+      absl::StatusOr<std::shared_ptr<Region>> found =
           regions_.Find(spec.client, slice.region_id, "input_region.region_id");
       if (!found.ok()) return refuse(found.status());
       in_region = *std::move(found);
@@ -325,7 +339,7 @@ class Engine::Impl {
       }
     }
     if (regions.output) {
-      absl::StatusOr<std::shared_ptr<HostRegion>> found =
+      absl::StatusOr<std::shared_ptr<Region>> found =
           regions_.Find(spec.client, regions.output->region_id, "output_region.region_id");
       if (!found.ok()) return refuse(found.status());
       out_region = *std::move(found);
@@ -369,7 +383,8 @@ class Engine::Impl {
           if (!in_region) return InputSource::Complete(std::move(inline_input));
           // Split rows are combined on the host, which reads their input: those go through
           // copies, as does everything on a backend that does not page-lock.
-          const bool direct = in_region->pinned() && layout.mode != ChunkLayout::Mode::kSplitRow;
+          const bool direct = (in_region->pinned() || in_region->device()) &&
+                              layout.mode != ChunkLayout::Mode::kSplitRow;
           return RegionInput(in_region, in_slice.offset, size, direct);
         },
         std::move(job_sink));
@@ -630,6 +645,15 @@ absl::StatusOr<RegionInfo> Engine::RegisterRegion(const std::string& client,
                                                   const std::string& shm_name, int64_t bytes) {
   try {
     return impl_->regions().Register(client, shm_name, bytes);
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError("the server ran out of memory for this region");
+  }
+}
+
+absl::StatusOr<RegionInfo> Engine::RegisterCudaIpcRegion(const std::string& client,
+                                                         const std::string& handle, int64_t bytes) {
+  try {
+    return impl_->regions().RegisterCudaIpc(client, handle, bytes);
   } catch (const std::bad_alloc&) {
     return absl::ResourceExhaustedError("the server ran out of memory for this region");
   }

@@ -153,6 +153,10 @@ class Engine {
   // (RegionRegistry::Register), and unmaps it once no job uses it any more.
   absl::StatusOr<RegionInfo> RegisterRegion(const std::string& client, const std::string& shm_name,
                                             int64_t bytes);
+  // Opens device memory a client process exported (CUDA IPC) as a region of `client`
+  // (RegionRegistry::RegisterCudaIpc).
+  absl::StatusOr<RegionInfo> RegisterCudaIpcRegion(const std::string& client,
+                                                   const std::string& handle, int64_t bytes);
   absl::Status UnregisterRegion(const std::string& client, const std::string& region_id);
 
   EngineDescription Describe() const;

@@ -88,13 +88,22 @@ grpc::ServerUnaryReactor* JobServiceImpl::RegisterRegion(grpc::CallbackServerCon
     if (request->size() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
       return absl::InvalidArgumentError("size: out of range");
     }
+    if (request->shm_name().empty() == request->cuda_ipc_handle().empty()) {
+      return absl::InvalidArgumentError(
+          "shm_name, cuda_ipc_handle: give exactly one (a shared-memory object's name, or a "
+          "CUDA IPC handle)");
+    }
+    const std::string client = ClientIdentity(*context, caller);
+    const int64_t size = static_cast<int64_t>(request->size());
     absl::StatusOr<engine::RegionInfo> region =
-        engine_->RegisterRegion(ClientIdentity(*context, caller), request->shm_name(),
-                                static_cast<int64_t>(request->size()));
+        request->cuda_ipc_handle().empty()
+            ? engine_->RegisterRegion(client, request->shm_name(), size)
+            : engine_->RegisterCudaIpcRegion(client, request->cuda_ipc_handle(), size);
     if (!region.ok()) return region.status();
     response->set_region_id(region->id);
     response->set_size(static_cast<uint64_t>(region->size));
     response->set_pinned(region->pinned);
+    response->set_device(region->device);
     return absl::OkStatus();
   });
 }

@@ -6,6 +6,7 @@ import threading
 import grpc
 import numpy as np
 
+from . import cuda_ipc as _cuda
 from . import ops as _ops
 from .shm import SharedMemory
 
@@ -50,7 +51,7 @@ class Result:
     timing: "pb.Timing"      # where the time went (gpupipe.v1.Timing)
     job_id: str
     backend: str             # "cuda" or "cpu"
-    transport: str           # "inline", "stream" or "shm"
+    transport: str           # "inline", "stream", "shm" or "cuda-ipc"
     plan: "pb.Plan" = None   # with explain=True
 
 
@@ -129,6 +130,7 @@ class Client:
             self._metadata.append(("authorization", f"Bearer {token}"))
         self._lock = threading.Lock()
         self._regions = []  # shared arrays of this client
+        self._cuda_regions = {}  # IPC handle -> region id, for device arrays used so far
 
     # ---- plumbing -------------------------------------------------------------------------
 
@@ -137,6 +139,9 @@ class Client:
             self._unregister(region.id)
             region.shm.close()
         self._regions.clear()
+        for region_id in self._cuda_regions.values():
+            self._unregister(region_id)
+        self._cuda_regions.clear()
         self._channel.close()
 
     def __enter__(self):
@@ -217,6 +222,43 @@ class Client:
         ptr = array.__array_interface__["data"][0]
         return pb.RegionSlice(region_id=region.id, offset=ptr - region.base, length=array.nbytes)
 
+    # ---- device arrays (CUDA IPC) ----------------------------------------------------------
+
+    def _cuda_slice(self, obj):
+        """The RegionSlice of a CUDA array: its allocation is registered once (by its IPC
+        handle) and stays registered until close()."""
+        ptr, _, _, nbytes = _cuda.describe(obj)
+        handle, base, size = _cuda.driver().export(ptr)
+        with self._lock:
+            region_id = self._cuda_regions.get(handle)
+        if region_id is None:
+            r = self._call(self._stub.RegisterRegion,
+                           pb.RegisterRegionRequest(cuda_ipc_handle=handle, size=size))
+            region_id = r.region_id
+            with self._lock:
+                self._cuda_regions[handle] = region_id
+        return pb.RegionSlice(region_id=region_id, offset=ptr - base, length=nbytes)
+
+    def _submit_cuda(self, array, ops, out, request):
+        ptr, shape, dtype, nbytes = _cuda.describe(array)
+        if dtype not in DTYPES:
+            raise ValueError(f"dtype {dtype} is not one of {', '.join(map(str, DTYPES))}")
+        request.input.dtype = DTYPES[dtype]
+        request.input.shape.extend(shape)
+        request.input_region.CopyFrom(self._cuda_slice(array))
+        if out is not None and _cuda.is_cuda_array(out):
+            request.output_region.CopyFrom(self._cuda_slice(out))
+            result, shape, dtype = self._collect(self._events(self._stub.Submit, request), None,
+                                                 "cuda-ipc", with_bytes=False)
+            _, out_shape, out_dtype, _ = _cuda.describe(out)
+            if out_shape != shape or out_dtype != dtype:
+                raise ValueError(f"out: the result is {dtype} {shape}, out is {out_dtype} "
+                                 f"{out_shape} (its bytes were written)")
+            result.output = out
+            return result
+        # The result comes back over the connection, into `out` or a new NumPy array.
+        return self._collect(self._events(self._stub.Submit, request), out, "cuda-ipc")[0]
+
     # ---- jobs -----------------------------------------------------------------------------
 
     def submit(self, array, ops, *, out=None, priority="normal", transport=None, explain=False,
@@ -224,8 +266,20 @@ class Client:
         """Runs `ops` (pipeline text such as "affine(alpha=2,beta=1) | relu | softmax", or a
         list of gpupipe.v1.Op) on `array` and returns a Result. With `out` (an array of the
         result's shape and dtype), the result is written there, straight from the device when
-        `out` is a shared array. Raises JobError with the daemon's status on failure, and
-        ValueError (ops.OpsError) for a pipeline that does not parse."""
+        `out` is a shared array. A CUDA array (anything with __cuda_array_interface__: a
+        PyTorch or CuPy tensor on the daemon's GPU) is read in place through CUDA IPC, and a
+        CUDA `out` written in place: no host copy at all. Raises JobError with the daemon's
+        status on failure, and ValueError (ops.OpsError) for a pipeline that does not parse."""
+        if _cuda.is_cuda_array(array):
+            if priority not in _PRIORITIES:
+                raise ValueError(f"priority: expected low, normal or high, got {priority!r}")
+            request = pb.SubmitRequest(priority=_PRIORITIES[priority], explain=explain,
+                                       client_tag=tag)
+            request.ops.extend(_ops.parse_ops(ops, pb.Op) if isinstance(ops, str) else ops)
+            request.options.chunk_bytes = chunk_bytes
+            request.options.profile = profile
+            request.options.timeline = timeline
+            return self._submit_cuda(array, ops, out, request)
         array = np.asarray(array)
         if array.dtype not in DTYPES:
             raise ValueError(f"dtype {array.dtype} is not one of {', '.join(map(str, DTYPES))}")

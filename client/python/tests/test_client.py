@@ -143,3 +143,24 @@ def test_another_client_cannot_use_a_shared_array(daemon, rng):
         with pytest.raises(gpupipe.JobError) as e:
             list(mallory._events(mallory._stub.Submit, request))
         assert e.value.code == grpc.StatusCode.PERMISSION_DENIED
+
+
+def test_cuda_tensors_are_read_and_written_in_place(daemon, rng):
+    """CUDA IPC from a PyTorch tensor (GPUPIPE_BACKEND=cuda with PyTorch on a GPU host)."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available() or os.environ.get("GPUPIPE_BACKEND") != "cuda":
+        pytest.skip("needs PyTorch with a GPU and a cuda daemon")
+    x_host = rng.standard_normal((256, 4096)).astype(np.float32)
+    x = torch.from_numpy(x_host).cuda()
+    y = torch.empty_like(x)
+    with gpupipe.Client(daemon.target) as client:
+        r = client.submit(x, "affine(alpha=2, beta=1) | relu", out=y)
+        assert r.transport == "cuda-ipc" and r.output is y
+        torch.cuda.synchronize()
+        np.testing.assert_array_equal(y.cpu().numpy(), np.maximum(2 * x_host + 1, 0))
+        # A slice of a larger allocation, the result back as NumPy.
+        s = client.submit(x[128:], "softmax")
+        np.testing.assert_allclose(s.output, softmax(x_host[128:]), rtol=2e-5, atol=1e-7)
+        assert client.stats().regions >= 1
+    with gpupipe.Client(daemon.target) as client:
+        assert client.stats().regions == 0  # close() unregistered them

@@ -37,6 +37,15 @@ absl::StatusOr<HostPin> Backend::PinHostMemory(char* /*data*/, int64_t /*bytes*/
   return HostPin{};
 }
 
+absl::StatusOr<DeviceMapping> Backend::OpenCudaIpc(const std::string& /*handle*/) {
+  return absl::FailedPreconditionError(absl::StrCat("cuda_ipc_handle: this server runs on the ",
+                                                    name(), " backend; CUDA IPC needs cuda"));
+}
+
+absl::Status Backend::CopyDeviceMemory(char* /*to*/, const char* /*from*/, int64_t /*bytes*/) {
+  return absl::FailedPreconditionError(absl::StrCat("the ", name(), " backend has no device"));
+}
+
 absl::Status Backend::CheckOptions(const JobSpec& spec) const {
   if (!Contains(stagings(), spec.staging)) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -18,7 +18,7 @@
 #include "server/engine/job/job_sink.h"
 #include "server/engine/planning/plan.h"
 #include "server/engine/job/types.h"
-#include "server/engine/regions/host_region.h"
+#include "server/engine/regions/region.h"
 
 namespace gpupipe::engine {
 
@@ -140,6 +140,12 @@ class Backend {
   // Page-locks `bytes` of host memory at `data` (a registered region), so that lanes copy from
   // and to it directly; until HostPin::unpin. The default page-locks nothing.
   virtual absl::StatusOr<HostPin> PinHostMemory(char* data, int64_t bytes);
+  // Opens device memory another process of this host exported with cudaIpcGetMemHandle
+  // (`handle`: the handle's bytes), for device regions; the default (no device)
+  // FAILED_PRECONDITION. `copy_device` copies between host and device memory, either way, and
+  // waits; the default fails the same way.
+  virtual absl::StatusOr<DeviceMapping> OpenCudaIpc(const std::string& handle);
+  virtual absl::Status CopyDeviceMemory(char* to, const char* from, int64_t bytes);
 
   // The lane's verbs. Only one job uses a lane at a time; lanes may run concurrently.
   virtual LaneExecutor& lane(Priority priority, int lane) = 0;

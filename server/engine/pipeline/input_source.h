@@ -36,6 +36,9 @@ struct InputChunk {
   ByteRange range;
   // Page-locked host memory: a device may copy from it directly.
   bool pinned = false;
+  // Memory on the backend's device (a CUDA IPC region): a lane copies it device to device,
+  // and nothing on the host may read it.
+  bool device = false;
 };
 
 class InputSource {

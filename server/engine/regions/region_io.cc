@@ -4,7 +4,6 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "server/engine/regions/guarded_copy.h"
 
 namespace gpupipe::engine {
 namespace {
@@ -15,7 +14,7 @@ constexpr int64_t kCopiedChunks = 3;
 
 class RegionInputSource final : public InputSource {
  public:
-  RegionInputSource(std::shared_ptr<HostRegion> region, int64_t offset, int64_t length, bool direct)
+  RegionInputSource(std::shared_ptr<Region> region, int64_t offset, int64_t length, bool direct)
       : region_(std::move(region)), offset_(offset), length_(length), direct_(direct) {}
 
   int64_t size() const override { return length_; }
@@ -29,11 +28,16 @@ class RegionInputSource final : public InputSource {
       return absl::InternalError(absl::StrCat("input chunk [", range.begin, ", ", range.end,
                                               ") outside the input's ", length_, " bytes"));
     }
-    const char* at = region_->data() + offset_ + range.begin;
-    if (direct_) return InputChunk{at, range, /*pinned=*/true};
+    if (direct_) {
+      InputChunk chunk{region_->data() + offset_ + range.begin, range, region_->pinned()};
+      chunk.device = region_->device();
+      return chunk;
+    }
     std::string& copy = copies_[k];
     copy.resize(static_cast<size_t>(range.size()));
-    if (absl::Status s = GuardedCopy(copy.data(), at, copy.size(), "input_region"); !s.ok()) {
+    if (absl::Status s =
+            region_->CopyOut(copy.data(), offset_ + range.begin, range.size(), "input_region");
+        !s.ok()) {
       return s;
     }
     return InputChunk{copy.data(), range, /*pinned=*/false};
@@ -43,7 +47,7 @@ class RegionInputSource final : public InputSource {
   void Fail(absl::Status) override {}
 
  private:
-  const std::shared_ptr<HostRegion> region_;
+  const std::shared_ptr<Region> region_;
   const int64_t offset_;
   const int64_t length_;
   const bool direct_;
@@ -52,15 +56,14 @@ class RegionInputSource final : public InputSource {
 
 }  // namespace
 
-std::shared_ptr<InputSource> RegionInput(std::shared_ptr<HostRegion> region, int64_t offset,
+std::shared_ptr<InputSource> RegionInput(std::shared_ptr<Region> region, int64_t offset,
                                          int64_t length, bool direct) {
   return std::make_shared<RegionInputSource>(std::move(region), offset, length, direct);
 }
 
 absl::Status RegionOutputSink::OnChunk(int64_t offset, const char* data, int64_t size) {
-  char* to = region_->data() + offset_ + offset;
-  if (data == to) return absl::OkStatus();  // the lane wrote it in place
-  return GuardedCopy(to, data, static_cast<size_t>(size), "output_region");
+  if (data == region_->data() + offset_ + offset) return absl::OkStatus();  // written in place
+  return region_->CopyIn(offset_ + offset, data, size, "output_region");
 }
 
 }  // namespace gpupipe::engine

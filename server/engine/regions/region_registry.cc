@@ -29,8 +29,8 @@ struct RegionRegistry::Accounts {
   std::map<std::string, int> regions_by_client;
 };
 
-RegionRegistry::RegionRegistry(RegionLimits limits, PinHostMemoryFn pin)
-    : limits_(limits), pin_(std::move(pin)), accounts_(std::make_shared<Accounts>()) {}
+RegionRegistry::RegionRegistry(RegionLimits limits, RegionHooks hooks)
+    : limits_(limits), hooks_(std::move(hooks)), accounts_(std::make_shared<Accounts>()) {}
 
 RegionRegistry::~RegionRegistry() = default;
 
@@ -40,7 +40,7 @@ absl::StatusOr<RegionInfo> RegionRegistry::Register(const std::string& client,
     return absl::UnavailableError(
         "shared-memory regions are off on this server (gpupiped --max-region-gib 0)");
   }
-  std::vector<std::shared_ptr<HostRegion>> dropped;  // unmapped once no lock is held
+  std::vector<std::shared_ptr<Region>> dropped;  // unmapped once no lock is held
   {
     std::lock_guard<std::mutex> lock(mu_);
     DropIdleLocked(Clock::now(), &dropped);
@@ -53,10 +53,33 @@ absl::StatusOr<RegionInfo> RegionRegistry::Register(const std::string& client,
   }
   // Mapping and page-locking take a while for large objects; no lock is held meanwhile, so
   // the limits are checked again once the size is known.
-  absl::StatusOr<std::unique_ptr<HostRegion>> opened = HostRegion::Open(shm_name, bytes, pin_);
+  absl::StatusOr<std::unique_ptr<Region>> opened = Region::Open(shm_name, bytes, hooks_.pin);
   if (!opened.ok()) return opened.status();
-  const int64_t size = (*opened)->size();
-  RegionInfo info{NewRegionId(), (*opened)->shm_name(), size, (*opened)->pinned()};
+  return Add(client, *std::move(opened));
+}
+
+absl::StatusOr<RegionInfo> RegionRegistry::RegisterCudaIpc(const std::string& client,
+                                                           const std::string& handle,
+                                                           int64_t bytes) {
+  if (limits_.max_bytes <= 0) {
+    return absl::UnavailableError("regions are off on this server (gpupiped --max-region-gib 0)");
+  }
+  if (!hooks_.open_cuda_ipc) {
+    return absl::FailedPreconditionError(
+        "cuda_ipc_handle: this server runs on the cpu backend; CUDA IPC needs the cuda backend");
+  }
+  absl::StatusOr<DeviceMapping> mapping = hooks_.open_cuda_ipc(handle);
+  if (!mapping.ok()) return mapping.status();
+  absl::StatusOr<std::unique_ptr<Region>> region =
+      Region::FromDevice(*std::move(mapping), bytes, hooks_.device_copy);
+  if (!region.ok()) return region.status();
+  return Add(client, *std::move(region));
+}
+
+absl::StatusOr<RegionInfo> RegionRegistry::Add(const std::string& client,
+                                               std::unique_ptr<Region> opened) {
+  const int64_t size = opened->size();
+  RegionInfo info{NewRegionId(), opened->shm_name(), size, opened->pinned(), opened->device()};
   {
     std::lock_guard<std::mutex> accounts(accounts_->mu);
     int64_t& mine = accounts_->by_client[client];
@@ -82,17 +105,15 @@ absl::StatusOr<RegionInfo> RegionRegistry::Register(const std::string& client,
     ++accounts_->regions_by_client[client];
   }
   // The bytes count until the mapping goes, which is when the last job holding it ends.
-  std::shared_ptr<HostRegion> region(opened->release(),
-                                     [accounts = accounts_, client, size](HostRegion* r) {
-                                       delete r;
-                                       std::lock_guard<std::mutex> lock(accounts->mu);
-                                       accounts->total -= size;
-                                       if ((accounts->by_client[client] -= size) == 0)
-                                         accounts->by_client.erase(client);
-                                       if (--accounts->regions_by_client[client] == 0) {
-                                         accounts->regions_by_client.erase(client);
-                                       }
-                                     });
+  std::shared_ptr<Region> region(opened.release(), [accounts = accounts_, client, size](Region* r) {
+    delete r;
+    std::lock_guard<std::mutex> lock(accounts->mu);
+    accounts->total -= size;
+    if ((accounts->by_client[client] -= size) == 0) accounts->by_client.erase(client);
+    if (--accounts->regions_by_client[client] == 0) {
+      accounts->regions_by_client.erase(client);
+    }
+  });
   std::lock_guard<std::mutex> lock(mu_);
   entries_.emplace(info.id, Entry{client, std::move(region), Clock::now()});
   return info;
@@ -117,7 +138,7 @@ absl::StatusOr<RegionRegistry::Entry*> RegionRegistry::FindLocked(const std::str
 }
 
 absl::Status RegionRegistry::Unregister(const std::string& client, const std::string& id) {
-  std::shared_ptr<HostRegion> dropped;  // unmapped after the lock, unless a job holds it
+  std::shared_ptr<Region> dropped;  // unmapped after the lock, unless a job holds it
   std::lock_guard<std::mutex> lock(mu_);
   absl::StatusOr<Entry*> entry = FindLocked(client, id, "region_id");
   if (!entry.ok()) return entry.status();
@@ -126,10 +147,10 @@ absl::Status RegionRegistry::Unregister(const std::string& client, const std::st
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::shared_ptr<HostRegion>> RegionRegistry::Find(const std::string& client,
-                                                                 const std::string& id,
-                                                                 const std::string& field) {
-  std::vector<std::shared_ptr<HostRegion>> dropped;  // unmapped once no lock is held
+absl::StatusOr<std::shared_ptr<Region>> RegionRegistry::Find(const std::string& client,
+                                                             const std::string& id,
+                                                             const std::string& field) {
+  std::vector<std::shared_ptr<Region>> dropped;  // unmapped once no lock is held
   std::lock_guard<std::mutex> lock(mu_);
   const Clock::time_point now = Clock::now();
   DropIdleLocked(now, &dropped);
@@ -140,7 +161,7 @@ absl::StatusOr<std::shared_ptr<HostRegion>> RegionRegistry::Find(const std::stri
 }
 
 void RegionRegistry::DropIdleLocked(Clock::time_point now,
-                                    std::vector<std::shared_ptr<HostRegion>>* dropped) {
+                                    std::vector<std::shared_ptr<Region>>* dropped) {
   if (limits_.idle_timeout.count() <= 0) return;
   for (auto it = entries_.begin(); it != entries_.end();) {
     // A region a job holds is in use, however long ago it was found.

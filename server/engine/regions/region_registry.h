@@ -1,4 +1,4 @@
-// The daemon's registered host regions (host_region.h), by id, each owned by the client that
+// The daemon's registered host regions (region.h), by id, each owned by the client that
 // registered it (JobSpec::client's naming): only that client may use or unregister it, and the
 // ids are random 128-bit names, so a region is reachable only by who was told its id.
 //
@@ -20,7 +20,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "server/engine/regions/host_region.h"
+#include "server/engine/regions/region.h"
 
 namespace gpupipe::engine {
 
@@ -36,26 +36,42 @@ struct RegionLimits {
 
 struct RegionInfo {
   std::string id;
-  std::string shm_name;
+  std::string shm_name;  // "cuda-ipc" for a device region
   int64_t size = 0;
   bool pinned = false;
+  bool device = false;
+};
+
+// What regions need from the backend; an empty function: not offered (the CPU backend
+// page-locks nothing and opens no device memory).
+using OpenCudaIpcFn = std::function<absl::StatusOr<DeviceMapping>(const std::string& handle)>;
+struct RegionHooks {
+  PinHostMemoryFn pin;
+  OpenCudaIpcFn open_cuda_ipc;
+  DeviceCopyFn device_copy;
 };
 
 class RegionRegistry {
  public:
-  RegionRegistry(RegionLimits limits, PinHostMemoryFn pin);
+  RegionRegistry(RegionLimits limits, RegionHooks hooks);
   ~RegionRegistry();
 
-  // Maps `shm_name` for `client` (HostRegion::Open). RESOURCE_EXHAUSTED naming the limit when
+  // Maps `shm_name` for `client` (Region::Open). RESOURCE_EXHAUSTED naming the limit when
   // the region would exceed one; UNAVAILABLE with regions off.
   absl::StatusOr<RegionInfo> Register(const std::string& client, const std::string& shm_name,
                                       int64_t bytes);
+  // Opens device memory a process of this host exported (`handle`: a cudaIpcMemHandle_t's
+  // bytes) for `client`: `bytes` of it (0: the whole allocation). FAILED_PRECONDITION where the
+  // backend has no device; the backend's error for a handle it cannot open; the limits as
+  // Register's (a device region's bytes count like a host region's).
+  absl::StatusOr<RegionInfo> RegisterCudaIpc(const std::string& client, const std::string& handle,
+                                             int64_t bytes);
   // NOT_FOUND for an unknown id, PERMISSION_DENIED for another client's region.
   absl::Status Unregister(const std::string& client, const std::string& id);
   // The region for a job of `client` (errors as Unregister's, naming `field`). The job holds
   // it until it ends, unregistered or not.
-  absl::StatusOr<std::shared_ptr<HostRegion>> Find(const std::string& client, const std::string& id,
-                                                   const std::string& field);
+  absl::StatusOr<std::shared_ptr<Region>> Find(const std::string& client, const std::string& id,
+                                               const std::string& field);
 
   const RegionLimits& limits() const { return limits_; }
   // Bytes mapped, regions unregistered whose jobs still run included; registered regions.
@@ -65,7 +81,7 @@ class RegionRegistry {
  private:
   struct Entry {
     std::string client;
-    std::shared_ptr<HostRegion> region;
+    std::shared_ptr<Region> region;
     std::chrono::steady_clock::time_point last_used;
   };
   // Bytes each client has mapped, shared with the regions' deleters, which outlive the
@@ -74,12 +90,15 @@ class RegionRegistry {
 
   // Moves regions idle for longer than the timeout that no job holds to `dropped`.
   void DropIdleLocked(std::chrono::steady_clock::time_point now,
-                      std::vector<std::shared_ptr<HostRegion>>* dropped);
+                      std::vector<std::shared_ptr<Region>>* dropped);
   absl::StatusOr<Entry*> FindLocked(const std::string& client, const std::string& id,
                                     const std::string& field);
 
   const RegionLimits limits_;
-  const PinHostMemoryFn pin_;
+  // Admits an opened region for `client` under the limits and names it.
+  absl::StatusOr<RegionInfo> Add(const std::string& client, std::unique_ptr<Region> region);
+
+  const RegionHooks hooks_;
   std::shared_ptr<Accounts> accounts_;
   mutable std::mutex mu_;
   std::map<std::string, Entry> entries_;

@@ -156,6 +156,12 @@ TEST_F(RegionRpcTest, BadRequestsGetClearStatusesAndTheDaemonServesOn) {
   });
   EXPECT_EQ(run.status().code(), absl::StatusCode::kInvalidArgument) << run.status();
 
+  // A device region needs the cuda backend; a request names exactly one kind.
+  absl::StatusOr<v1::RegisterRegionResponse> ipc =
+      client_->RegisterCudaRegion(std::string(64, '\1'));
+  EXPECT_EQ(ipc.status().code(), absl::StatusCode::kFailedPrecondition) << ipc.status();
+  EXPECT_EQ(client_->RegisterRegion("").status().code(), absl::StatusCode::kInvalidArgument);
+
   v1::DescribeResponse d = *client_->Describe();
   EXPECT_EQ(d.limits().max_client_regions(), 3);
   EXPECT_GT(d.limits().max_region_bytes(), 0);

@@ -12,6 +12,7 @@
 #include "server/engine/backends/cuda/copy_pool.h"
 #include "server/engine/backends/cuda/cuda_lane.h"
 #include "server/engine/backends/cuda/cuda_status.h"
+#include "server/engine/backends/cuda/ipc_memory.h"
 #include "server/engine/backends/cuda/lane_pool.h"
 #include "server/engine/backends/cuda/step_launcher.h"
 #include "server/engine/backends/cuda/warmup.h"
@@ -118,6 +119,17 @@ class CudaBackend final : public Backend {
                      cudaHostUnregister(data);
                      cudaGetLastError();
                    }};
+  }
+
+  absl::StatusOr<DeviceMapping> OpenCudaIpc(const std::string& handle) override {
+    return OpenIpcMemory(options_.device, handle);
+  }
+
+  absl::Status CopyDeviceMemory(char* to, const char* from, int64_t bytes) override {
+    GPUPIPE_CUDA_RETURN(cudaSetDevice(options_.device), "cudaSetDevice");
+    GPUPIPE_CUDA_RETURN(cudaMemcpy(to, from, static_cast<size_t>(bytes), cudaMemcpyDefault),
+                        "copying a region's bytes");
+    return absl::OkStatus();
   }
 
   LaneExecutor& lane(Priority priority, int lane) override {

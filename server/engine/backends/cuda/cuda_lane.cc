@@ -108,7 +108,7 @@ absl::Status CudaLane::Stage(const Chunk& chunk, const InputChunk& input) {
   StagedChunk& next = staging_[chunk.index % 2];
   next.source = input.data;
   next.staged = nullptr;
-  if (input.pinned) return absl::OkStatus();
+  if (input.pinned || input.device) return absl::OkStatus();
   // Pageable bytes go through pinned staging: one host copy buys a DMA at full PCIe speed
   // instead of the driver's slower staged pageable path. The copy runs on the pool's threads
   // while this thread enqueues the chunk before and hands over finished ones.
@@ -156,9 +156,11 @@ absl::Status CudaLane::Enqueue(const Chunk& chunk) {
   const cudaStream_t d2h = lane_.d2h_stream();
   const int64_t in_bytes = chunk.in_elements * layout_->in_itemsize;
   GPUPIPE_CUDA_RETURN(cudaEventRecord(slot.times[0].get(), h2d), "cudaEventRecord");
-  GPUPIPE_CUDA_RETURN(cudaMemcpyAsync(slot.d_buffers[0], input.source, in_bytes,
-                                      cudaMemcpyHostToDevice, h2d),
-                      "copying a chunk of the input to the device");
+  // cudaMemcpyDefault: the source is page-locked host memory or, for a device region, device
+  // memory (unified addressing tells them apart).
+  GPUPIPE_CUDA_RETURN(
+      cudaMemcpyAsync(slot.d_buffers[0], input.source, in_bytes, cudaMemcpyDefault, h2d),
+      "copying a chunk of the input to the device");
   GPUPIPE_CUDA_RETURN(cudaEventRecord(slot.times[1].get(), h2d), "cudaEventRecord");
   GPUPIPE_CUDA_RETURN(cudaEventRecord(slot.h2d_done.get(), h2d), "cudaEventRecord");
   if (input.staged != nullptr) {
@@ -177,16 +179,15 @@ absl::Status CudaLane::Enqueue(const Chunk& chunk) {
   GPUPIPE_CUDA_RETURN(cudaStreamWaitEvent(d2h, slot.compute_done.get(), 0),
                       "cudaStreamWaitEvent");
   GPUPIPE_CUDA_RETURN(cudaEventRecord(slot.times[4].get(), d2h), "cudaEventRecord");
-  // Results of whole rows go straight to their place in a registered output region; split
-  // rows are combined on the host first, from the slot's buffer.
+  // Results of whole rows go straight to their place in a registered output region (host or
+  // device); split rows are combined on the host first, from the slot's buffer.
   char* out = static_cast<char*>(slot.h_output);
   if (direct_output_ != nullptr && layout_->mode == ChunkLayout::Mode::kRows) {
     out = direct_output_ + chunk.out_offset * layout_->out_itemsize;
   }
   results_[static_cast<size_t>(s)] = out;
-  GPUPIPE_CUDA_RETURN(
-      cudaMemcpyAsync(out, slot.d_buffers[src], out_bytes, cudaMemcpyDeviceToHost, d2h),
-      "copying a chunk of the output to the host");
+  GPUPIPE_CUDA_RETURN(cudaMemcpyAsync(out, slot.d_buffers[src], out_bytes, cudaMemcpyDefault, d2h),
+                      "copying a chunk of the output to the host");
   GPUPIPE_CUDA_RETURN(cudaEventRecord(slot.times[5].get(), d2h), "cudaEventRecord");
   GPUPIPE_CUDA_RETURN(cudaEventRecord(slot.d2h_done.get(), d2h), "cudaEventRecord");
   return absl::OkStatus();

@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 
+#include <cstring>
 #include <thread>
+#include <vector>
 
 #include "client/shared_memory.h"
 
@@ -31,11 +33,11 @@ TEST(RegionRegistry, RegistersAnObjectAndFindsItForItsClientOnly) {
   EXPECT_EQ(info->id.size(), 2u + 32u);
   EXPECT_EQ(registry.mapped_bytes(), 4096);
 
-  absl::StatusOr<std::shared_ptr<HostRegion>> mine = registry.Find("alice", info->id, "f");
+  absl::StatusOr<std::shared_ptr<Region>> mine = registry.Find("alice", info->id, "f");
   ASSERT_TRUE(mine.ok()) << mine.status();
   EXPECT_EQ(std::string((*mine)->data(), 5), "hello");  // the same pages
 
-  absl::StatusOr<std::shared_ptr<HostRegion>> theirs = registry.Find("bob", info->id, "f");
+  absl::StatusOr<std::shared_ptr<Region>> theirs = registry.Find("bob", info->id, "f");
   EXPECT_EQ(theirs.status().code(), absl::StatusCode::kPermissionDenied);
   EXPECT_EQ(registry.Unregister("bob", info->id).code(), absl::StatusCode::kPermissionDenied);
   EXPECT_EQ(registry.Find("alice", "r-nope", "input_region.region_id").status().code(),
@@ -66,7 +68,7 @@ TEST(RegionRegistry, RangeChecksNameTheField) {
   auto shm = Object(100);
   absl::StatusOr<RegionInfo> info = registry.Register("c", shm->name(), 0);
   ASSERT_TRUE(info.ok());
-  std::shared_ptr<HostRegion> region = *registry.Find("c", info->id, "f");
+  std::shared_ptr<Region> region = *registry.Find("c", info->id, "f");
   EXPECT_TRUE(region->CheckRange(0, 100, "input_region").ok());
   EXPECT_TRUE(region->CheckRange(100, 0, "input_region").ok());
   absl::Status past = region->CheckRange(60, 41, "input_region");
@@ -108,7 +110,7 @@ TEST(RegionRegistry, AnUnregisteredRegionStaysMappedWhileAJobHoldsIt) {
   auto shm = Object(8192);
   absl::StatusOr<RegionInfo> info = registry.Register("c", shm->name(), 0);
   ASSERT_TRUE(info.ok());
-  std::shared_ptr<HostRegion> held = *registry.Find("c", info->id, "f");
+  std::shared_ptr<Region> held = *registry.Find("c", info->id, "f");
   ASSERT_TRUE(registry.Unregister("c", info->id).ok());
   EXPECT_EQ(registry.registered(), 0);
   EXPECT_EQ(registry.Find("c", info->id, "f").status().code(), absl::StatusCode::kNotFound);
@@ -127,7 +129,7 @@ TEST(RegionRegistry, IdleRegionsAreDroppedButNotWhileInUse) {
   absl::StatusOr<RegionInfo> idle = registry.Register("c", a->name(), 0);
   absl::StatusOr<RegionInfo> busy = registry.Register("c", b->name(), 0);
   ASSERT_TRUE(idle.ok() && busy.ok());
-  std::shared_ptr<HostRegion> held = *registry.Find("c", busy->id, "f");
+  std::shared_ptr<Region> held = *registry.Find("c", busy->id, "f");
   std::this_thread::sleep_for(std::chrono::milliseconds(120));
   EXPECT_EQ(registry.Find("c", idle->id, "f").status().code(), absl::StatusCode::kNotFound);
   EXPECT_TRUE(registry.Find("c", busy->id, "f").ok());
@@ -137,10 +139,12 @@ TEST(RegionRegistry, IdleRegionsAreDroppedButNotWhileInUse) {
 TEST(RegionRegistry, PinsAtRegistrationAndUnpinsAtTheEnd) {
   int pinned = 0;
   int unpinned = 0;
-  RegionRegistry registry({}, [&](char*, int64_t bytes) -> absl::StatusOr<HostPin> {
+  RegionHooks hooks;
+  hooks.pin = [&](char*, int64_t bytes) -> absl::StatusOr<HostPin> {
     pinned += static_cast<int>(bytes);
     return HostPin{true, [&, bytes] { unpinned += static_cast<int>(bytes); }};
-  });
+  };
+  RegionRegistry registry({}, hooks);
   auto shm = Object(300);
   absl::StatusOr<RegionInfo> info = registry.Register("c", shm->name(), 0);
   ASSERT_TRUE(info.ok());
@@ -149,12 +153,59 @@ TEST(RegionRegistry, PinsAtRegistrationAndUnpinsAtTheEnd) {
   ASSERT_TRUE(registry.Unregister("c", info->id).ok());
   EXPECT_EQ(unpinned, 300);
 
-  RegionRegistry failing({}, [](char*, int64_t) -> absl::StatusOr<HostPin> {
+  RegionHooks failing_hooks;
+  failing_hooks.pin = [](char*, int64_t) -> absl::StatusOr<HostPin> {
     return absl::ResourceExhaustedError("cannot page-lock");
-  });
+  };
+  RegionRegistry failing({}, failing_hooks);
   EXPECT_EQ(failing.Register("c", shm->name(), 0).status().code(),
             absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(failing.mapped_bytes(), 0);
+}
+
+TEST(RegionRegistry, DeviceRegionsNeedADeviceAndCountAgainstTheLimits) {
+  RegionRegistry cpu({}, {});
+  absl::StatusOr<RegionInfo> refused = cpu.RegisterCudaIpc("c", std::string(64, '\0'), 0);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(refused.status().message().find("cuda backend"), std::string::npos);
+
+  // A device the test fakes: an "allocation" of host bytes, copied with memcpy.
+  std::vector<char> allocation(1000, 7);
+  int closed = 0;
+  RegionHooks hooks;
+  hooks.open_cuda_ipc = [&](const std::string& handle) -> absl::StatusOr<DeviceMapping> {
+    if (handle != "h") return absl::InvalidArgumentError("cuda_ipc_handle: bad");
+    return DeviceMapping{allocation.data(), 1000, [&] { ++closed; }};
+  };
+  hooks.device_copy = [](char* to, const char* from, int64_t n) {
+    std::memcpy(to, from, static_cast<size_t>(n));
+    return absl::OkStatus();
+  };
+  RegionLimits limits;
+  limits.max_client_bytes = 1500;
+  RegionRegistry registry(limits, hooks);
+  EXPECT_EQ(registry.RegisterCudaIpc("c", "x", 0).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(registry.RegisterCudaIpc("c", "h", 1001).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(closed, 1);  // the refused size closed what it opened
+  absl::StatusOr<RegionInfo> info = registry.RegisterCudaIpc("c", "h", 0);
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_TRUE(info->device);
+  EXPECT_FALSE(info->pinned);
+  EXPECT_EQ(info->size, 1000);
+  EXPECT_EQ(registry.RegisterCudaIpc("c", "h", 600).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  std::shared_ptr<Region> region = *registry.Find("c", info->id, "f");
+  char out[4] = {};
+  ASSERT_TRUE(region->CopyOut(out, 10, 4, "input_region").ok());
+  EXPECT_EQ(out[0], 7);
+  ASSERT_TRUE(region->CopyIn(0, "abcd", 4, "output_region").ok());
+  EXPECT_EQ(allocation[2], 'c');
+  region.reset();
+  ASSERT_TRUE(registry.Unregister("c", info->id).ok());
+  EXPECT_EQ(closed, 3);
+  EXPECT_EQ(registry.mapped_bytes(), 0);
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-#include "server/engine/regions/host_region.h"
+#include "server/engine/regions/region.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "server/engine/regions/guarded_copy.h"
 
 namespace gpupipe::engine {
 namespace {
@@ -34,8 +35,8 @@ absl::StatusOr<std::string> NormalizeName(std::string name) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<HostRegion>> HostRegion::Open(std::string shm_name, int64_t bytes,
-                                                             const PinHostMemoryFn& pin) {
+absl::StatusOr<std::unique_ptr<Region>> Region::Open(std::string shm_name, int64_t bytes,
+                                                     const PinHostMemoryFn& pin) {
   absl::StatusOr<std::string> name = NormalizeName(std::move(shm_name));
   if (!name.ok()) return name.status();
   if (bytes < 0) {
@@ -76,7 +77,7 @@ absl::StatusOr<std::unique_ptr<HostRegion>> HostRegion::Open(std::string shm_nam
     return absl::ResourceExhaustedError(
         absl::StrCat("cannot map ", size, " bytes of '", *name, "': ", strerror(map_err)));
   }
-  std::unique_ptr<HostRegion> region(new HostRegion(*name, static_cast<char*>(data), size));
+  std::unique_ptr<Region> region(new Region(*name, static_cast<char*>(data), size));
   if (pin) {
     absl::StatusOr<HostPin> pinned = pin(region->data_, size);
     if (!pinned.ok()) return pinned.status();  // the destructor unmaps
@@ -85,13 +86,44 @@ absl::StatusOr<std::unique_ptr<HostRegion>> HostRegion::Open(std::string shm_nam
   return region;
 }
 
-HostRegion::~HostRegion() {
+absl::StatusOr<std::unique_ptr<Region>> Region::FromDevice(DeviceMapping mapping, int64_t bytes,
+                                                           DeviceCopyFn copy) {
+  const int64_t size = bytes == 0 ? mapping.bytes : bytes;
+  if (bytes < 0 || size == 0 || size > mapping.bytes) {
+    if (mapping.close) mapping.close();
+    return absl::InvalidArgumentError(absl::StrCat("size: the exported allocation holds ",
+                                                   mapping.bytes,
+                                                   " bytes from its handle's "
+                                                   "address; ",
+                                                   bytes, " cannot be registered"));
+  }
+  std::unique_ptr<Region> region(new Region("cuda-ipc", mapping.data, size));
+  region->device_ = std::move(mapping);
+  region->copy_ = std::move(copy);
+  return region;
+}
+
+Region::~Region() {
+  if (copy_ != nullptr) {
+    if (device_.close) device_.close();
+    return;
+  }
   if (pin_.unpin) pin_.unpin();
   munmap(data_, static_cast<size_t>(size_));
 }
 
-absl::Status HostRegion::CheckRange(int64_t offset, int64_t length,
-                                    const std::string& field) const {
+absl::Status Region::CopyOut(char* to, int64_t offset, int64_t bytes, const char* field) const {
+  if (copy_ != nullptr) return copy_(to, data_ + offset, bytes);
+  return GuardedCopy(to, data_ + offset, static_cast<size_t>(bytes), field);
+}
+
+absl::Status Region::CopyIn(int64_t offset, const char* from, int64_t bytes,
+                            const char* field) const {
+  if (copy_ != nullptr) return copy_(data_ + offset, from, bytes);
+  return GuardedCopy(data_ + offset, from, static_cast<size_t>(bytes), field);
+}
+
+absl::Status Region::CheckRange(int64_t offset, int64_t length, const std::string& field) const {
   if (offset < 0 || length < 0 || offset > size_ || length > size_ - offset) {
     return absl::InvalidArgumentError(absl::StrCat(field, ": ", length, " bytes at offset ", offset,
                                                    " are outside region ", shm_name_, " of ", size_,
