@@ -133,29 +133,49 @@ absl::StatusOr<v1::DescribeResponse> JobClient::Describe() {
 }
 
 absl::StatusOr<v1::RegisterRegionResponse> JobClient::RegisterRegion(const std::string& shm_name,
-                                                                     int64_t size) {
+                                                                     int64_t size,
+                                                                     const std::string& lease_id) {
   grpc::ClientContext context;
   SetDeadline(&context);
   v1::RegisterRegionRequest request;
   request.set_shm_name(shm_name);
   request.set_size(static_cast<uint64_t>(size));
+  request.set_lease_id(lease_id);
   v1::RegisterRegionResponse response;
   grpc::Status status = stub_->RegisterRegion(&context, request, &response);
   if (!status.ok()) return FromGrpcStatus(status);
   return response;
 }
 
-absl::StatusOr<v1::RegisterRegionResponse> JobClient::RegisterCudaRegion(const std::string& handle,
-                                                                         int64_t size) {
+absl::StatusOr<v1::RegisterRegionResponse> JobClient::RegisterCudaRegion(
+    const std::string& handle, int64_t size, const std::string& lease_id) {
   grpc::ClientContext context;
   SetDeadline(&context);
   v1::RegisterRegionRequest request;
   request.set_cuda_ipc_handle(handle);
   request.set_size(static_cast<uint64_t>(size));
+  request.set_lease_id(lease_id);
   v1::RegisterRegionResponse response;
   grpc::Status status = stub_->RegisterRegion(&context, request, &response);
   if (!status.ok()) return FromGrpcStatus(status);
   return response;
+}
+
+RegionLease::~RegionLease() {
+  context_->TryCancel();
+  reader_->Finish().ok();  // CANCELLED, as asked
+}
+
+absl::StatusOr<std::unique_ptr<RegionLease>> JobClient::HoldRegions() {
+  auto context = std::make_unique<grpc::ClientContext>();
+  // No deadline: the call lasts as long as the lease. The client-id and token as every call's.
+  SetDeadline(context.get());
+  context->set_deadline(std::chrono::system_clock::time_point::max());
+  std::unique_ptr<grpc::ClientReader<v1::RegionLease>> reader =
+      stub_->HoldRegions(context.get(), v1::HoldRegionsRequest());
+  v1::RegionLease lease;
+  if (!reader->Read(&lease)) return FromGrpcStatus(reader->Finish());
+  return std::make_unique<RegionLease>(std::move(context), std::move(reader), lease.lease_id());
 }
 
 absl::Status JobClient::UnregisterRegion(const std::string& region_id) {

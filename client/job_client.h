@@ -57,6 +57,23 @@ inline constexpr int64_t kUploadChunkBytes = (int64_t{1} << 20) - 4096;
 // grpc::Status -> absl::Status with the same code (both number google.rpc.Code) and message.
 absl::Status FromGrpcStatus(const grpc::Status& status);
 
+// An open HoldRegions call: regions registered with its id() are unregistered by the daemon
+// when it is destroyed (the call is cancelled) or this process dies. Not thread-safe to destroy
+// while another thread registers under it.
+class RegionLease {
+ public:
+  RegionLease(std::unique_ptr<grpc::ClientContext> context,
+              std::unique_ptr<grpc::ClientReader<v1::RegionLease>> reader, std::string id)
+      : context_(std::move(context)), reader_(std::move(reader)), id_(std::move(id)) {}
+  ~RegionLease();
+  const std::string& id() const { return id_; }
+
+ private:
+  std::unique_ptr<grpc::ClientContext> context_;
+  std::unique_ptr<grpc::ClientReader<v1::RegionLease>> reader_;
+  std::string id_;
+};
+
 class JobClient {
  public:
   // Connects lazily to `target` ("host:port", a host alone for port 50051, or any gRPC target
@@ -101,12 +118,17 @@ class JobClient {
   // Registers the shared-memory object `shm_name` (its first `size` bytes; 0: all of it) as a
   // region this client's jobs may name in SubmitRequest.input_region and output_region, and
   // unregisters it. The daemon must run on this host and see the object (same IPC namespace).
+  // With a `lease_id` (HoldRegions), the region goes when the lease does.
   absl::StatusOr<v1::RegisterRegionResponse> RegisterRegion(const std::string& shm_name,
-                                                            int64_t size = 0);
+                                                            int64_t size = 0,
+                                                            const std::string& lease_id = "");
   // Registers device memory this process exported with cudaIpcGetMemHandle (`handle`: the
   // handle's 64 bytes) as a device region: `size` bytes from the allocation's base (0: all).
   absl::StatusOr<v1::RegisterRegionResponse> RegisterCudaRegion(const std::string& handle,
-                                                                int64_t size = 0);
+                                                                int64_t size = 0,
+                                                                const std::string& lease_id = "");
+  // Opens a lease (HoldRegions); the call has no deadline and lasts as long as the lease.
+  absl::StatusOr<std::unique_ptr<RegionLease>> HoldRegions();
   absl::Status UnregisterRegion(const std::string& region_id);
 
   const ClientOptions& options() const { return options_; }

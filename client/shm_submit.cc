@@ -24,8 +24,10 @@ class Registration {
   std::string id_;
 };
 
-absl::StatusOr<std::unique_ptr<Registration>> Register(JobClient& client, const SharedMemory& shm) {
-  absl::StatusOr<v1::RegisterRegionResponse> r = client.RegisterRegion(shm.name(), shm.size());
+absl::StatusOr<std::unique_ptr<Registration>> Register(JobClient& client, const SharedMemory& shm,
+                                                       const RegionLease& lease) {
+  absl::StatusOr<v1::RegisterRegionResponse> r =
+      client.RegisterRegion(shm.name(), shm.size(), lease.id());
   if (!r.ok()) return r.status();
   return std::make_unique<Registration>(client, r->region_id());
 }
@@ -40,7 +42,10 @@ absl::StatusOr<JobResult> SubmitThroughSharedMemory(JobClient& client, v1::Submi
       SharedMemory::Create(std::max<int64_t>(input_bytes, 1), "gpupipe-in");
   if (!in.ok()) return in.status();
   if (absl::Status s = fill((*in)->data(), input_bytes); !s.ok()) return s;
-  absl::StatusOr<std::unique_ptr<Registration>> in_region = Register(client, **in);
+  // Should this process die mid-job, the lease's end unregisters both regions at once.
+  absl::StatusOr<std::unique_ptr<RegionLease>> lease = client.HoldRegions();
+  if (!lease.ok()) return lease.status();
+  absl::StatusOr<std::unique_ptr<Registration>> in_region = Register(client, **in, **lease);
   if (!in_region.ok()) return in_region.status();
   request.mutable_input_region()->set_region_id((*in_region)->id());
   request.mutable_input_region()->set_length(static_cast<uint64_t>(input_bytes));
@@ -61,7 +66,7 @@ absl::StatusOr<JobResult> SubmitThroughSharedMemory(JobClient& client, v1::Submi
   absl::StatusOr<std::unique_ptr<SharedMemory>> out =
       SharedMemory::Create(std::max<int64_t>(*out_bytes, 1), "gpupipe-out");
   if (!out.ok()) return out.status();
-  absl::StatusOr<std::unique_ptr<Registration>> out_region = Register(client, **out);
+  absl::StatusOr<std::unique_ptr<Registration>> out_region = Register(client, **out, **lease);
   if (!out_region.ok()) return out_region.status();
   request.mutable_output_region()->set_region_id((*out_region)->id());
   request.mutable_output_region()->set_length(static_cast<uint64_t>(*out_bytes));
@@ -87,13 +92,21 @@ absl::StatusOr<JobResult> SubmitThroughSharedMemory(JobClient& client, v1::Submi
 bool RegionsUnavailable(const absl::Status& status) {
   switch (status.code()) {
     case absl::StatusCode::kNotFound:
-    case absl::StatusCode::kPermissionDenied:
       return absl::StrContains(status.message(), "shm_name");
+    case absl::StatusCode::kPermissionDenied:
+      // The daemon cannot see or may not map it, or the call is not from this host.
+      return absl::StrContains(status.message(), "shm_name") ||
+             absl::StrContains(status.message(), "regions are for clients");
     case absl::StatusCode::kUnavailable:
       return absl::StrContains(status.message(), "regions are off") ||
              absl::StrContains(status.message(), "cannot create shared memory");
     case absl::StatusCode::kResourceExhausted:
-      return absl::StrContains(status.message(), "bytes of shared memory");
+      // No room here (/dev/shm) or at the daemon (its region limits, page-locking).
+      return absl::StrContains(status.message(), "bytes of shared memory") ||
+             absl::StrContains(status.message(), "--max-region") ||
+             absl::StrContains(status.message(), "--max-client-region") ||
+             absl::StrContains(status.message(), "--max-regions") ||
+             absl::StrContains(status.message(), "page-lock");
     case absl::StatusCode::kUnimplemented:
       return true;
     default:

@@ -123,6 +123,10 @@ Runs the gpupipe job service: a gRPC daemon that owns one GPU.
                              clients (0: no regions; default 32)
   --max-client-region-gib N  likewise per client (default 16)
   --max-client-regions N     regions one client may have registered (default 64)
+  --max-regions N            regions over all clients (default 1024)
+  --region-any-owner         map shared-memory objects whatever user owns them (default:
+                             only the daemon's user's), where every caller that can reach
+                             the daemon is trusted with what the daemon's user can open
   --region-idle-timeout-seconds N
                              a region no job used for N s is unregistered, so a client that
                              died leaves nothing mapped (0: never; default 600)
@@ -179,6 +183,8 @@ absl::StatusOr<DaemonOptions> ParseFlags(const std::vector<std::string>& args) {
       o.help = true;
     } else if (flag == "--version") {
       o.version = true;
+    } else if (flag == "--region-any-owner") {
+      o.region_any_owner = true;
     } else if (flag == "--quiet") {
       o.log_jobs = false;
     } else if (flag == "--log-format") {
@@ -277,6 +283,7 @@ absl::StatusOr<DaemonOptions> ParseFlags(const std::vector<std::string>& args) {
            [&](int64_t v) { o.max_client_region_bytes = v << 30; }},
           {"--max-client-regions", 1, 1 << 16,
            [&](int64_t v) { o.max_client_regions = static_cast<int>(v); }},
+          {"--max-regions", 1, 1 << 20, [&](int64_t v) { o.max_regions = static_cast<int>(v); }},
           {"--region-idle-timeout-seconds", 0, 86400 * 7,
            [&](int64_t v) { o.region_idle_timeout_ms = v * 1000; }},
           {"--reader-idle-timeout-seconds", 0, 86400,

@@ -40,6 +40,8 @@ struct DaemonOptions {
   int64_t max_region_bytes = int64_t{32} << 30;          // --max-region-gib
   int64_t max_client_region_bytes = int64_t{16} << 30;   // --max-client-region-gib
   int max_client_regions = 64;                           // --max-client-regions
+  int max_regions = 1024;                                // --max-regions
+  bool region_any_owner = false;                         // --region-any-owner
   int64_t region_idle_timeout_ms = 600000;               // --region-idle-timeout-seconds
   int64_t reader_idle_timeout_ms = 30000;                // --reader-idle-timeout-seconds
   int64_t keepalive_ms = 60000;                          // --keepalive-seconds

@@ -220,6 +220,8 @@ int Run(const DaemonOptions& options) {
   engine_options.regions.max_bytes = options.max_region_bytes;
   engine_options.regions.max_client_bytes = options.max_client_region_bytes;
   engine_options.regions.max_client_regions = options.max_client_regions;
+  engine_options.regions.max_regions = options.max_regions;
+  engine_options.regions.any_owner = options.region_any_owner;
   engine_options.regions.idle_timeout = std::chrono::milliseconds(options.region_idle_timeout_ms);
   // One job's region input is bounded by what one client may map.
   engine_options.limits.max_region_input_bytes =
@@ -369,6 +371,8 @@ int Run(const DaemonOptions& options) {
   // them a moment to read what was sent (a connection closed under unread bytes is reset, and
   // the client may lose them), and closes the connections that remain.
   service.WaitForCalls(std::chrono::steady_clock::now() + kDeliverBudget);
+  // Region leases stay open until ended: end them, or the server would wait for them.
+  service.CloseLeases();
   server->Shutdown(std::chrono::system_clock::now() + kLinger);
   engine->Shutdown();
   if (drained) {

@@ -223,7 +223,6 @@ int RunSubmit(const Args& args, const Reporter& reporter) {
   absl::StatusOr<client::NpyFileInfo> header = client::ReadNpyHeader(s.input);
   if (!header.ok()) return reporter.Fail(kExitRuntime, header.status());
   bool shm = UseSharedMemory(args, header->data_bytes);
-  const bool stream = !shm && ShouldStream(s.stream, header->data_bytes);
 
   absl::StatusOr<std::unique_ptr<client::JobClient>> client = Connect(args);
   if (!client.ok()) return reporter.Fail(kExitUsage, client.status());
@@ -264,6 +263,8 @@ int RunSubmit(const Args& args, const Reporter& reporter) {
       shm = false;
     }
   }
+  // Decided only now: a fallback from shared memory takes the connection's usual way.
+  const bool stream = !shm && ShouldStream(s.stream, header->data_bytes);
   if (!shm) {
     if (stream) {
       v1::SubmitRequest request = MakeRequest(input, s.ops, s.priority, s.tag);

@@ -368,7 +368,8 @@ class Engine::Impl {
                                out_bytes, " bytes (", DTypeName(plan.output_dtype), ", shape ",
                                ShapeString(plan.output_shape), ")"));
             }
-            if (in_region == out_region && in_slice.offset < out_slice.offset + out_bytes &&
+            if (in_region && in_region->SameMemoryAs(*out_region) &&
+                in_slice.offset < out_slice.offset + out_bytes &&
                 out_slice.offset < in_slice.offset + size) {
               return absl::InvalidArgumentError(
                   "output_region: overlaps input_region; results would overwrite input the job "
@@ -566,7 +567,8 @@ class Engine::Impl {
   int64_t next_id_ = 0;
   Admission admission_;
   // After backend_, so that regions are unpinned while the backend still runs.
-  RegionRegistry regions_;
+  // Mutable: reading its figures also sweeps idle regions.
+  mutable RegionRegistry regions_;
   JobStats job_stats_;
   std::array<ClientQueue<std::unique_ptr<QueuedJob>>, kPriorityLevels> queues_;
   std::unordered_set<const QueuedJob*> running_;
@@ -642,22 +644,30 @@ absl::Status Engine::Submit(JobSpec spec, std::string& input, const JobRegions& 
 }
 
 absl::StatusOr<RegionInfo> Engine::RegisterRegion(const std::string& client,
-                                                  const std::string& shm_name, int64_t bytes) {
+                                                  const std::string& shm_name, int64_t bytes,
+                                                  const std::string& lease) {
   try {
-    return impl_->regions().Register(client, shm_name, bytes);
+    return impl_->regions().Register(client, shm_name, bytes, lease);
   } catch (const std::bad_alloc&) {
     return absl::ResourceExhaustedError("the server ran out of memory for this region");
   }
 }
 
 absl::StatusOr<RegionInfo> Engine::RegisterCudaIpcRegion(const std::string& client,
-                                                         const std::string& handle, int64_t bytes) {
+                                                         const std::string& handle, int64_t bytes,
+                                                         const std::string& lease) {
   try {
-    return impl_->regions().RegisterCudaIpc(client, handle, bytes);
+    return impl_->regions().RegisterCudaIpc(client, handle, bytes, lease);
   } catch (const std::bad_alloc&) {
     return absl::ResourceExhaustedError("the server ran out of memory for this region");
   }
 }
+
+absl::StatusOr<std::string> Engine::OpenRegionLease(const std::string& client) {
+  return impl_->regions().OpenLease(client);
+}
+
+void Engine::EndRegionLease(const std::string& lease) { impl_->regions().EndLease(lease); }
 
 absl::Status Engine::UnregisterRegion(const std::string& client, const std::string& region_id) {
   return impl_->regions().Unregister(client, region_id);

@@ -150,13 +150,18 @@ class Engine {
                       std::shared_ptr<JobSink> sink);
 
   // Maps a client's shared-memory object as a region its jobs may use
-  // (RegionRegistry::Register), and unmaps it once no job uses it any more.
+  // (RegionRegistry::Register), and unmaps it once no job uses it any more. With a `lease`
+  // (OpenRegionLease), the region goes when the lease ends.
   absl::StatusOr<RegionInfo> RegisterRegion(const std::string& client, const std::string& shm_name,
-                                            int64_t bytes);
+                                            int64_t bytes, const std::string& lease = "");
   // Opens device memory a client process exported (CUDA IPC) as a region of `client`
   // (RegionRegistry::RegisterCudaIpc).
   absl::StatusOr<RegionInfo> RegisterCudaIpcRegion(const std::string& client,
-                                                   const std::string& handle, int64_t bytes);
+                                                   const std::string& handle, int64_t bytes,
+                                                   const std::string& lease = "");
+  // Leases tie regions to something that ends (RegionRegistry::OpenLease, EndLease).
+  absl::StatusOr<std::string> OpenRegionLease(const std::string& client);
+  void EndRegionLease(const std::string& lease);
   absl::Status UnregisterRegion(const std::string& client, const std::string& region_id);
 
   EngineDescription Describe() const;

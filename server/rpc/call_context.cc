@@ -69,4 +69,12 @@ void ApplyCallContext(const grpc::CallbackServerContext& context, std::string_vi
   }
 }
 
+bool IsLocalPeer(std::string_view peer) {
+  const auto starts = [&](std::string_view prefix) {
+    return peer.substr(0, prefix.size()) == prefix;
+  };
+  return starts("unix:") || starts("unix-abstract:") || starts("ipv4:127.") ||
+         starts("ipv6:[::1]") || starts("ipv6:[::ffff:127.") || starts("ipv6:%5B::1%5D");
+}
+
 }  // namespace gpupipe::rpc

@@ -29,6 +29,10 @@ inline constexpr size_t kMaxClientIdBytes = 64;
 std::string ClientIdentity(const grpc::CallbackServerContext& context,
                            std::string_view token_name);
 
+// Whether `peer` (as grpc::ServerContext::peer() spells it) is a process of this host: a Unix
+// socket or a loopback address. Shared memory and CUDA IPC are for those only.
+bool IsLocalPeer(std::string_view peer);
+
 // From its parts: `peer` as grpc::ServerContext::peer() spells it ("ipv4:10.0.0.7:51234",
 // "ipv6:[::1]:51234", "unix:/run/gpupipe.sock"), `authenticated` the transport's identity
 // (empty for none), `client_id` the metadata value (empty for none; cut to kMaxClientIdBytes,

@@ -428,6 +428,7 @@ v1::DescribeResponse EncodeDescription(const engine::EngineDescription& d,
   limits->set_max_client_regions(d.regions.max_client_regions);
   limits->set_region_idle_timeout_ms(d.regions.idle_timeout.count());
   limits->set_max_region_input_bytes(d.limits.max_region_input_bytes);
+  limits->set_max_regions(d.regions.max_regions);
   for (engine::Staging s : d.stagings) response.add_stagings(EncodeStaging(s));
   for (engine::LaunchMode m : d.launch_modes) response.add_launch_modes(EncodeLaunchMode(m));
   v1::GraphCacheStats* graphs = response.mutable_graph_cache();

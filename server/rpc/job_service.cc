@@ -3,6 +3,7 @@
 #include <limits>
 #include <new>
 
+#include "absl/strings/str_cat.h"
 #include "server/rpc/call_context.h"
 #include "server/rpc/convert.h"
 #include "server/rpc/status_mapping.h"
@@ -93,12 +94,19 @@ grpc::ServerUnaryReactor* JobServiceImpl::RegisterRegion(grpc::CallbackServerCon
           "shm_name, cuda_ipc_handle: give exactly one (a shared-memory object's name, or a "
           "CUDA IPC handle)");
     }
+    if (!IsLocalPeer(context->peer())) {
+      return absl::PermissionDeniedError(
+          absl::StrCat("regions are for clients on the daemon's host (a Unix socket or a loopback "
+                       "address); this call comes from ",
+                       context->peer()));
+    }
     const std::string client = ClientIdentity(*context, caller);
     const int64_t size = static_cast<int64_t>(request->size());
     absl::StatusOr<engine::RegionInfo> region =
         request->cuda_ipc_handle().empty()
-            ? engine_->RegisterRegion(client, request->shm_name(), size)
-            : engine_->RegisterCudaIpcRegion(client, request->cuda_ipc_handle(), size);
+            ? engine_->RegisterRegion(client, request->shm_name(), size, request->lease_id())
+            : engine_->RegisterCudaIpcRegion(client, request->cuda_ipc_handle(), size,
+                                             request->lease_id());
     if (!region.ok()) return region.status();
     response->set_region_id(region->id);
     response->set_size(static_cast<uint64_t>(region->size));
@@ -106,6 +114,11 @@ grpc::ServerUnaryReactor* JobServiceImpl::RegisterRegion(grpc::CallbackServerCon
     response->set_device(region->device);
     return absl::OkStatus();
   });
+}
+
+grpc::ServerWriteReactor<v1::RegionLease>* JobServiceImpl::HoldRegions(
+    grpc::CallbackServerContext* context, const v1::HoldRegionsRequest* /*request*/) {
+  return new LeaseReactor(engine_, context, Authenticate(*context), &leases_);
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::UnregisterRegion(

@@ -15,6 +15,7 @@
 #include "gpupipe/v1/gpupipe.grpc.pb.h"
 #include "server/engine/engine.h"
 #include "server/rpc/active_calls.h"
+#include "server/rpc/lease_reactor.h"
 #include "server/rpc/stall_watch.h"
 #include "server/rpc/token_auth.h"
 
@@ -56,6 +57,14 @@ class JobServiceImpl final : public v1::JobService::CallbackService {
   grpc::ServerUnaryReactor* UnregisterRegion(grpc::CallbackServerContext* context,
                                              const v1::UnregisterRegionRequest* request,
                                              v1::UnregisterRegionResponse* response) override;
+  grpc::ServerWriteReactor<v1::RegionLease>* HoldRegions(
+      grpc::CallbackServerContext* context, const v1::HoldRegionsRequest* request) override;
+
+  // Ends every HoldRegions call (UNAVAILABLE) and every later one at once: for a shutdown,
+  // before the server waits for its calls.
+  void CloseLeases() {
+    leases_.CloseAll(grpc::Status(grpc::StatusCode::UNAVAILABLE, "the server is shutting down"));
+  }
 
   // The figures GetStats answers with (also the daemon's Prometheus metrics): the engine's,
   // with the calls this layer refused (no valid token) among the refusals.
@@ -81,6 +90,7 @@ class JobServiceImpl final : public v1::JobService::CallbackService {
   JobServiceOptions options_;
   StallWatch stall_watch_;
   ActiveCalls active_calls_;
+  OpenLeases leases_;
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   mutable std::atomic<int64_t> unauthenticated_{0};
 };

@@ -87,9 +87,12 @@ def _regions_unavailable(err):
     if not isinstance(err, JobError):
         return False
     if err.code in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.PERMISSION_DENIED):
-        return "shm_name" in err.message
+        return "shm_name" in err.message or "regions are for clients" in err.message
     if err.code == grpc.StatusCode.UNAVAILABLE:
         return "regions are off" in err.message
+    if err.code == grpc.StatusCode.RESOURCE_EXHAUSTED:  # the daemon's region limits
+        return any(k in err.message for k in ("--max-region", "--max-client-region",
+                                               "--max-regions", "page-lock"))
     return err.code == grpc.StatusCode.UNIMPLEMENTED
 
 
@@ -131,6 +134,8 @@ class Client:
         self._lock = threading.Lock()
         self._regions = []  # shared arrays of this client
         self._cuda_regions = {}  # IPC handle -> region id, for device arrays used so far
+        self._lease = None  # the HoldRegions call every region of this client is tied to
+        self._lease_id = ""
 
     # ---- plumbing -------------------------------------------------------------------------
 
@@ -142,6 +147,9 @@ class Client:
         for region_id in self._cuda_regions.values():
             self._unregister(region_id)
         self._cuda_regions.clear()
+        if self._lease is not None:
+            self._lease.cancel()
+            self._lease = None
         self._channel.close()
 
     def __enter__(self):
@@ -164,9 +172,23 @@ class Client:
         """The daemon's StatsResponse."""
         return self._call(self._stub.GetStats, pb.StatsRequest())
 
+    def _lease_for_regions(self):
+        """The id of this client's region lease (HoldRegions), opened on first use: should
+        this process die, the daemon unregisters every region of it at once."""
+        with self._lock:
+            if self._lease is None:
+                call = self._stub.HoldRegions(pb.HoldRegionsRequest(), metadata=self._metadata)
+                try:
+                    self._lease_id = next(call).lease_id
+                except grpc.RpcError as e:
+                    raise JobError(e.code(), e.details()) from None
+                self._lease = call
+            return self._lease_id
+
     def _register(self, shm):
         r = self._call(self._stub.RegisterRegion,
-                       pb.RegisterRegionRequest(shm_name=shm.name, size=shm.size))
+                       pb.RegisterRegionRequest(shm_name=shm.name, size=shm.size,
+                                                lease_id=self._lease_for_regions()))
         return r.region_id
 
     def _unregister(self, region_id):
@@ -233,13 +255,33 @@ class Client:
             region_id = self._cuda_regions.get(handle)
         if region_id is None:
             r = self._call(self._stub.RegisterRegion,
-                           pb.RegisterRegionRequest(cuda_ipc_handle=handle, size=size))
+                           pb.RegisterRegionRequest(cuda_ipc_handle=handle, size=size,
+                                                    lease_id=self._lease_for_regions()))
             region_id = r.region_id
             with self._lock:
                 self._cuda_regions[handle] = region_id
         return pb.RegionSlice(region_id=region_id, offset=ptr - base, length=nbytes)
 
     def _submit_cuda(self, array, ops, out, request):
+        # The daemon reads and writes them from another process: whatever the producer's
+        # stream still has queued for them must be done first.
+        _cuda.synchronize(array)
+        if out is not None and _cuda.is_cuda_array(out):
+            _cuda.synchronize(out)
+        try:
+            return self._submit_cuda_once(array, out, request)
+        except JobError as e:
+            if e.code != grpc.StatusCode.NOT_FOUND or "region" not in e.message:
+                raise
+            # Dropped meanwhile (idle timeout, lease lost): register the memory again.
+            with self._lock:
+                self._cuda_regions.clear()
+            request.ClearField("input_region")
+            request.ClearField("output_region")
+            del request.input.shape[:]
+            return self._submit_cuda_once(array, out, request)
+
+    def _submit_cuda_once(self, array, out, request):
         ptr, shape, dtype, nbytes = _cuda.describe(array)
         if dtype not in DTYPES:
             raise ValueError(f"dtype {dtype} is not one of {', '.join(map(str, DTYPES))}")
@@ -368,6 +410,9 @@ class Client:
                     view = out
                 result.output = view
             else:
+                if out.shape != shape or out.dtype != dtype:
+                    raise ValueError(f"out: the result is {dtype} {shape}, out is {out.dtype} "
+                                     f"{out.shape} (its bytes were written)")
                 result.output = out
             return result
         finally:

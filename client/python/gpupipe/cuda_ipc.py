@@ -21,6 +21,7 @@ class _Driver:
         self.lib.cuPointerGetAttribute.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint64]
         self.lib.cuCtxPushCurrent_v2.argtypes = [ctypes.c_void_p]
         self.lib.cuCtxPopCurrent_v2.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
+        self.lib.cuStreamSynchronize.argtypes = [ctypes.c_void_p]
 
     def _with_context(self, ptr, call):
         """Runs `call`, in the pointer's own context when the thread has none current."""
@@ -59,6 +60,19 @@ def driver():
     if _driver is None:
         _driver = _Driver()
     return _driver
+
+
+def synchronize(obj):
+    """Waits for the work queued on the stream the array names (__cuda_array_interface__ v3:
+    none, 1 the legacy default stream, 2 the per-thread one, else a CUstream)."""
+    stream = obj.__cuda_array_interface__.get("stream")
+    if stream is None:
+        return
+    lib = driver()
+    ptr = obj.__cuda_array_interface__["data"][0]
+    rc = lib._with_context(ptr, lambda: lib.lib.cuStreamSynchronize(ctypes.c_void_p(stream)))
+    if rc:
+        raise RuntimeError(f"cuStreamSynchronize failed ({rc})")
 
 
 def is_cuda_array(obj):

@@ -164,3 +164,26 @@ def test_cuda_tensors_are_read_and_written_in_place(daemon, rng):
         assert client.stats().regions >= 1
     with gpupipe.Client(daemon.target) as client:
         assert client.stats().regions == 0  # close() unregistered them
+
+
+def test_a_client_that_dies_leaves_no_region_behind(daemon):
+    """The client's lease ends with its connection: its regions go at once, not after the
+    idle timeout."""
+    import subprocess
+    import sys
+    import time
+    script = ("import os, numpy as np, gpupipe\n"
+              f"c = gpupipe.Client('{daemon.target}', client_id='doomed')\n"
+              "x = c.shared_array((64, 1024)); y = c.shared_array((64, 1024))\n"
+              "c.submit(x, 'relu', out=y)\n"
+              "print(c.stats().regions, flush=True)\n"
+              "os._exit(9)\n")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          env=os.environ, timeout=60)
+    assert proc.returncode == 9, proc.stderr
+    assert int(proc.stdout.split()[-1]) >= 2
+    with gpupipe.Client(daemon.target) as client:
+        deadline = time.monotonic() + 10
+        while client.stats().regions != 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert client.stats().regions == 0

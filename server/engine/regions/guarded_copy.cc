@@ -30,11 +30,13 @@ void OnSigbus(int signal, siginfo_t* info, void* context) {
     g_previous.sa_handler(signal);
     return;
   }
-  // The default action: returning re-runs the faulting access, which now ends the process.
+  // The default action, now: a fault re-runs its access on return and a sent signal is
+  // raised again, and either ends the process, as SIGBUS would have without this handler.
   struct sigaction fallback {};
   fallback.sa_handler = SIG_DFL;
   sigemptyset(&fallback.sa_mask);
   sigaction(SIGBUS, &fallback, nullptr);
+  raise(SIGBUS);
 }
 
 void InstallHandler() {

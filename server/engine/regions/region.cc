@@ -35,8 +35,9 @@ absl::StatusOr<std::string> NormalizeName(std::string name) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Region>> Region::Open(std::string shm_name, int64_t bytes,
-                                                     const PinHostMemoryFn& pin) {
+absl::StatusOr<std::unique_ptr<Region>> Region::Open(
+    std::string shm_name, int64_t bytes, const PinHostMemoryFn& pin,
+    const std::function<absl::Status(int64_t)>& reserve, bool any_owner) {
   absl::StatusOr<std::string> name = NormalizeName(std::move(shm_name));
   if (!name.ok()) return name.status();
   if (bytes < 0) {
@@ -70,6 +71,20 @@ absl::StatusOr<std::unique_ptr<Region>> Region::Open(std::string shm_name, int64
                      size == 0 ? "; size it with ftruncate before registering"
                                : absl::StrCat(", fewer than the ", size, " to register")));
   }
+  if (!any_owner && st.st_uid != geteuid()) {
+    close(fd);
+    return absl::PermissionDeniedError(
+        absl::StrCat("shm_name: '", *name, "' belongs to uid ", st.st_uid,
+                     ", not to the daemon's user (uid ", geteuid(),
+                     "); create it as that user, or start gpupiped with --region-any-owner where "
+                     "every caller that can reach it is trusted with what it can open"));
+  }
+  if (reserve) {
+    if (absl::Status s = reserve(size); !s.ok()) {
+      close(fd);
+      return s;
+    }
+  }
   void* data = mmap(nullptr, static_cast<size_t>(size), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   const int map_err = errno;
   close(fd);  // the mapping keeps the object
@@ -78,6 +93,7 @@ absl::StatusOr<std::unique_ptr<Region>> Region::Open(std::string shm_name, int64
         absl::StrCat("cannot map ", size, " bytes of '", *name, "': ", strerror(map_err)));
   }
   std::unique_ptr<Region> region(new Region(*name, static_cast<char*>(data), size));
+  region->object_ = {static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino)};
   if (pin) {
     absl::StatusOr<HostPin> pinned = pin(region->data_, size);
     if (!pinned.ok()) return pinned.status();  // the destructor unmaps

@@ -18,6 +18,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -49,8 +50,14 @@ class Region {
   // and pins it with `pin`. INVALID_ARGUMENT for a malformed name or a size the object does not
   // have, NOT_FOUND when no such object exists, PERMISSION_DENIED when the daemon may not open
   // it, and pin's error.
-  static absl::StatusOr<std::unique_ptr<Region>> Open(std::string shm_name, int64_t bytes,
-                                                      const PinHostMemoryFn& pin);
+  //
+  // Before anything is mapped, `reserve` is given the size to map (it checks and counts the
+  // limits; its error is returned). Unless `any_owner`, an object that another user owns is
+  // PERMISSION_DENIED: the daemon opens it with its own rights, which must not lend a caller
+  // access it lacks.
+  static absl::StatusOr<std::unique_ptr<Region>> Open(
+      std::string shm_name, int64_t bytes, const PinHostMemoryFn& pin,
+      const std::function<absl::Status(int64_t)>& reserve, bool any_owner);
   // A device region over `mapping` (its first `bytes`; 0: all of it), copied to and from the
   // host with `copy`. INVALID_ARGUMENT when the allocation holds fewer bytes.
   static absl::StatusOr<std::unique_ptr<Region>> FromDevice(DeviceMapping mapping, int64_t bytes,
@@ -65,6 +72,11 @@ class Region {
   int64_t size() const { return size_; }
   bool pinned() const { return pin_.pinned; }
   bool device() const { return device_.close != nullptr || copy_ != nullptr; }
+  // Whether two regions are views of the same memory (one object registered twice).
+  bool SameMemoryAs(const Region& other) const {
+    return device() == other.device() &&
+           (device() ? data_ == other.data_ : object_ == other.object_);
+  }
 
   // Copies `bytes` from the region's byte `offset` to host memory `to`, and from host memory
   // `from` into the region; FAILED_PRECONDITION naming `field` when the region's memory is
@@ -84,6 +96,7 @@ class Region {
   char* const data_;
   const int64_t size_;
   HostPin pin_;
+  std::pair<uint64_t, uint64_t> object_{};  // host regions: the object's device and inode
   DeviceMapping device_;  // device regions
   DeviceCopyFn copy_;     // device regions
 };

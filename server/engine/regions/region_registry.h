@@ -5,7 +5,9 @@
 // Bounded: registered bytes in total and per client, and regions per client (RegionLimits);
 // a region unregistered while a job uses it stays mapped until that job ends and counts
 // against the limits until then. A region no job has used for `idle_timeout` is dropped, so a
-// client that crashed leaves nothing pinned for ever.
+// client that crashed leaves nothing pinned for ever; a region registered under a lease goes
+// as soon as the lease ends (the RPC layer ends a lease when its call does: the client closed
+// it, cancelled it or went away).
 //
 // Thread safety: all methods may be called from any thread.
 #pragma once
@@ -30,6 +32,12 @@ struct RegionLimits {
   int64_t max_bytes = int64_t{32} << 30;
   int64_t max_client_bytes = int64_t{16} << 30;
   int max_client_regions = 64;
+  // Regions over all clients (each holds a mapping; clients that change their client-id get
+  // their own per-client budgets, so this bounds them all).
+  int max_regions = 1024;
+  // Map objects whatever user owns them (else only the daemon's user's): for hosts where every
+  // caller that can reach the daemon is trusted with what the daemon can open.
+  bool any_owner = false;
   // A region no job has used for this long is unregistered (0: never).
   std::chrono::milliseconds idle_timeout{std::chrono::minutes(10)};
 };
@@ -58,14 +66,21 @@ class RegionRegistry {
 
   // Maps `shm_name` for `client` (Region::Open). RESOURCE_EXHAUSTED naming the limit when
   // the region would exceed one; UNAVAILABLE with regions off.
+  // With a `lease` (OpenLease; empty for none) the region is unregistered when it ends.
   absl::StatusOr<RegionInfo> Register(const std::string& client, const std::string& shm_name,
-                                      int64_t bytes);
+                                      int64_t bytes, const std::string& lease = "");
   // Opens device memory a process of this host exported (`handle`: a cudaIpcMemHandle_t's
   // bytes) for `client`: `bytes` of it (0: the whole allocation). FAILED_PRECONDITION where the
   // backend has no device; the backend's error for a handle it cannot open; the limits as
   // Register's (a device region's bytes count like a host region's).
   absl::StatusOr<RegionInfo> RegisterCudaIpc(const std::string& client, const std::string& handle,
-                                             int64_t bytes);
+                                             int64_t bytes, const std::string& lease = "");
+
+  // A lease for `client`'s regions: a random id, at most max_client_regions open per client
+  // (RESOURCE_EXHAUSTED beyond). EndLease unregisters every region registered under it (jobs
+  // using one keep it until they end); ending an unknown lease does nothing.
+  absl::StatusOr<std::string> OpenLease(const std::string& client);
+  void EndLease(const std::string& lease);
   // NOT_FOUND for an unknown id, PERMISSION_DENIED for another client's region.
   absl::Status Unregister(const std::string& client, const std::string& id);
   // The region for a job of `client` (errors as Unregister's, naming `field`). The job holds
@@ -74,15 +89,18 @@ class RegionRegistry {
                                                const std::string& field);
 
   const RegionLimits& limits() const { return limits_; }
-  // Bytes mapped, regions unregistered whose jobs still run included; registered regions.
-  int64_t mapped_bytes() const;
-  int registered() const;
+  // Bytes mapped (in whole pages), regions unregistered whose jobs still run included;
+  // registered regions. Both first drop idle regions, so a scrape of the stats is enough to
+  // sweep them when nobody registers or submits.
+  int64_t mapped_bytes();
+  int registered();
 
  private:
   struct Entry {
     std::string client;
     std::shared_ptr<Region> region;
     std::chrono::steady_clock::time_point last_used;
+    std::string lease;  // empty: none
   };
   // Bytes each client has mapped, shared with the regions' deleters, which outlive the
   // registry's entries while jobs run.
@@ -95,13 +113,21 @@ class RegionRegistry {
                                     const std::string& field);
 
   const RegionLimits limits_;
-  // Admits an opened region for `client` under the limits and names it.
-  absl::StatusOr<RegionInfo> Add(const std::string& client, std::unique_ptr<Region> region);
+  // NOT_FOUND or PERMISSION_DENIED unless `lease` is empty or an open lease of `client`.
+  absl::Status CheckLease(const std::string& client, const std::string& lease) const;
+  // Counts `bytes` (whole pages) and one region against `client`'s limits and the server's,
+  // or says which limit they would pass; Release gives them back.
+  absl::Status Reserve(const std::string& client, int64_t bytes);
+  void Release(const std::string& client, int64_t bytes);
+  // Names an opened region of `client` whose bytes were reserved.
+  absl::StatusOr<RegionInfo> Add(const std::string& client, std::unique_ptr<Region> region,
+                                 const std::string& lease);
 
   const RegionHooks hooks_;
   std::shared_ptr<Accounts> accounts_;
   mutable std::mutex mu_;
   std::map<std::string, Entry> entries_;
+  std::map<std::string, std::string> leases_;  // open lease -> its client
 };
 
 }  // namespace gpupipe::engine

@@ -26,5 +26,17 @@ TEST(ClientIdentity, AClientIdRefinesItAndCannotCarryControlBytes) {
   EXPECT_EQ(id.size(), std::string("ipv4:1.2.3.4/").size() + kMaxClientIdBytes);
 }
 
+TEST(IsLocalPeer, UnixSocketsAndLoopbackOnly) {
+  EXPECT_TRUE(IsLocalPeer("unix:/run/gpupipe.sock"));
+  EXPECT_TRUE(IsLocalPeer("ipv4:127.0.0.1:51234"));
+  EXPECT_TRUE(IsLocalPeer("ipv4:127.3.4.5:1"));
+  EXPECT_TRUE(IsLocalPeer("ipv6:[::1]:51234"));
+  EXPECT_TRUE(IsLocalPeer("ipv6:[::ffff:127.0.0.1]:51234"));
+  EXPECT_FALSE(IsLocalPeer("ipv4:10.0.0.7:51234"));
+  EXPECT_FALSE(IsLocalPeer("ipv4:128.0.0.1:1"));
+  EXPECT_FALSE(IsLocalPeer("ipv6:[2001:db8::1]:1"));
+  EXPECT_FALSE(IsLocalPeer(""));
+}
+
 }  // namespace
 }  // namespace gpupipe::rpc

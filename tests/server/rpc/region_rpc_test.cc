@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <thread>
 
 #include "client/job_client.h"
 #include "client/shared_memory.h"
@@ -108,6 +109,31 @@ TEST_F(RegionRpcTest, AJobReadsAndWritesRegionsAndTheStreamCarriesNoBytes) {
   EXPECT_TRUE(client_->UnregisterRegion(out_id->region_id()).ok());
   EXPECT_EQ(client_->UnregisterRegion(out_id->region_id()).code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(client_->GetStats()->regions(), 0);
+}
+
+TEST_F(RegionRpcTest, RegionsHeldByALeaseGoWhenItsCallEnds) {
+  auto shm = Shm(4096);
+  absl::StatusOr<std::unique_ptr<client::RegionLease>> lease = client_->HoldRegions();
+  ASSERT_TRUE(lease.ok()) << lease.status();
+  EXPECT_FALSE((*lease)->id().empty());
+  auto leased = client_->RegisterRegion(shm->name(), 0, (*lease)->id());
+  auto kept = client_->RegisterRegion(shm->name());
+  ASSERT_TRUE(leased.ok() && kept.ok()) << leased.status() << kept.status();
+  EXPECT_EQ(client_->GetStats()->regions(), 2);
+  lease->reset();  // cancels the call, as a client that dies would end it
+  int regions = 2;
+  for (int i = 0; i < 200 && regions != 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    regions = client_->GetStats()->regions();
+  }
+  EXPECT_EQ(regions, 1);
+  EXPECT_EQ(client_->UnregisterRegion(leased->region_id()).code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(client_->UnregisterRegion(kept->region_id()).ok());
+  // A shutdown ends open leases instead of waiting for them.
+  absl::StatusOr<std::unique_ptr<client::RegionLease>> open = client_->HoldRegions();
+  ASSERT_TRUE(open.ok());
+  service_->CloseLeases();
+  EXPECT_EQ(client_->HoldRegions().status().code(), absl::StatusCode::kUnavailable);
 }
 
 TEST_F(RegionRpcTest, AnotherClientCannotUseOrUnregisterARegion) {

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <thread>
@@ -60,7 +61,7 @@ TEST(RegionRegistry, BadNamesAndSizesAreRefusedClearly) {
   absl::StatusOr<RegionInfo> part = registry.Register("c", shm->name().substr(1), 100);
   ASSERT_TRUE(part.ok()) << part.status();
   EXPECT_EQ(part->size, 100);
-  EXPECT_EQ(registry.mapped_bytes(), 100);
+  EXPECT_EQ(registry.mapped_bytes(), 4096);  // what the mapping takes: whole pages
 }
 
 TEST(RegionRegistry, RangeChecksNameTheField) {
@@ -79,17 +80,18 @@ TEST(RegionRegistry, RangeChecksNameTheField) {
 }
 
 TEST(RegionRegistry, EveryLimitIsEnforcedAndNamesItsFlag) {
+  constexpr int64_t kPage = 4096;
   RegionLimits limits;
-  limits.max_bytes = 10000;
-  limits.max_client_bytes = 6000;
+  limits.max_bytes = 10 * kPage;
+  limits.max_client_bytes = 7 * kPage;
   limits.max_client_regions = 2;
   RegionRegistry registry(limits, {});
-  auto a = Object(5000), b = Object(2000), c = Object(100), d = Object(4000);
+  auto a = Object(5 * kPage), b = Object(3 * kPage), c = Object(100), d = Object(4 * kPage);
   ASSERT_TRUE(registry.Register("alice", a->name(), 0).ok());
   absl::StatusOr<RegionInfo> over_client = registry.Register("alice", b->name(), 0);
   EXPECT_EQ(over_client.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_NE(over_client.status().message().find("--max-client-region-gib"), std::string::npos);
-  ASSERT_TRUE(registry.Register("alice", c->name(), 0).ok());
+  ASSERT_TRUE(registry.Register("alice", c->name(), 0).ok());  // 100 bytes take a page
   absl::StatusOr<RegionInfo> over_count = registry.Register("alice", c->name(), 0);
   EXPECT_EQ(over_count.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_NE(over_count.status().message().find("--max-client-regions"), std::string::npos);
@@ -97,12 +99,37 @@ TEST(RegionRegistry, EveryLimitIsEnforcedAndNamesItsFlag) {
   absl::StatusOr<RegionInfo> over_total = registry.Register("carol", d->name(), 0);
   EXPECT_EQ(over_total.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_NE(over_total.status().message().find("--max-region-gib"), std::string::npos);
-  EXPECT_EQ(registry.mapped_bytes(), 9100);
+  EXPECT_EQ(registry.mapped_bytes(), 10 * kPage);
+
+  // However many client ids a caller takes, the server's count of regions bounds them.
+  RegionLimits few;
+  few.max_regions = 2;
+  RegionRegistry small(few, {});
+  ASSERT_TRUE(small.Register("id-1", c->name(), 0).ok());
+  ASSERT_TRUE(small.Register("id-2", c->name(), 0).ok());
+  absl::StatusOr<RegionInfo> third = small.Register("id-3", c->name(), 0);
+  EXPECT_EQ(third.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(third.status().message().find("--max-regions"), std::string::npos);
 
   RegionLimits off;
   off.max_bytes = 0;
   EXPECT_EQ(RegionRegistry(off, {}).Register("x", a->name(), 0).status().code(),
             absl::StatusCode::kUnavailable);
+}
+
+TEST(RegionRegistry, ObjectsOfAnotherUserAreRefusedUnlessAnyOwnerIsAllowed) {
+  auto shm = Object(4096);
+  // The object changes hands, as another user's object would be.
+  ASSERT_EQ(chown(("/dev/shm" + shm->name()).c_str(), 4242, 4242), 0);
+  RegionRegistry strict({}, {});
+  absl::StatusOr<RegionInfo> refused = strict.Register("c", shm->name(), 0);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_NE(refused.status().message().find("uid 4242"), std::string::npos) << refused.status();
+  EXPECT_EQ(strict.mapped_bytes(), 0);
+  RegionLimits trusting;
+  trusting.any_owner = true;
+  RegionRegistry any(trusting, {});
+  EXPECT_TRUE(any.Register("c", shm->name(), 0).ok());
 }
 
 TEST(RegionRegistry, AnUnregisteredRegionStaysMappedWhileAJobHoldsIt) {
@@ -163,6 +190,30 @@ TEST(RegionRegistry, PinsAtRegistrationAndUnpinsAtTheEnd) {
   EXPECT_EQ(failing.mapped_bytes(), 0);
 }
 
+TEST(RegionRegistry, ALeaseEndsItsRegionsAndOnlyItsOwnersCanUseIt) {
+  RegionRegistry registry({}, {});
+  auto a = Object(100), b = Object(100);
+  absl::StatusOr<std::string> lease = registry.OpenLease("alice");
+  ASSERT_TRUE(lease.ok()) << lease.status();
+  EXPECT_EQ(registry.Register("mallory", a->name(), 0, *lease).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(registry.Register("alice", a->name(), 0, "l-none").status().code(),
+            absl::StatusCode::kNotFound);
+  absl::StatusOr<RegionInfo> leased = registry.Register("alice", a->name(), 0, *lease);
+  absl::StatusOr<RegionInfo> kept = registry.Register("alice", b->name(), 0);
+  ASSERT_TRUE(leased.ok() && kept.ok());
+  std::shared_ptr<Region> held = *registry.Find("alice", leased->id, "f");
+  registry.EndLease(*lease);
+  EXPECT_EQ(registry.Find("alice", leased->id, "f").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(registry.Find("alice", kept->id, "f").ok());
+  EXPECT_EQ(registry.mapped_bytes(), 8192);  // the job's region stays mapped until it ends
+  held.reset();
+  EXPECT_EQ(registry.mapped_bytes(), 4096);
+  EXPECT_EQ(registry.Register("alice", a->name(), 0, *lease).status().code(),
+            absl::StatusCode::kNotFound);  // an ended lease takes no more regions
+  registry.EndLease(*lease);               // ending it again does nothing
+}
+
 TEST(RegionRegistry, DeviceRegionsNeedADeviceAndCountAgainstTheLimits) {
   RegionRegistry cpu({}, {});
   absl::StatusOr<RegionInfo> refused = cpu.RegisterCudaIpc("c", std::string(64, '\0'), 0);
@@ -182,7 +233,7 @@ TEST(RegionRegistry, DeviceRegionsNeedADeviceAndCountAgainstTheLimits) {
     return absl::OkStatus();
   };
   RegionLimits limits;
-  limits.max_client_bytes = 1500;
+  limits.max_client_bytes = 6000;  // one allocation of 1000 bytes (a page), not two
   RegionRegistry registry(limits, hooks);
   EXPECT_EQ(registry.RegisterCudaIpc("c", "x", 0).status().code(),
             absl::StatusCode::kInvalidArgument);
