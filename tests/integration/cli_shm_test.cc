@@ -1,8 +1,12 @@
 // The CLI's shared-memory transport (--transport) against daemons on the CPU backend: the same
 // result file as over the connection, auto's choice and fallback, and a daemon serving on a
 // Unix socket.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <unistd.h>
+
+#include <cstring>
 
 #include <chrono>
 #include <cstdlib>
@@ -11,6 +15,7 @@
 #include <vector>
 
 #include "client/job_client.h"
+#include "client/shared_memory.h"
 #include "client/npy.h"
 #include "nlohmann/json.hpp"
 #include "tests/integration/binaries.h"
@@ -121,6 +126,52 @@ TEST_F(CliShm, AutoUsesSharedMemoryForLargeLocalInputsAndFallsBack) {
   EXPECT_NE(refused.exit_code, 0);
   EXPECT_NE(refused.err.find("regions are off"), std::string::npos) << refused.err;
   EXPECT_TRUE(no_regions_->alive());
+}
+
+TEST_F(CliShm, AClientShrinkingItsRegionMidJobFailsTheJobNotTheDaemon) {
+  // 16 MiB of input in 1 MiB chunks, each a long convolution: seconds of CPU, so the shrink
+  // lands while most chunks are still to be read.
+  const int64_t n = 4 << 20;
+  auto shm = client::SharedMemory::Create(n * 4, "gpupipe-test");
+  ASSERT_TRUE(shm.ok()) << shm.status();
+  const std::vector<float> x = RandomFloats(n, FreshSeed());
+  std::memcpy((*shm)->data(), x.data(), static_cast<size_t>(n * 4));
+  auto client = client::JobClient::Create(daemon_->target());
+  ASSERT_TRUE(client.ok());
+  auto lease = (*client)->HoldRegions();
+  ASSERT_TRUE(lease.ok()) << lease.status();
+  auto region = (*client)->RegisterRegion((*shm)->name(), 0, (*lease)->id());
+  ASSERT_TRUE(region.ok()) << region.status();
+  v1::SubmitRequest request;
+  request.mutable_input()->set_dtype(v1::DTYPE_FLOAT32);
+  request.mutable_input()->add_shape(16);
+  request.mutable_input()->add_shape(n / 16);
+  request.mutable_input_region()->set_region_id(region->region_id());
+  request.mutable_options()->set_chunk_bytes(1 << 20);
+  v1::ConvolveOp* conv = request.add_ops()->mutable_convolve();
+  for (int i = 0; i < 1023; ++i) conv->add_taps(0.001);
+  conv->set_mode(v1::ConvolveOp::MODE_SAME);
+  absl::StatusOr<client::JobResult> result;
+  std::thread job([&] { result = (*client)->Submit(request); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const int fd = shm_open((*shm)->name().c_str(), O_RDWR, 0);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, 0), 0);
+  close(fd);
+  job.join();
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kFailedPrecondition) << result.status();
+  EXPECT_NE(result.status().message().find("input_region"), std::string::npos);
+  EXPECT_TRUE(daemon_->alive()) << daemon_->log();
+  // The daemon serves on, and the lease's end takes the region with it.
+  const std::string small = WriteInput(4, 8);
+  EXPECT_EQ(Gpupipe(daemon_->target(), {"submit", "--input", small, "--ops", "relu"}).exit_code, 0);
+  lease->reset();
+  int regions = 1;
+  for (int i = 0; i < 200 && regions != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    regions = (*client)->GetStats()->regions();
+  }
+  EXPECT_EQ(regions, 0);
 }
 
 TEST_F(CliShm, BadTransportArgumentsAreUsageErrors) {

@@ -55,6 +55,30 @@ TEST(Flags, InputRingsDefaultTo64MiBPerUploadIn512MiBAndZeroTurnsUploadsOff) {
       << o.status();
 }
 
+TEST(Flags, RegionLimitsHaveTheirDefaultsAndZeroGibTurnsRegionsOff) {
+  absl::StatusOr<DaemonOptions> o = ParseFlags({});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->max_region_bytes, int64_t{32} << 30);
+  EXPECT_EQ(o->max_client_region_bytes, int64_t{16} << 30);
+  EXPECT_EQ(o->max_client_regions, 64);
+  EXPECT_EQ(o->max_regions, 1024);
+  EXPECT_EQ(o->region_idle_timeout_ms, 600000);
+  EXPECT_FALSE(o->region_any_owner);
+  o = ParseFlags({"--max-region-gib", "0", "--max-client-region-gib=2", "--max-client-regions", "3",
+                  "--max-regions", "9", "--region-idle-timeout-seconds", "5",
+                  "--region-any-owner"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->max_region_bytes, 0);
+  EXPECT_EQ(o->max_client_region_bytes, int64_t{2} << 30);
+  EXPECT_EQ(o->max_client_regions, 3);
+  EXPECT_EQ(o->max_regions, 9);
+  EXPECT_EQ(o->region_idle_timeout_ms, 5000);
+  EXPECT_TRUE(o->region_any_owner);
+  o = ParseFlags({"--max-regions", "0"});
+  ASSERT_FALSE(o.ok());
+  EXPECT_NE(o.status().message().find("--max-regions"), std::string::npos) << o.status();
+}
+
 TEST(Flags, PriorityHoldDefaultsTo20MsAndZeroTurnsItOff) {
   absl::StatusOr<DaemonOptions> o = ParseFlags({});
   ASSERT_TRUE(o.ok()) << o.status();
