@@ -135,26 +135,25 @@ absl::StatusOr<v1::DescribeResponse> JobClient::Describe() {
 absl::StatusOr<v1::RegisterRegionResponse> JobClient::RegisterRegion(const std::string& shm_name,
                                                                      int64_t size,
                                                                      const std::string& lease_id) {
-  grpc::ClientContext context;
-  SetDeadline(&context);
   v1::RegisterRegionRequest request;
   request.set_shm_name(shm_name);
-  request.set_size(static_cast<uint64_t>(size));
-  request.set_lease_id(lease_id);
-  v1::RegisterRegionResponse response;
-  grpc::Status status = stub_->RegisterRegion(&context, request, &response);
-  if (!status.ok()) return FromGrpcStatus(status);
-  return response;
+  return Register(std::move(request), size, lease_id);
 }
 
 absl::StatusOr<v1::RegisterRegionResponse> JobClient::RegisterCudaRegion(
     const std::string& handle, int64_t size, const std::string& lease_id) {
-  grpc::ClientContext context;
-  SetDeadline(&context);
   v1::RegisterRegionRequest request;
   request.set_cuda_ipc_handle(handle);
+  return Register(std::move(request), size, lease_id);
+}
+
+absl::StatusOr<v1::RegisterRegionResponse> JobClient::Register(v1::RegisterRegionRequest request,
+                                                               int64_t size,
+                                                               const std::string& lease_id) {
   request.set_size(static_cast<uint64_t>(size));
   request.set_lease_id(lease_id);
+  grpc::ClientContext context;
+  SetDeadline(&context);
   v1::RegisterRegionResponse response;
   grpc::Status status = stub_->RegisterRegion(&context, request, &response);
   if (!status.ok()) return FromGrpcStatus(status);

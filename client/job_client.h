@@ -136,6 +136,9 @@ class JobClient {
  private:
   // The deadline, the client-id and the token of a call.
   void SetDeadline(grpc::ClientContext* context) const;
+  // RegisterRegion and RegisterCudaRegion: `request` names the memory; size and lease added.
+  absl::StatusOr<v1::RegisterRegionResponse> Register(v1::RegisterRegionRequest request,
+                                                      int64_t size, const std::string& lease_id);
 
   ClientOptions options_;
   std::shared_ptr<grpc::ChannelInterface> channel_;

@@ -52,6 +52,28 @@ struct RegionJobResult {
   std::shared_ptr<RecordingSink> sink;
 };
 
+// Bytes of the output that the job's Accepted event announced.
+inline int64_t OutputBytes(const RecordingSink& sink) {
+  int64_t n = 1;
+  for (int64_t d : sink.info().output_shape) n *= d;
+  return n * engine::DTypeSize(sink.info().output_dtype);
+}
+
+// Runs `spec` on `input` the usual way (inline bytes in, result chunks out): what a region job
+// must match. `status` is the refusal or the job's end.
+inline RegionJobResult RunInline(engine::Engine& engine, const engine::JobSpec& spec,
+                                 const std::string& input) {
+  RegionJobResult result;
+  result.sink = std::make_shared<RecordingSink>();
+  std::string bytes = input;
+  result.status = engine.Submit(spec, bytes, result.sink);
+  if (!result.status.ok()) return result;
+  EXPECT_TRUE(result.sink->WaitDone(std::chrono::seconds(120)));
+  result.status = result.sink->status();
+  result.output = result.sink->output();
+  return result;
+}
+
 // Runs `spec` on `input` with the input in one region and the output in another (each where
 // asked), and returns the output bytes (from the region or from the chunks).
 inline RegionJobResult RunThroughRegions(engine::Engine& engine, const engine::JobSpec& spec,

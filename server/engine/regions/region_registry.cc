@@ -34,6 +34,16 @@ struct RegionRegistry::Accounts {
   int regions = 0;
   std::map<std::string, int64_t> by_client;
   std::map<std::string, int> regions_by_client;
+
+  // Gives back one region of `bytes` (whole pages) that `client` reserved.
+  void Release(const std::string& client, int64_t bytes) {
+    const int64_t size = Pages(bytes);
+    std::lock_guard<std::mutex> lock(mu);
+    total -= size;
+    --regions;
+    if ((by_client[client] -= size) == 0) by_client.erase(client);
+    if (--regions_by_client[client] == 0) regions_by_client.erase(client);
+  }
 };
 
 RegionRegistry::RegionRegistry(RegionLimits limits, RegionHooks hooks)
@@ -66,7 +76,7 @@ absl::StatusOr<RegionInfo> RegionRegistry::Register(const std::string& client,
       },
       limits_.any_owner);
   if (!opened.ok()) {
-    if (reserved >= 0) Release(client, reserved);
+    if (reserved >= 0) accounts_->Release(client, reserved);
     return opened.status();
   }
   return Add(client, *std::move(opened), lease);
@@ -108,14 +118,6 @@ absl::Status RegionRegistry::Reserve(const std::string& client, int64_t bytes) {
   return absl::OkStatus();
 }
 
-void RegionRegistry::Release(const std::string& client, int64_t bytes) {
-  const int64_t size = Pages(bytes);
-  std::lock_guard<std::mutex> lock(accounts_->mu);
-  accounts_->total -= size;
-  --accounts_->regions;
-  if ((accounts_->by_client[client] -= size) == 0) accounts_->by_client.erase(client);
-  if (--accounts_->regions_by_client[client] == 0) accounts_->regions_by_client.erase(client);
-}
 
 absl::StatusOr<RegionInfo> RegionRegistry::RegisterCudaIpc(const std::string& client,
                                                            const std::string& handle, int64_t bytes,
@@ -187,20 +189,10 @@ absl::StatusOr<RegionInfo> RegionRegistry::Add(const std::string& client,
   RegionInfo info{NewRegionId(), opened->shm_name(), size, opened->pinned(), opened->device()};
   // The reserved bytes count until the mapping goes, which is when the last job holding it
   // ends. The deleter outlives the registry while jobs run, so it holds the accounts.
-  std::shared_ptr<Region> region(opened.release(),
-                                 [this_accounts = accounts_, client, size](Region* r) {
-                                   delete r;
-                                   const int64_t pages = Pages(size);
-                                   std::lock_guard<std::mutex> lock(this_accounts->mu);
-                                   this_accounts->total -= pages;
-                                   --this_accounts->regions;
-                                   if ((this_accounts->by_client[client] -= pages) == 0) {
-                                     this_accounts->by_client.erase(client);
-                                   }
-                                   if (--this_accounts->regions_by_client[client] == 0) {
-                                     this_accounts->regions_by_client.erase(client);
-                                   }
-                                 });
+  std::shared_ptr<Region> region(opened.release(), [accounts = accounts_, client, size](Region* r) {
+    delete r;
+    accounts->Release(client, size);
+  });
   std::lock_guard<std::mutex> lock(mu_);
   // The lease may have ended while the region was being mapped: then it goes at once.
   if (!lease.empty() && leases_.count(lease) == 0) {

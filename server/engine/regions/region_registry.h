@@ -116,9 +116,8 @@ class RegionRegistry {
   // NOT_FOUND or PERMISSION_DENIED unless `lease` is empty or an open lease of `client`.
   absl::Status CheckLease(const std::string& client, const std::string& lease) const;
   // Counts `bytes` (whole pages) and one region against `client`'s limits and the server's,
-  // or says which limit they would pass; Release gives them back.
+  // or says which limit they would pass; Accounts::Release gives them back.
   absl::Status Reserve(const std::string& client, int64_t bytes);
-  void Release(const std::string& client, int64_t bytes);
   // Names an opened region of `client` whose bytes were reserved.
   absl::StatusOr<RegionInfo> Add(const std::string& client, std::unique_ptr<Region> region,
                                  const std::string& lease);

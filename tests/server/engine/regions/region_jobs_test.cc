@@ -21,7 +21,9 @@ namespace gpupipe::engine {
 namespace {
 
 using gpupipe::testing::AsBytes;
+using gpupipe::testing::OutputBytes;
 using gpupipe::testing::RecordingSink;
+using gpupipe::testing::RunInline;
 using gpupipe::testing::RunThroughRegions;
 using gpupipe::testing::TestRegion;
 
@@ -29,28 +31,6 @@ EngineOptions ChunkingOptions() {
   EngineOptions options;
   options.chunk_policy.min_chunk_bytes = 0;
   return options;
-}
-
-struct Inline {
-  absl::Status status;
-  std::string output;
-  int64_t output_bytes = 0;
-};
-
-Inline RunInline(Engine& engine, const JobSpec& spec, const std::string& input) {
-  auto sink = std::make_shared<RecordingSink>();
-  std::string bytes = input;
-  Inline r;
-  r.status = engine.Submit(spec, bytes, sink);
-  if (!r.status.ok()) return r;
-  EXPECT_TRUE(sink->WaitDone(std::chrono::seconds(60)));
-  r.status = sink->status();
-  r.output = sink->output();
-  const AcceptedInfo info = sink->info();
-  int64_t n = 1;
-  for (int64_t d : info.output_shape) n *= d;
-  r.output_bytes = n * DTypeSize(info.output_dtype);
-  return r;
 }
 
 TEST(RegionJobs, EveryChunkCaseGivesTheInlineBytes) {
@@ -67,12 +47,12 @@ TEST(RegionJobs, EveryChunkCaseGivesTheInlineBytes) {
       spec.shape = c.shape;
       spec.ops = c.ops;
       spec.chunk_bytes = chunk;
-      const Inline want = RunInline(*engine, spec, input);
+      const auto want = RunInline(*engine, spec, input);
       ASSERT_TRUE(want.status.ok()) << c.name << ": " << want.status;
       for (auto [in, out] : {std::pair{true, false}, {false, true}, {true, true}}) {
         SCOPED_TRACE(::testing::Message() << c.name << ", chunk " << chunk << ", input region "
                                           << in << ", output region " << out << ", seed " << seed);
-        const auto got = RunThroughRegions(*engine, spec, input, in, out, want.output_bytes);
+        const auto got = RunThroughRegions(*engine, spec, input, in, out, OutputBytes(*want.sink));
         ASSERT_TRUE(got.status.ok()) << got.status;
         EXPECT_TRUE(got.output == want.output);
       }
@@ -138,10 +118,10 @@ TEST(RegionJobs, EveryDtypeGivesTheInlineBytes) {
       spec.dtype = dtype;
       spec.shape = shape;
       spec.ops = ops;
-      const Inline want = RunInline(*engine, spec, input);
+      const auto want = RunInline(*engine, spec, input);
       SCOPED_TRACE(::testing::Message()
                    << DTypeName(dtype) << ", op " << static_cast<int>(ops[0].kind));
-      const auto got = RunThroughRegions(*engine, spec, input, true, true, want.output_bytes);
+      const auto got = RunThroughRegions(*engine, spec, input, true, true, OutputBytes(*want.sink));
       // An op the dtype does not take is refused the same way on both paths.
       EXPECT_EQ(got.status.code(), want.status.code()) << got.status << " vs " << want.status;
       if (!want.status.ok()) continue;

@@ -21,7 +21,9 @@ namespace {
 
 using gpupipe::testing::AsBytes;
 using gpupipe::testing::AsFloats;
+using gpupipe::testing::OutputBytes;
 using gpupipe::testing::RecordingSink;
+using gpupipe::testing::RunInline;
 using gpupipe::testing::RunThroughRegions;
 using gpupipe::testing::TestRegion;
 
@@ -39,22 +41,6 @@ std::unique_ptr<Engine> MakeCudaEngine(std::string* skip) {
   engine_options.limits.max_input_bytes = int64_t{512} << 20;
   engine_options.chunk_policy.min_chunk_bytes = 0;
   return Engine::Create(*std::move(backend), engine_options);
-}
-
-std::shared_ptr<RecordingSink> RunInline(Engine& engine, const JobSpec& spec,
-                                         const std::string& input) {
-  auto sink = std::make_shared<RecordingSink>();
-  std::string bytes = input;
-  const absl::Status s = engine.Submit(spec, bytes, sink);
-  EXPECT_TRUE(s.ok()) << s;
-  if (s.ok()) EXPECT_TRUE(sink->WaitDone(std::chrono::seconds(120)));
-  return sink;
-}
-
-int64_t OutputBytes(const RecordingSink& sink) {
-  int64_t n = 1;
-  for (int64_t d : sink.info().output_shape) n *= d;
-  return n * DTypeSize(sink.info().output_dtype);
 }
 
 TEST(CudaRegions, RegionsArePageLockedAndEveryChunkCaseMatchesTheInlineRun) {
@@ -77,14 +63,14 @@ TEST(CudaRegions, RegionsArePageLockedAndEveryChunkCaseMatchesTheInlineRun) {
       spec.shape = c.shape;
       spec.ops = c.ops;
       spec.chunk_bytes = chunk;
-      auto want = RunInline(*cuda, spec, input);
-      ASSERT_TRUE(want->status().ok()) << c.name << ": " << want->status();
+      const auto want = RunInline(*cuda, spec, input);
+      ASSERT_TRUE(want.status.ok()) << c.name << ": " << want.status;
       for (auto [in, out] : {std::pair{true, false}, {false, true}, {true, true}}) {
         SCOPED_TRACE(::testing::Message() << c.name << ", chunk " << chunk << ", input region "
                                           << in << ", output region " << out);
-        const auto got = RunThroughRegions(*cuda, spec, input, in, out, OutputBytes(*want));
+        const auto got = RunThroughRegions(*cuda, spec, input, in, out, OutputBytes(*want.sink));
         ASSERT_TRUE(got.status.ok()) << got.status;
-        EXPECT_TRUE(got.output == want->output());
+        EXPECT_TRUE(got.output == want.output);
         ++n;
       }
     }
@@ -114,14 +100,14 @@ TEST(CudaRegions, ALargeJobDmasStraightFromAndToItsRegionsAndMatchesTheCpu) {
     JobSpec spec;
     spec.shape = {rows, cols};
     spec.ops = ops;
-    auto want = RunInline(*cpu, spec, input);
-    ASSERT_TRUE(want->status().ok()) << want->status();
-    const auto got = RunThroughRegions(*cuda, spec, input, true, true, OutputBytes(*want));
+    const auto want = RunInline(*cpu, spec, input);
+    ASSERT_TRUE(want.status.ok()) << want.status;
+    const auto got = RunThroughRegions(*cuda, spec, input, true, true, OutputBytes(*want.sink));
     ASSERT_TRUE(got.status.ok()) << got.status;
     // No host staging: every chunk was copied to the device straight from the region.
     EXPECT_EQ(got.sink->timing().host_staging_us, 0.0);
     EXPECT_EQ(got.sink->timing().chunks, 64);
-    const std::vector<float> g = AsFloats(got.output), w = AsFloats(want->output());
+    const std::vector<float> g = AsFloats(got.output), w = AsFloats(want.output);
     ASSERT_EQ(g.size(), w.size());
     const bool exact = ops[0].kind == OpKind::kAffine;
     for (size_t i = 0; i < g.size(); ++i) {
