@@ -115,6 +115,8 @@ Runs the gpupipe job service: a gRPC daemon that owns one GPU.
                              (a client: its TLS identity, else its address without the
                              port, refined by a `client-id` metadata value; within a
                              priority, lanes take clients' jobs round-robin)
+  --max-run-streams N        calls one Run may be split over (RunRequest.stripes), each
+                             holding at most one data message while it waits (default 16)
   --max-work-per-byte N      refuse a job whose estimated work exceeds N element operations
                              per byte of its input and output (beyond a small allowance)
                              with RESOURCE_EXHAUSTED (0: no limit; default 4096)
@@ -277,6 +279,8 @@ absl::StatusOr<DaemonOptions> ParseFlags(const std::vector<std::string>& args) {
            [&](int64_t v) { o.max_client_queued_bytes = v << 20; }},
           {"--max-client-uploads", 1, 1 << 16,
            [&](int64_t v) { o.max_client_uploads = static_cast<int>(v); }},
+          {"--max-run-streams", 1, 256,
+           [&](int64_t v) { o.max_run_streams = static_cast<int>(v); }},
           {"--max-work-per-byte", 0, int64_t{1} << 40, [&](int64_t v) { o.max_work_per_byte = v; }},
           {"--max-region-gib", 0, 1 << 16, [&](int64_t v) { o.max_region_bytes = v << 30; }},
           {"--max-client-region-gib", 1, 1 << 16,

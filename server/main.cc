@@ -250,6 +250,7 @@ int Run(const DaemonOptions& options) {
   service_options.server_version = absl::StrCat("gpupiped ", kVersion);
   service_options.reader_idle_timeout = std::chrono::milliseconds(options.reader_idle_timeout_ms);
   service_options.upload_idle_timeout = std::chrono::milliseconds(options.upload_idle_timeout_ms);
+  service_options.max_run_streams = options.max_run_streams;
   service_options.authenticator = &authenticator;
   rpc::JobServiceImpl service(engine.get(), service_options);
 

@@ -13,7 +13,10 @@
 namespace gpupipe::rpc {
 
 JobServiceImpl::JobServiceImpl(engine::Engine* engine, JobServiceOptions options)
-    : engine_(engine), options_(std::move(options)), stall_watch_(options_.reader_idle_timeout) {}
+    : engine_(engine),
+      options_(std::move(options)),
+      stall_watch_(options_.reader_idle_timeout),
+      runs_(engine, options_.upload_idle_timeout) {}
 
 absl::StatusOr<std::string> JobServiceImpl::Authenticate(
     const grpc::CallbackServerContext& context) const {
@@ -69,7 +72,8 @@ grpc::ServerWriteReactor<v1::JobEvent>* JobServiceImpl::Submit(grpc::CallbackSer
 grpc::ServerBidiReactor<v1::RunRequest, v1::JobEvent>* JobServiceImpl::Run(
     grpc::CallbackServerContext* context) {
   return new RunReactor(engine_, context, Authenticate(*context), options_.max_queued_events,
-                        &stall_watch_, options_.upload_idle_timeout, &active_calls_);
+                        &stall_watch_, options_.upload_idle_timeout, &runs_,
+                        options_.max_run_streams, &active_calls_);
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::Describe(grpc::CallbackServerContext* context,
@@ -78,6 +82,7 @@ grpc::ServerUnaryReactor* JobServiceImpl::Describe(grpc::CallbackServerContext* 
   return Answer(context, [&](const std::string&) {
     *response = EncodeDescription(engine_->Describe(), options_.server_version);
     response->mutable_limits()->set_reader_idle_timeout_ms(options_.reader_idle_timeout.count());
+    response->mutable_limits()->set_max_run_streams(options_.max_run_streams);
     return absl::OkStatus();
   });
 }

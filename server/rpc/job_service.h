@@ -16,6 +16,7 @@
 #include "server/engine/engine.h"
 #include "server/rpc/active_calls.h"
 #include "server/rpc/lease_reactor.h"
+#include "server/rpc/run_groups.h"
 #include "server/rpc/stall_watch.h"
 #include "server/rpc/token_auth.h"
 
@@ -32,6 +33,9 @@ struct JobServiceOptions {
   // with DEADLINE_EXCEEDED (the engine's upload idle timeout covers the data after it). 0: no
   // limit.
   std::chrono::milliseconds upload_idle_timeout{30000};
+  // The most calls one Run may be split over (RunRequest.stripes); each may park one data
+  // message (under 1 MiB) while it waits for its turn.
+  int max_run_streams = 16;
   // Checks every call's token (token_auth.h); null: calls need none. Must outlive the service.
   const Authenticator* authenticator = nullptr;
 };
@@ -91,6 +95,7 @@ class JobServiceImpl final : public v1::JobService::CallbackService {
   StallWatch stall_watch_;
   ActiveCalls active_calls_;
   OpenLeases leases_;
+  RunGroups runs_;
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   mutable std::atomic<int64_t> unauthenticated_{0};
 };

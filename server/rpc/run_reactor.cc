@@ -14,11 +14,13 @@
 namespace gpupipe::rpc {
 RunReactor::RunReactor(engine::Engine* engine, grpc::CallbackServerContext* context,
                        const absl::StatusOr<std::string>& caller, int max_queued_events,
-                       StallWatch* watch, std::chrono::milliseconds spec_timeout,
-                       ActiveCalls* calls)
+                       StallWatch* watch, std::chrono::milliseconds spec_timeout, RunGroups* runs,
+                       int max_run_streams, ActiveCalls* calls)
     : engine_(engine),
       context_(context),
       caller_(caller.ok() ? *caller : std::string()),
+      runs_(runs),
+      max_run_streams_(max_run_streams),
       calls_(calls),
       stream_(std::make_shared<EventStream>(this, static_cast<size_t>(max_queued_events))) {
   if (calls_ != nullptr) calls_->Begin();
@@ -64,19 +66,22 @@ void RunReactor::HandleRead(bool ok) {
   bool more = false;
   switch (message.kind_case()) {
     case v1::RunRequest::kSpec:
-      more = OnSpec(message.mutable_spec());
+      more = OnSpec(&message);
+      break;
+    case v1::RunRequest::kJoin:
+      more = OnJoin(message.join());
       break;
     case v1::RunRequest::kData:
       more = OnData(message.mutable_data());
       break;
     case v1::RunRequest::KIND_NOT_SET:
-      if (have_spec_) {
+      if (have_first_) {
         Break(absl::InvalidArgumentError(
             "RunRequest: a message with neither spec nor data (sent by a newer client?)"));
       } else {
         Reject(absl::InvalidArgumentError(
-            "RunRequest: the first message must carry the spec (RunRequest.spec); it had "
-            "neither spec nor data"));
+            "RunRequest: the first message must carry the spec (RunRequest.spec) or join a run "
+            "(RunRequest.join); it had neither"));
       }
       break;
   }
@@ -85,119 +90,162 @@ void RunReactor::HandleRead(bool ok) {
   if (more && !stream_->finishing()) StartRead(&request_);
 }
 
-bool RunReactor::OnSpec(v1::SubmitRequest* spec_message) {
-  if (have_spec_) {
-    const std::shared_ptr<engine::InputRing> source = input();
+bool RunReactor::OnSpec(v1::RunRequest* message) {
+  if (have_first_) {
+    const std::shared_ptr<engine::StripedInput> source = upload();
     Break(absl::InvalidArgumentError(absl::StrCat(
-        "spec: a second spec arrived after ", source ? source->received() : 0,
+        "spec: a second spec arrived after ", source ? source->ring().received() : 0,
         " input bytes; a Run call carries one job (its spec first, then data messages)")));
     return false;
   }
-  have_spec_ = true;
+  have_first_ = true;
   spec_seen_->store(true);
   // The spec came just as the call timed out waiting for it: the call is over.
   if (stream_->finishing()) return false;
-  if (!spec_message->input().data().empty()) {
-    Reject(absl::InvalidArgumentError(absl::StrCat(
-        "spec.input.data: must be empty in Run (got ", spec_message->input().data().size(),
-        " bytes); send the input as data messages after the spec")));
-    return false;
+  const v1::SubmitRequest& spec_message = message->spec();
+  const bool striped = message->has_stripes() && message->stripes().count() != 1;
+  if (striped) {
+    if (absl::Status bad = RunGroups::Check(message->stripes(), true, max_run_streams_);
+        !bad.ok()) {
+      Reject(bad);
+      return false;
+    }
   }
-  if (spec_message->has_input_region() || spec_message->has_output_region()) {
-    Reject(absl::InvalidArgumentError(
-        "spec.input_region, spec.output_region: regions go with Submit (Run streams the input "
-        "and the result through the call)"));
-    return false;
-  }
-  absl::StatusOr<engine::JobSpec> spec = DecodeJobSpec(*spec_message);
+  absl::StatusOr<engine::JobSpec> spec = DecodeRunSpec(spec_message);
   if (!spec.ok()) {
-    Reject(spec.status());
+    // A run split over calls is refused on every call.
+    if (striped) {
+      runs_->Refuse(ClientIdentity(*context_, caller_), message->stripes(),
+                    std::make_shared<RunSeat>(stream_, 0, nullptr), spec.status());
+    } else {
+      Reject(spec.status());
+    }
     return false;
   }
   ApplyCallContext(*context_, caller_, &*spec);
+  if (striped) {
+    TakeSeat(message->stripes(), *std::move(spec));
+    return false;  // the run's start reads on
+  }
   absl::StatusOr<std::shared_ptr<engine::InputRing>> ring =
       engine_->SubmitStreamed(*std::move(spec), stream_);
   if (!ring.ok()) {
     stream_->FinishNow(ToGrpcStatus(ring.status()));  // the engine counted the refusal
     return false;
   }
+  return BeginUpload(engine::StripedInput::Create(*std::move(ring), 1), 0);
+}
+
+absl::StatusOr<engine::JobSpec> RunReactor::DecodeRunSpec(const v1::SubmitRequest& spec) {
+  if (!spec.input().data().empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("spec.input.data: must be empty in Run (got ", spec.input().data().size(),
+                     " bytes); send the input as data messages after the spec"));
+  }
+  if (spec.has_input_region() || spec.has_output_region()) {
+    return absl::InvalidArgumentError(
+        "spec.input_region, spec.output_region: regions go with Submit (Run streams the input "
+        "and the result through the call)");
+  }
+  return DecodeJobSpec(spec);
+}
+
+bool RunReactor::OnJoin(const v1::RunStripes& join) {
+  if (have_first_) {
+    Break(absl::InvalidArgumentError(
+        "join: only a call's first message may join a run (it came after the spec or a join)"));
+    return false;
+  }
+  have_first_ = true;
+  spec_seen_->store(true);
+  if (stream_->finishing()) return false;
+  if (absl::Status bad = RunGroups::Check(join, false, max_run_streams_); !bad.ok()) {
+    Reject(bad);
+    return false;
+  }
+  TakeSeat(join, std::nullopt);
+  return false;  // the run's start reads on
+}
+
+void RunReactor::TakeSeat(const v1::RunStripes& stripes, std::optional<engine::JobSpec> spec) {
+  const int index = static_cast<int>(stripes.index());
+  auto seat = std::make_shared<RunSeat>(
+      stream_, index, [this, index](std::shared_ptr<engine::StripedInput> upload) {
+        if (BeginUpload(std::move(upload), index) && !stream_->finishing()) StartRead(&request_);
+      });
   {
     std::lock_guard<std::mutex> lock(input_mu_);
-    input_ = *ring;
+    seat_ = seat;
   }
+  // The last call of the run to come starts it from here.
+  runs_->Arrive(ClientIdentity(*context_, caller_), stripes, std::move(seat), std::move(spec));
+}
+
+bool RunReactor::BeginUpload(std::shared_ptr<engine::StripedInput> upload, int stripe) {
+  {
+    std::lock_guard<std::mutex> lock(input_mu_);
+    upload_ = upload;
+    stripe_ = stripe;
+  }
+  // The callbacks stop before the reactor goes (OnDone detaches).
+  engine::StripedInput::Producer producer;
+  producer.resume = [this] {
+    if (!stream_->finishing()) StartRead(&request_);
+  };
+  producer.overrun = [this](const absl::Status& status) { Break(status); };
+  producer.ended_early = [this] { OnEndedEarly(); };
+  producer.complete = [this] { stream_->InputEnded(); };
+  upload->Attach(stripe, std::move(producer));
   // A client that cancelled while the job was being submitted may have missed the input.
   if (context_->IsCancelled()) {
-    (*ring)->Fail(absl::CancelledError("the client cancelled the upload"));
+    upload->ring().Fail(absl::CancelledError("the client cancelled the upload"));
+    return false;
   }
   return true;
 }
 
 bool RunReactor::OnData(std::string* data) {
-  if (!have_spec_ || input() == nullptr) {
+  const std::shared_ptr<engine::StripedInput> source = upload();
+  if (source == nullptr) {
     Reject(absl::InvalidArgumentError(
         "RunRequest: the first message must carry the spec (RunRequest.spec), not data"));
     return false;
   }
-  {
-    std::lock_guard<std::mutex> lock(pending_mu_);
-    pending_ = std::move(*data);
-    pending_taken_ = 0;
-  }
-  return WriteRest();
-}
-
-bool RunReactor::WriteRest() {
-  const std::shared_ptr<engine::InputRing> ring = input();
-  absl::Status too_much;
-  {
-    std::lock_guard<std::mutex> lock(pending_mu_);
-    absl::StatusOr<int64_t> taken =
-        ring->Write(pending_.data() + pending_taken_,
-                    static_cast<int64_t>(pending_.size() - pending_taken_), [this] {
-                      // The job freed a buffer: finish this message, then read the next one.
-                      if (WriteRest() && !stream_->finishing()) StartRead(&request_);
-                    });
-    if (taken.ok()) {
-      pending_taken_ += static_cast<size_t>(*taken);
-      return pending_taken_ == pending_.size();
-    }
-    // A ring that failed already belongs to a job that is ending (or an upload that broke):
-    // the job's own Done finishes the call. Otherwise the client sent too much.
-    if (!ring->failure().ok()) return false;
-    too_much = taken.status();
-  }
-  Break(too_much);
-  return false;
+  return source->Offer(stripe_, std::move(*data));
 }
 
 void RunReactor::OnInputEnded() {
-  const std::shared_ptr<engine::InputRing> source = input();
+  const std::shared_ptr<engine::StripedInput> source = upload();
   if (context_->IsCancelled()) {
-    if (source) source->Fail(absl::CancelledError("the client cancelled the upload"));
+    if (source) source->ring().Fail(absl::CancelledError("the client cancelled the upload"));
     return;  // OnCancel ends the call
   }
-  if (!have_spec_) {
+  if (!have_first_) {
     Reject(absl::InvalidArgumentError(
         "RunRequest: the stream ended before the spec (the first message must carry it)"));
     return;
   }
   if (source == nullptr) return;  // rejected already
-  if (source->complete()) {
-    stream_->InputEnded();  // a successful job's Done may go now
-    return;
+  source->End(stripe_);           // complete or ended_early follows, now or once the input needs it
+}
+
+void RunReactor::OnEndedEarly() {
+  const std::shared_ptr<engine::StripedInput> source = upload();
+  absl::Status early = source->EarlyEndError();
+  if (source->stripes() > 1) {
+    early = absl::InvalidArgumentError(absl::StrCat(early.message(), " (stripe ", stripe_, " of ",
+                                                    source->stripes(), " ended early)"));
   }
   // The stream ended early, or the client cancelled and this read was reported first: judge
   // it once a cancel would have arrived.
-  const absl::Status early = absl::InvalidArgumentError(
-      absl::StrCat("input ended after ", source->received(), " of ", source->size(), " bytes"));
   early_end_.Set(std::chrono::system_clock::now() + kCancelSettle,
                  [stream = stream_, source, early](bool /*fired*/) {
                    const absl::Status gone = stream->ReaderStatus();
                    if (!gone.ok()) {
-                     source->Fail(gone);  // cancelled: OnCancel failed it already
+                     source->ring().Fail(gone);  // cancelled: OnCancel failed it already
                      return;
                    }
-                   source->Fail(early);
+                   source->ring().Fail(early);
                    stream->Abort(ToGrpcStatus(early));
                  });
 }
@@ -208,27 +256,44 @@ void RunReactor::Reject(const absl::Status& status) {
 }
 
 void RunReactor::Break(const absl::Status& status) {
-  if (const std::shared_ptr<engine::InputRing> source = input()) source->Fail(status);
+  if (const std::shared_ptr<engine::StripedInput> source = upload()) source->ring().Fail(status);
   stream_->Abort(ToGrpcStatus(status));
 }
 
-std::shared_ptr<engine::InputRing> RunReactor::input() const {
+std::shared_ptr<engine::StripedInput> RunReactor::upload() const {
   std::lock_guard<std::mutex> lock(input_mu_);
-  return input_;
+  return upload_;
 }
 
 void RunReactor::OnWriteDone(bool ok) { stream_->WriteDone(ok); }
 
 void RunReactor::OnCancel() {
-  if (const std::shared_ptr<engine::InputRing> source = input()) {
-    source->Fail(absl::CancelledError("the client cancelled the upload"));
+  std::shared_ptr<engine::StripedInput> source;
+  std::shared_ptr<RunSeat> seat;
+  {
+    std::lock_guard<std::mutex> lock(input_mu_);
+    source = upload_;
+    seat = seat_;
+  }
+  if (source != nullptr) {
+    source->ring().Fail(absl::CancelledError("the client cancelled the upload"));
+  } else if (seat != nullptr) {
+    // The run has not started (or starts now: its start sees the cancel and fails the ring).
+    runs_->Leave(*seat, absl::CancelledError("the client cancelled the call"));
   }
   stream_->Cancel();
 }
 
 void RunReactor::OnDone() {
-  // The ring may outlive this reactor (the job holds it): its callback must not call back.
-  if (const std::shared_ptr<engine::InputRing> source = input()) source->ForgetRoomCallback();
+  // The upload may outlive this reactor (the job holds its ring): its callbacks must not call
+  // back, and the run must not start this call.
+  std::shared_ptr<RunSeat> seat;
+  {
+    std::lock_guard<std::mutex> lock(input_mu_);
+    seat = seat_;
+  }
+  if (seat != nullptr) seat->Leave();
+  if (const std::shared_ptr<engine::StripedInput> source = upload()) source->Detach(stripe_);
   stream_->Detach();
   ActiveCalls* calls = calls_;
   delete this;

@@ -1,18 +1,23 @@
 // One Run call (the streaming upload): a ServerBidiReactor that reads the spec, submits the job
-// as soon as the spec is valid, and writes the input bytes that follow into the job's input
-// ring (input_ring.h) while the engine's events are written back through an EventStream.
+// as soon as the spec is valid, and hands the input bytes that follow to the job's input ring,
+// through an engine::StripedInput (of one stripe, or of several for a run split over calls),
+// while the engine's events are written back through an EventStream.
+//
+// A run split over calls (RunRequest.stripes, join): the call's first message seats it in its
+// run (RunGroups), and it reads on only once the run's job has started; its events come
+// through the run's FanOutSink.
 //
 // Flow control: one read outstanding at a time, and the next read starts only once the ring
-// took the whole message: when the ring is full, the rest of the message waits here until the
-// job releases a chunk buffer (the ring's room callback, on the job's thread), so a client is
-// at most one message (under 1 MiB) plus gRPC's flow-control window ahead of its job, and the
-// daemon holds the ring, never the whole input. Writes are bounded by the EventStream's queue.
-// Errors of the upload (bytes beyond the size, an early half-close, a second spec) fail the
-// ring, so a job waiting for bytes ends, and end the call at once with INVALID_ARGUMENT; a
-// client that cancels fails the ring with CANCELLED. A client's cancel also ends its stream,
-// and gRPC may report the read that ended before the cancel: a stream that ends before the
-// input's last byte is therefore judged kCancelSettle later, as a cancel if the call was
-// cancelled meanwhile, else as an upload that ended early.
+// took the whole message: when the ring is full, or the message is not the next in order, it
+// waits in the StripedInput until the job releases a chunk buffer or the stripes before it
+// have sent theirs, so a client is at most one message (under 1 MiB) per call plus gRPC's
+// flow-control window ahead of its job, and the daemon holds the ring, never the whole input.
+// Writes are bounded by the EventStream's queue. Errors of the upload (bytes beyond the size,
+// an early half-close, a second spec) fail the ring, so a job waiting for bytes ends, and end
+// the call at once with INVALID_ARGUMENT; a client that cancels fails the ring with CANCELLED.
+// A client's cancel also ends its stream, and gRPC may report the read that ended before the
+// cancel: a stream that ends before the input needed it to is therefore judged kCancelSettle
+// later, as a cancel if the call was cancelled meanwhile, else as an upload that ended early.
 #pragma once
 
 #include <grpcpp/alarm.h>
@@ -22,13 +27,16 @@
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <string>
 
 #include "absl/status/status.h"
 #include "gpupipe/v1/gpupipe.pb.h"
 #include "server/engine/engine.h"
-#include "server/engine/pipeline/input_ring.h"
+#include "server/engine/pipeline/striped_input.h"
 #include "server/rpc/active_calls.h"
 #include "server/rpc/event_stream.h"
+#include "server/rpc/run_groups.h"
 #include "server/rpc/stall_watch.h"
 
 namespace gpupipe::rpc {
@@ -42,9 +50,11 @@ class RunReactor final : public grpc::ServerBidiReactor<v1::RunRequest, v1::JobE
   // has not come `spec_timeout` after it began ends with DEADLINE_EXCEEDED (0: no limit).
   // `calls` (may be null) counts the call until OnDone.
   // `caller`: the caller's token name (empty for none), or why the call is refused.
+  // `runs` seats the calls of runs split over calls, up to `max_run_streams` calls each.
   RunReactor(engine::Engine* engine, grpc::CallbackServerContext* context,
              const absl::StatusOr<std::string>& caller, int max_queued_events, StallWatch* watch,
-             std::chrono::milliseconds spec_timeout, ActiveCalls* calls = nullptr);
+             std::chrono::milliseconds spec_timeout, RunGroups* runs, int max_run_streams,
+             ActiveCalls* calls = nullptr);
 
   // How long after a stream ends early it is judged (see above).
   static constexpr std::chrono::milliseconds kCancelSettle{250};
@@ -62,39 +72,42 @@ class RunReactor final : public grpc::ServerBidiReactor<v1::RunRequest, v1::JobE
   // The reaction to a read, without the exception guard of OnReadDone.
   void HandleRead(bool ok);
   // Handlers of one read; each returns whether to read on.
-  bool OnSpec(v1::SubmitRequest* spec);
+  bool OnSpec(v1::RunRequest* message);
+  bool OnJoin(const v1::RunStripes& join);
+  // The job of a spec, or why the spec cannot run.
+  static absl::StatusOr<engine::JobSpec> DecodeRunSpec(const v1::SubmitRequest& spec);
   bool OnData(std::string* data);
-  // Writes the rest of the message read last into the ring; true once all of it is there,
-  // false when the ring is full (the room callback then calls WriteRest again) or failed.
-  bool WriteRest();
+  // Takes this call's seat in its run (RunGroups); the job's start starts its upload.
+  void TakeSeat(const v1::RunStripes& stripes, std::optional<engine::JobSpec> spec);
+  // This call uploads stripe `stripe` of `upload`; returns whether to read on.
+  bool BeginUpload(std::shared_ptr<engine::StripedInput> upload, int stripe);
   void OnInputEnded();
+  // The stream ended while the input still needed this call's next message.
+  void OnEndedEarly();
   // A request rejected before any job exists: counted (Engine::CountRefusal) and finished.
   void Reject(const absl::Status& status);
   // A broken upload of an accepted job: the input fails and the call ends with `status`.
   void Break(const absl::Status& status);
-  std::shared_ptr<engine::InputRing> input() const;
+  std::shared_ptr<engine::StripedInput> upload() const;
 
   engine::Engine* const engine_;
   grpc::CallbackServerContext* const context_;
   const std::string caller_;  // the caller's token name
+  RunGroups* const runs_;
+  const int max_run_streams_;
   ActiveCalls* const calls_;
   std::shared_ptr<EventStream> stream_;
   // The read in flight; reads are serialized. HandleRead takes the message out of it before
-  // handling it, because handling may start the next read from another thread (a ring write
-  // that completes later), which reads into it again.
+  // handling it, because handling may start the next read from another thread (a parked
+  // message taken later), which reads into it again.
   v1::RunRequest request_;
-  bool have_spec_ = false;  // reaction state: touched only by OnReadDone
-  // The data message read last and how much of it the ring took: written by OnReadDone and by
-  // the ring's room callback. The callback may start on the consumer's thread as soon as the
-  // ring has registered it, before WriteRest has counted what the ring took, so WriteRest runs
-  // under pending_mu_ from the write to the count.
-  std::mutex pending_mu_;
-  std::string pending_;
-  size_t pending_taken_ = 0;
-  mutable std::mutex input_mu_;  // OnCancel may run beside OnReadDone
-  std::shared_ptr<engine::InputRing> input_;
+  bool have_first_ = false;      // the spec or the join came; touched only by OnReadDone
+  mutable std::mutex input_mu_;  // OnCancel may run beside OnReadDone and the run's start
+  std::shared_ptr<engine::StripedInput> upload_;
+  int stripe_ = 0;
+  std::shared_ptr<RunSeat> seat_;  // in a run split over calls
   // Judges a stream that ended early (kCancelSettle). Its callback holds the stream and the
-  // ring, never the reactor, which may be gone by then.
+  // upload, never the reactor, which may be gone by then.
   grpc::Alarm early_end_;
   // Ends a call whose spec does not come in time; `spec_seen_` is shared with its callback.
   std::shared_ptr<std::atomic<bool>> spec_seen_ = std::make_shared<std::atomic<bool>>(false);
