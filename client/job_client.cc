@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "client/striped_run.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -17,7 +18,7 @@ namespace client {
 
 namespace {
 
-// Feeds every event of `stream` (a Submit reader or a Run reader-writer) to `assembler`, then
+// Feeds every event of `stream` (a Submit reader) to `assembler`, then
 // to `on_event`, and returns the error of the first event the assembler rejected (a protocol
 // breach, a failed Done, or its sink's error; OK if none). Then it stops the job rather than
 // wait for the rest of it (after a Done the server is finishing anyway), and drains the stream,
@@ -85,9 +86,19 @@ absl::StatusOr<std::unique_ptr<JobClient>> JobClient::Create(const std::string& 
     tls.pem_private_key = options.tls_key_pem;
     credentials = grpc::SslCredentials(tls);
   }
-  std::shared_ptr<grpc::Channel> channel =
-      grpc::CreateChannel(TargetWithPort(target), credentials);
-  return std::make_unique<JobClient>(std::move(channel), options);
+  const std::string full_target = TargetWithPort(target);
+  std::shared_ptr<grpc::Channel> channel = grpc::CreateChannel(full_target, credentials);
+  auto client = std::make_unique<JobClient>(std::move(channel), options);
+  client->make_channel_ = [full_target, credentials](int i) {
+    // A subchannel pool of its own gives the channel a connection of its own: the calls of a
+    // split Run then move over separate HTTP/2 connections.
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    args.SetInt("gpupipe.run_call", i);
+    return std::static_pointer_cast<grpc::ChannelInterface>(
+        grpc::CreateCustomChannel(full_target, credentials, args));
+  };
+  return client;
 }
 
 JobClient::JobClient(std::shared_ptr<grpc::ChannelInterface> channel, ClientOptions options)
@@ -203,49 +214,39 @@ absl::StatusOr<JobResult> JobClient::Submit(const v1::SubmitRequest& request,
 
 absl::StatusOr<JobResult> JobClient::Run(const v1::SubmitRequest& spec, int64_t input_bytes,
                                          const InputReader& read, EventCallback on_event,
-                                         UploadProgress on_progress, ResultSink* sink) {
-  if (!spec.input().data().empty()) {
-    return absl::InvalidArgumentError(
-        "Run: the spec's input must carry no data (the bytes are streamed)");
+                                         UploadProgress on_progress, ResultSink* sink,
+                                         int streams) {
+  if (streams < 0) return absl::InvalidArgumentError("Run: streams must be 0 (auto) or more");
+  if (streams == 0) {
+    streams = make_channel_ ? CallsForUpload(input_bytes, ServerMaxRunStreams()) : 1;
+    if (streams > 1) streams = std::min(streams, ServerMaxRunStreams());
   }
-  grpc::ClientContext context;
-  SetDeadline(&context);
-  std::unique_ptr<grpc::ClientReaderWriter<v1::RunRequest, v1::JobEvent>> stream =
-      stub_->Run(&context);
+  return RunOverCalls(
+      StubsForCalls(streams), [this](grpc::ClientContext* context) { SetDeadline(context); }, spec,
+      input_bytes, read, on_event, on_progress, sink);
+}
 
-  // The upload runs on its own thread so that events (results included) are read while it
-  // goes on; gRPC allows one reader and one writer on a stream at the same time.
-  absl::Status upload_error;  // written by the upload thread, read after join
-  std::thread upload([&] {
-    v1::RunRequest message;
-    *message.mutable_spec() = spec;
-    if (!stream->Write(message)) return;  // the call ended; its status says why
-    int64_t sent = 0;
-    while (sent < input_bytes) {
-      const int64_t n = std::min(kUploadChunkBytes, input_bytes - sent);
-      std::string* data = message.mutable_data();
-      data->resize(static_cast<size_t>(n));
-      if (absl::Status s = read(data->data(), n); !s.ok()) {
-        upload_error = std::move(s);
-        context.TryCancel();
-        return;
-      }
-      // Write returns once the message is serialized and handed on, so the buffer is reused.
-      if (!stream->Write(message)) return;
-      sent += n;
-      if (on_progress) on_progress(sent, input_bytes);
-    }
-    stream->WritesDone();
-  });
+std::vector<v1::JobService::Stub*> JobClient::StubsForCalls(int n) {
+  std::vector<v1::JobService::Stub*> stubs = {stub_.get()};
+  std::lock_guard<std::mutex> lock(calls_mu_);
+  while (static_cast<int>(call_stubs_.size()) < n - 1) {
+    const int i = static_cast<int>(call_stubs_.size()) + 1;
+    call_stubs_.push_back(v1::JobService::NewStub(make_channel_ ? make_channel_(i) : channel_));
+  }
+  for (int i = 0; i < n - 1; ++i) stubs.push_back(call_stubs_[static_cast<size_t>(i)].get());
+  return stubs;
+}
 
-  ResultAssembler assembler(spec.dry_run(), sink);
-  const absl::Status stream_error = ReadJobEvents(*stream, context, assembler, on_event);
-  upload.join();
-  const grpc::Status rpc_status = stream->Finish();
-  if (!upload_error.ok()) return upload_error;
-  if (!stream_error.ok()) return stream_error;
-  if (!rpc_status.ok()) return FromGrpcStatus(rpc_status);
-  return assembler.Finish();
+int JobClient::ServerMaxRunStreams() {
+  {
+    std::lock_guard<std::mutex> lock(calls_mu_);
+    if (max_run_streams_ > 0) return max_run_streams_;
+  }
+  absl::StatusOr<v1::DescribeResponse> description = Describe();
+  const int limit = description.ok() ? std::max(description->limits().max_run_streams(), 1) : 1;
+  std::lock_guard<std::mutex> lock(calls_mu_);
+  max_run_streams_ = limit;
+  return limit;
 }
 
 }  // namespace client

@@ -7,7 +7,9 @@
 
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -107,13 +109,17 @@ class JobClient {
                                    ResultSink* sink = nullptr);
 
   // Runs one job through the streaming upload RPC (Run): `spec` is the job with an input that
-  // has shape and dtype but no data; `read` supplies the input's `input_bytes` bytes in
-  // kUploadChunkBytes pieces, on an upload thread, while this thread reads the job's events, so
-  // results that come back during the upload are consumed. Results, errors and `sink` as for
-  // Submit; a failing `read` cancels the RPC and its error is returned.
+  // has shape and dtype but no data; `read` supplies the input's `input_bytes` bytes in order,
+  // in kUploadChunkBytes pieces, on upload threads, while this thread reads the job's events,
+  // so results that come back during the upload are consumed. Results, errors and `sink` as
+  // for Submit; a failing `read` cancels the RPC and its error is returned.
+  // `streams`: the calls to split the job over (RunRequest.stripes), each on a connection of
+  // its own where this client made its channel (Create); 0 chooses from the input's size and
+  // the server's Limits.max_run_streams (CallsForUpload).
   absl::StatusOr<JobResult> Run(const v1::SubmitRequest& spec, int64_t input_bytes,
                                 const InputReader& read, EventCallback on_event = {},
-                                UploadProgress on_progress = {}, ResultSink* sink = nullptr);
+                                UploadProgress on_progress = {}, ResultSink* sink = nullptr,
+                                int streams = 0);
 
   // Registers the shared-memory object `shm_name` (its first `size` bytes; 0: all of it) as a
   // region this client's jobs may name in SubmitRequest.input_region and output_region, and
@@ -136,6 +142,11 @@ class JobClient {
  private:
   // The deadline, the client-id and the token of a call.
   void SetDeadline(grpc::ClientContext* context) const;
+  // Stubs for `n` calls: this client's own first, then ones on channels of their own (where
+  // Create made the channel; else all on the one channel).
+  std::vector<v1::JobService::Stub*> StubsForCalls(int n);
+  // The server's Limits.max_run_streams, asked once (1 where it cannot be asked).
+  int ServerMaxRunStreams();
   // RegisterRegion and RegisterCudaRegion: `request` names the memory; size and lease added.
   absl::StatusOr<v1::RegisterRegionResponse> Register(v1::RegisterRegionRequest request,
                                                       int64_t size, const std::string& lease_id);
@@ -143,6 +154,12 @@ class JobClient {
   ClientOptions options_;
   std::shared_ptr<grpc::ChannelInterface> channel_;
   std::unique_ptr<v1::JobService::Stub> stub_;
+  // Makes the channel of call i > 0 of a split Run, a connection of its own; null where the
+  // client was given its channel.
+  std::function<std::shared_ptr<grpc::ChannelInterface>(int i)> make_channel_;
+  std::mutex calls_mu_;
+  std::vector<std::unique_ptr<v1::JobService::Stub>> call_stubs_;  // of calls 1, 2, ...
+  int max_run_streams_ = 0;                                        // 0: not asked yet
 };
 
 }  // namespace client

@@ -85,6 +85,7 @@ const std::map<std::string, OptionSpec>& Options() {
       {"--dry-run", {false, {"submit"}}},
       {"--stream", {true, {"submit"}}},
       {"--transport", {true, {"submit"}}},
+      {"--streams", {true, {"submit"}}},
       {"--service", {true, {"health"}}},
       {"--watch", {true, {"stats"}}},
       {"--count", {true, {"stats"}}},
@@ -433,6 +434,17 @@ absl::StatusOr<Args> ParseArgs(const std::vector<std::string>& argv) {
     else
       return Usage(absl::StrCat("--transport: expected auto, grpc or shm, got '", *v, "'"));
   }
+  if (const std::string* v = get("--streams")) {
+    int n = 0;
+    if (!absl::SimpleAtoi(*v, &n) || n < 1 || n > kMaxStreams) {
+      return Usage(absl::StrCat("--streams: expected a number of calls from 1 to ", kMaxStreams,
+                                ", got '", *v, "'"));
+    }
+    s.streams = n;
+  }
+  if (s.transport == TransportMode::kShm && s.streams > 0) {
+    return Usage("--transport shm and --streams: shared memory carries the input itself");
+  }
   if (s.transport == TransportMode::kShm && s.stream == StreamMode::kAlways) {
     return Usage("--transport shm and --stream always: shared memory carries the input itself");
   }
@@ -552,6 +564,9 @@ std::string SubmitHelp() {
       kStreamAutoBytes >> 20,
       " MiB (default auto).\n"
       "                       On a terminal, a progress bar shows the upload and the result\n"
+      "  --streams N          split a streamed upload and its result over N calls, each on a\n"
+      "                       connection of its own (default: 1 below 64 MiB, then one more\n"
+      "                       per 64 MiB, at most 4 and the daemon's --max-run-streams)\n"
       "  --transport MODE     auto|grpc|shm: shm puts the input and the result in shared\n"
       "                       memory the daemon maps (same host; a container needs\n"
       "                       --ipc=host or a shared /dev/shm), so only events cross the\n"

@@ -31,6 +31,8 @@ inline constexpr int64_t kStreamAutoBytes = int64_t{32} << 20;
 enum class TransportMode { kAuto, kGrpc, kShm };
 // Below this, two extra registrations and a plan cost more than the bytes' trip.
 inline constexpr int64_t kShmAutoBytes = int64_t{1} << 20;
+// The most calls --streams accepts (the daemon's own limit, --max-run-streams, may be lower).
+inline constexpr int kMaxStreams = 256;
 
 struct SubmitArgs {
   std::string input;     // --input, required
@@ -44,6 +46,8 @@ struct SubmitArgs {
   bool dry_run = false;       // --dry-run: plan only; implies printing the plan
   StreamMode stream = StreamMode::kAuto;  // --stream
   TransportMode transport = TransportMode::kAuto;  // --transport
+  // --streams: the calls a streamed upload is split over (0: chosen from the input's size).
+  int streams = 0;
 };
 
 // Default configurations of `compare`: every explicit mode; "auto" only when asked for, as it

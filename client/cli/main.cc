@@ -277,7 +277,7 @@ int RunSubmit(const Args& args, const Reporter& reporter) {
       result = (*client)->Run(
           request, header->data_bytes,
           [&](char* buffer, int64_t n) { return (*reader)->Read(buffer, n); }, on_event,
-          [&](int64_t sent, int64_t total) { progress.Upload(sent, total); }, &output);
+          [&](int64_t sent, int64_t total) { progress.Upload(sent, total); }, &output, s.streams);
     } else {
       absl::StatusOr<client::NpyArray> read = client::ReadNpy(s.input);
       if (!read.ok()) return reporter.Fail(kExitRuntime, read.status());

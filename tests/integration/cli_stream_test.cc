@@ -104,6 +104,37 @@ TEST_F(CliStream, InputsOverTheSubmitLimitGoThroughRun) {
   for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(got[i], x[i] < 0 ? 0.0f : x[i]) << i;
 }
 
+TEST_F(CliStream, StreamsSplitTheRunOverCallsAndGiveTheSameFile) {
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  // 6 MiB: several upload messages per call; softmax rows of 3 MiB split inside the row.
+  const std::vector<float> x = RandomFloats(3 << 19, seed);
+  client::NpyArray array{v1::DTYPE_FLOAT32, {2, 3 << 18}, AsBytes(x)};
+  const std::string input = dir_ + "/x.npy";
+  ASSERT_TRUE(client::WriteNpy(input, array).ok());
+  std::vector<std::string> outputs;
+  for (const char* streams : {"1", "3"}) {
+    outputs.push_back(dir_ + "/y" + streams + ".npy");
+    const CommandResult r =
+        Gpupipe({"submit", "--input", input, "--ops", "affine(alpha=2)|softmax", "--stream",
+                 "always", "--streams", streams, "--output", outputs.back()});
+    ASSERT_EQ(r.exit_code, 0) << streams << r.err;
+  }
+  absl::StatusOr<client::NpyArray> one = client::ReadNpy(outputs[0]);
+  absl::StatusOr<client::NpyArray> three = client::ReadNpy(outputs[1]);
+  ASSERT_TRUE(one.ok() && three.ok());
+  EXPECT_EQ(three->shape, array.shape);
+  EXPECT_EQ(three->data, one->data);  // bit-identical
+
+  for (const char* bad : {"0", "-1", "many", "257"}) {
+    const CommandResult r =
+        Gpupipe({"submit", "--input", input, "--ops", "relu", "--streams", bad});
+    EXPECT_EQ(r.exit_code, 2) << bad;
+    EXPECT_NE(r.err.find("--streams: expected a number of calls from 1 to 256"), std::string::npos)
+        << r.err;
+  }
+}
+
 TEST_F(CliStream, StreamedInputsOverTheirLimitAreRefused) {
   // A header that promises 2 GiB: refused from the spec, before any byte is read or sent.
   const std::string input = dir_ + "/big.npy";

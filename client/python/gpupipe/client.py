@@ -1,6 +1,7 @@
 """gpupipe's Python client: jobs on NumPy arrays, streamed for large ones, through shared
 memory when the daemon runs on this host."""
 import dataclasses
+import os
 import threading
 
 import grpc
@@ -34,6 +35,11 @@ UPLOAD_CHUNK_BYTES = (1 << 20) - 4096
 SHM_AUTO_BYTES = 1 << 20
 # Inputs above this go through Run (streamed) rather than one Submit message.
 STREAM_AUTO_BYTES = 32 << 20
+# A streamed job is split over several calls (streams=0) from this size on, one call more per
+# this many bytes, at most MAX_AUTO_STREAMS (and the daemon's Limits.max_run_streams): the
+# rule of the C++ library (client/striped_run.cc).
+SPLIT_AUTO_BYTES = 64 << 20
+MAX_AUTO_STREAMS = 4
 
 
 class JobError(Exception):
@@ -136,6 +142,10 @@ class Client:
         self._cuda_regions = {}  # IPC handle -> region id, for device arrays used so far
         self._lease = None  # the HoldRegions call every region of this client is tied to
         self._lease_id = ""
+        self._creds = creds if (tls_ca or tls_cert or tls_key) else None
+        self._call_stubs = []  # of calls 1, 2, ... of split runs, each on a connection of its own
+        self._call_channels = []
+        self._max_run_streams = 0  # the daemon's limit, once asked
 
     # ---- plumbing -------------------------------------------------------------------------
 
@@ -150,6 +160,8 @@ class Client:
         if self._lease is not None:
             self._lease.cancel()
             self._lease = None
+        for channel in self._call_channels:
+            channel.close()
         self._channel.close()
 
     def __enter__(self):
@@ -304,14 +316,16 @@ class Client:
     # ---- jobs -----------------------------------------------------------------------------
 
     def submit(self, array, ops, *, out=None, priority="normal", transport=None, explain=False,
-               chunk_bytes=0, profile=False, timeline=False, tag=""):
+               chunk_bytes=0, profile=False, timeline=False, tag="", streams=0):
         """Runs `ops` (pipeline text such as "affine(alpha=2,beta=1) | relu | softmax", or a
         list of gpupipe.v1.Op) on `array` and returns a Result. With `out` (an array of the
         result's shape and dtype), the result is written there, straight from the device when
         `out` is a shared array. A CUDA array (anything with __cuda_array_interface__: a
         PyTorch or CuPy tensor on the daemon's GPU) is read in place through CUDA IPC, and a
         CUDA `out` written in place: no host copy at all. Raises JobError with the daemon's
-        status on failure, and ValueError (ops.OpsError) for a pipeline that does not parse."""
+        status on failure, and ValueError (ops.OpsError) for a pipeline that does not parse.
+        `streams`: for an array streamed over the connection, the calls (each on a connection
+        of its own) to split its upload and result over; 0 chooses from its size."""
         if _cuda.is_cuda_array(array):
             if priority not in _PRIORITIES:
                 raise ValueError(f"priority: expected low, normal or high, got {priority!r}")
@@ -350,7 +364,13 @@ class Client:
             except (JobError, MemoryError) as e:
                 if transport != "auto" or shared or not _regions_unavailable(e):
                     raise
-        if array.nbytes > STREAM_AUTO_BYTES:
+        if streams < 0:
+            raise ValueError(f"streams: expected 0 (auto) or a number of calls, got {streams}")
+        if array.nbytes > STREAM_AUTO_BYTES or streams > 0:
+            if streams == 0:
+                streams = self._streams_for(array.nbytes)
+            if streams > 1:
+                return self._submit_striped(array, request, out, streams)
             return self._submit_streamed(array, request, out)
         request.input.data = array.tobytes()
         return self._collect(self._events(self._stub.Submit, request), out, "inline")[0]
@@ -371,6 +391,133 @@ class Client:
                 yield pb.RunRequest(data=bytes(flat[offset:offset + UPLOAD_CHUNK_BYTES]))
 
         return self._collect(self._events(self._stub.Run, requests()), out, "stream")[0]
+
+    def _streams_for(self, nbytes):
+        if nbytes < SPLIT_AUTO_BYTES:
+            return 1
+        with self._lock:
+            limit = self._max_run_streams
+        if limit == 0:
+            try:
+                limit = max(self.describe().limits.max_run_streams, 1)
+            except JobError:
+                limit = 1
+            with self._lock:
+                self._max_run_streams = limit
+        return min(1 + nbytes // SPLIT_AUTO_BYTES, MAX_AUTO_STREAMS, limit)
+
+    def _stubs_for_calls(self, n):
+        with self._lock:
+            while len(self._call_stubs) < n - 1:
+                # A subchannel pool of its own gives the channel a connection of its own.
+                options = [("grpc.use_local_subchannel_pool", 1),
+                           ("gpupipe.run_call", len(self._call_stubs) + 1)]
+                channel = (grpc.secure_channel(self.target, self._creds, options=options)
+                           if self._creds else grpc.insecure_channel(self.target, options=options))
+                self._call_channels.append(channel)
+                self._call_stubs.append(pb_grpc.JobServiceStub(channel))
+            return [self._stub] + self._call_stubs[:n - 1]
+
+    def _submit_striped(self, array, request, out, n):
+        """A Run split over `n` calls (RunRequest.stripes): upload message m on call m % n, and
+        every call's result chunks written at their offsets, each call read by a thread of its
+        own so that none holds the job back."""
+        flat_in = memoryview(array.reshape(-1).view(np.uint8))
+        messages = (len(flat_in) + UPLOAD_CHUNK_BYTES - 1) // UPLOAD_CHUNK_BYTES
+        key = os.urandom(16)
+
+        def requests(i):
+            stripes = pb.RunStripes(key=key, index=i, count=n)
+            yield (pb.RunRequest(spec=request, stripes=stripes) if i == 0 else
+                   pb.RunRequest(join=stripes))
+            for m in range(i, messages, n):
+                at = m * UPLOAD_CHUNK_BYTES
+                yield pb.RunRequest(data=bytes(flat_in[at:at + UPLOAD_CHUNK_BYTES]))
+
+        calls = [stub.Run(requests(i), timeout=self.deadline, metadata=self._metadata)
+                 for i, stub in enumerate(self._stubs_for_calls(n))]
+        state = {"flat": None, "received": 0, "error": None, "done": [None] * n}
+        ready = threading.Event()  # the output exists (call 0's Accepted) or the run failed
+        lock = threading.Lock()
+
+        def fail(err):
+            with lock:
+                if state["error"] is None:
+                    state["error"] = err
+            ready.set()
+            for call in calls:
+                call.cancel()
+
+        def read(i):
+            try:
+                for event in calls[i]:
+                    kind = event.WhichOneof("event")
+                    if kind == "chunk":
+                        ready.wait()
+                        flat, data = state["flat"], event.chunk.data
+                        if flat is None:
+                            return
+                        if event.chunk.offset + len(data) > len(flat):
+                            raise JobError(grpc.StatusCode.DATA_LOSS, "result chunk out of place")
+                        flat[event.chunk.offset:event.chunk.offset + len(data)] = np.frombuffer(
+                            data, np.uint8)
+                        with lock:
+                            state["received"] += len(data)
+                    elif kind == "done":
+                        state["done"][i] = event.done
+                        if event.done.code != 0:
+                            raise JobError(_code(event.done.code), event.done.message)
+                    elif i == 0:
+                        on_first_call_event(event)
+            except grpc.RpcError as e:
+                fail(JobError(e.code(), e.details()))
+            except JobError as e:
+                fail(e)
+
+        # Call 0's other events: Accepted (which makes the output), Plan, Timing.
+        meta = {"accepted": None, "plan": None, "timing": pb.Timing(), "shape": (), "dtype": None}
+
+        def on_first_call_event(event):
+            kind = event.WhichOneof("event")
+            if kind == "accepted":
+                accepted = event.accepted
+                dtype = _NUMPY.get(accepted.output_dtype)
+                if dtype is None:
+                    raise JobError(grpc.StatusCode.DATA_LOSS, "unknown output dtype")
+                shape = tuple(accepted.output_shape)
+                if out is not None:
+                    if out.shape != shape or out.dtype != dtype or not out.flags.c_contiguous:
+                        fail(ValueError(f"out: expected a C-contiguous {dtype} array of shape "
+                                        f"{shape}, got {out.dtype} {out.shape}"))
+                        return
+                    output = out
+                else:
+                    output = np.empty(shape, dtype)
+                meta.update(accepted=accepted, shape=shape, dtype=dtype, output=output)
+                state["flat"] = output.reshape(-1).view(np.uint8)
+                ready.set()
+            elif kind == "plan":
+                meta["plan"] = event.plan
+            elif kind == "timing":
+                meta["timing"] = event.timing
+
+        threads = [threading.Thread(target=read, args=(i,), daemon=True) for i in range(n)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        ready.set()
+        if state["error"] is not None:
+            raise state["error"]
+        accepted = meta["accepted"]
+        if accepted is None or any(d is None for d in state["done"]):
+            raise JobError(grpc.StatusCode.DATA_LOSS, "a call of the run ended without its Done")
+        if state["received"] != len(state["flat"]):
+            raise JobError(grpc.StatusCode.DATA_LOSS,
+                           f"the result's chunks held {state['received']} of "
+                           f"{len(state['flat'])} bytes")
+        return Result(output=meta["output"], timing=meta["timing"], job_id=accepted.job_id,
+                      backend=accepted.backend, transport="stream", plan=meta["plan"])
 
     def _submit_shm(self, array, request, out):
         temps = []  # (region id, shm) made for this call

@@ -61,6 +61,38 @@ def test_large_arrays_are_streamed(daemon, rng):
     np.testing.assert_array_equal(r.output, np.maximum(x, 0))
 
 
+@pytest.mark.parametrize("streams", [2, 3])
+def test_a_run_split_over_calls_gives_the_bytes_of_one_call(daemon, rng, streams):
+    # 5 MiB in 64 KiB chunks: several upload messages per call and many result chunks.
+    x = rng.standard_normal((5, 1 << 18)).astype(np.float32)
+    with gpupipe.Client(daemon.target, transport="grpc") as client:
+        one = client.submit(x, "affine(alpha=2, beta=1) | softmax", streams=1, chunk_bytes=1 << 16)
+        split = client.submit(x, "affine(alpha=2, beta=1) | softmax", streams=streams,
+                              chunk_bytes=1 << 16)
+        # An output buffer given by the caller is filled in place.
+        out = np.empty_like(x)
+        again = client.submit(x, "relu", streams=streams, out=out, chunk_bytes=1 << 16)
+    assert split.transport == "stream" and split.output.shape == x.shape
+    np.testing.assert_array_equal(split.output, one.output)
+    np.testing.assert_allclose(split.output, softmax(2 * x + 1), rtol=2e-5, atol=1e-7)
+    assert split.timing.bytes_in == x.nbytes
+    assert again.output is out
+    np.testing.assert_array_equal(out, np.maximum(x, 0))
+
+
+def test_a_failing_split_run_raises_the_jobs_error(daemon, rng):
+    x = rng.standard_normal((2, 1 << 18)).astype(np.float32)
+    with gpupipe.Client(daemon.target, transport="grpc") as client:
+        with pytest.raises(gpupipe.JobError) as err:
+            client.submit(x, "pow", streams=2)  # pow needs p: refused on every call
+        assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT
+        assert "p" in err.value.message
+        with pytest.raises(gpupipe.JobError) as err:
+            client.submit(x, "relu", streams=1000)  # over the daemon's --max-run-streams
+        assert err.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "max-run-streams" in err.value.message
+
+
 def test_shared_memory_gives_the_same_bytes_as_the_connection(daemon, rng):
     x = rng.standard_normal((64, 4096)).astype(np.float32)
     with gpupipe.Client(daemon.target) as client:
