@@ -1,6 +1,7 @@
-"""Builds the gpupipe package. Its gpupipe.v1 modules are generated first from the API in
-proto/ (gen_stubs.py, through protoc's descriptor output), so protoc must be on PATH (Debian:
-protobuf-compiler)."""
+"""Builds the gpupipe package. Its gpupipe.v1 modules are generated from the API in proto/
+(gen_stubs.py, through protoc's descriptor output) into the build directory, never into the
+source tree, where a stale copy would shadow the ones a build of the project generates; so
+protoc must be on PATH (Debian: protobuf-compiler)."""
 import os
 import shutil
 import subprocess
@@ -8,17 +9,13 @@ import sys
 import tempfile
 
 from setuptools import setup
+from setuptools.command.build_py import build_py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROTO_DIR = os.path.normpath(os.path.join(HERE, "..", "..", "proto"))
 
 
-def generate_stubs():
-    target = os.path.join(HERE, "gpupipe", "v1")
-    if not os.path.isdir(PROTO_DIR):
-        if os.path.isdir(target):
-            return  # an sdist: generated already
-        sys.exit(f"gpupipe: {PROTO_DIR} is missing; build from the gpupipe source tree")
+def generate_stubs(target):
     protoc = shutil.which("protoc")
     if protoc is None:
         sys.exit("gpupipe: protoc is needed to build the package (apt install protobuf-compiler)")
@@ -32,5 +29,12 @@ def generate_stubs():
             shutil.copy(os.path.join(tmp, "gpupipe", "v1", name), target)
 
 
-generate_stubs()
-setup()
+class BuildWithStubs(build_py):
+    def run(self):
+        super().run()
+        if not os.path.isdir(PROTO_DIR):
+            sys.exit(f"gpupipe: {PROTO_DIR} is missing; build from the gpupipe source tree")
+        generate_stubs(os.path.join(self.build_lib, "gpupipe", "v1"))
+
+
+setup(cmdclass={"build_py": BuildWithStubs})
