@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "client/fd_passing.h"
 #include "client/striped_run.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/create_channel.h"
@@ -148,6 +149,25 @@ absl::StatusOr<v1::RegisterRegionResponse> JobClient::RegisterRegion(const std::
                                                                      const std::string& lease_id) {
   v1::RegisterRegionRequest request;
   request.set_shm_name(shm_name);
+  return Register(std::move(request), size, lease_id);
+}
+
+absl::StatusOr<v1::RegisterRegionResponse> JobClient::RegisterRegionFd(int fd, int64_t size,
+                                                                       const std::string& lease_id,
+                                                                       std::string socket_path) {
+  if (socket_path.empty()) {
+    absl::StatusOr<v1::DescribeResponse> description = Describe();
+    if (!description.ok()) return description.status();
+    socket_path = description->region_fd_socket();
+    if (socket_path.empty()) {
+      return absl::FailedPreconditionError(
+          "the daemon has no region socket for descriptors (gpupiped --region-fd-socket PATH)");
+    }
+  }
+  absl::StatusOr<std::string> ticket = PassDescriptor(socket_path, fd);
+  if (!ticket.ok()) return ticket.status();
+  v1::RegisterRegionRequest request;
+  request.set_fd_ticket(*ticket);
   return Register(std::move(request), size, lease_id);
 }
 

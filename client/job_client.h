@@ -128,6 +128,14 @@ class JobClient {
   absl::StatusOr<v1::RegisterRegionResponse> RegisterRegion(const std::string& shm_name,
                                                             int64_t size = 0,
                                                             const std::string& lease_id = "");
+  // Registers a shared-memory object without a name (a memfd: `fd`, its first `size` bytes;
+  // 0: all of it), passing its descriptor over the daemon's region socket
+  // (DescribeResponse.region_fd_socket, or `socket_path` where the daemon's path is not this
+  // process's, as across containers). FAILED_PRECONDITION where the daemon has no region
+  // socket. `fd` stays this process's to close.
+  absl::StatusOr<v1::RegisterRegionResponse> RegisterRegionFd(int fd, int64_t size = 0,
+                                                              const std::string& lease_id = "",
+                                                              std::string socket_path = "");
   // Registers device memory this process exported with cudaIpcGetMemHandle (`handle`: the
   // handle's 64 bytes) as a device region: `size` bytes from the allocation's base (0: all).
   absl::StatusOr<v1::RegisterRegionResponse> RegisterCudaRegion(const std::string& handle,

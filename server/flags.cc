@@ -132,6 +132,10 @@ Runs the gpupipe job service: a gRPC daemon that owns one GPU.
   --region-idle-timeout-seconds N
                              a region no job used for N s is unregistered, so a client that
                              died leaves nothing mapped (0: never; default 600)
+  --region-fd-socket PATH    a Unix socket where local processes pass descriptors of
+                             shared-memory objects without a name (memfd) to register as
+                             regions (RegisterRegion.fd_ticket); its file's permissions are
+                             the access control (default: none)
   --keepalive-seconds N      ping a connection with calls in progress after N s without
                              traffic, to find dead clients (0: never; default 60)
   --keepalive-timeout-seconds N
@@ -215,6 +219,11 @@ absl::StatusOr<DaemonOptions> ParseFlags(const std::vector<std::string>& args) {
       }
       o.inject_fault = v->substr(0, colon);
 #endif
+    } else if (flag == "--region-fd-socket") {
+      auto v = take_value();
+      if (!v.ok()) return v.status();
+      if (v->empty()) return absl::InvalidArgumentError(flag + ": empty path");
+      o.region_fd_socket = *v;
     } else if (flag == "--tls-cert" || flag == "--tls-key" || flag == "--tls-client-ca" ||
                flag == "--token-file") {
       auto v = take_value();

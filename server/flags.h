@@ -43,6 +43,7 @@ struct DaemonOptions {
   int max_client_regions = 64;                           // --max-client-regions
   int max_regions = 1024;                                // --max-regions
   bool region_any_owner = false;                         // --region-any-owner
+  std::string region_fd_socket;                          // --region-fd-socket
   int64_t region_idle_timeout_ms = 600000;               // --region-idle-timeout-seconds
   int64_t reader_idle_timeout_ms = 30000;                // --reader-idle-timeout-seconds
   int64_t keepalive_ms = 60000;                          // --keepalive-seconds

@@ -43,6 +43,7 @@
 #include "server/logger.h"
 #include "server/metrics/http_server.h"
 #include "server/metrics/prometheus_text.h"
+#include "server/rpc/fd_socket.h"
 #include "server/rpc/job_service.h"
 #include "server/rpc/token_auth.h"
 #include "server/transport.h"
@@ -252,6 +253,21 @@ int Run(const DaemonOptions& options) {
   service_options.upload_idle_timeout = std::chrono::milliseconds(options.upload_idle_timeout_ms);
   service_options.max_run_streams = options.max_run_streams;
   service_options.authenticator = &authenticator;
+  // Descriptors passed over the region socket wait a short while for their RegisterRegion;
+  // only a few at once, so a client that never registers them holds few of the daemon's files.
+  rpc::FdTickets fd_tickets(/*max_pending=*/64, std::chrono::seconds(30));
+  std::unique_ptr<rpc::FdSocket> fd_socket;
+  if (!options.region_fd_socket.empty()) {
+    absl::StatusOr<std::unique_ptr<rpc::FdSocket>> listening =
+        rpc::FdSocket::Listen(options.region_fd_socket, &fd_tickets, rpc::FdSocket::Options());
+    if (!listening.ok()) {
+      Fail(std::string(listening.status().message()));
+      return 1;
+    }
+    fd_socket = *std::move(listening);
+    service_options.fd_tickets = &fd_tickets;
+    service_options.region_fd_socket = options.region_fd_socket;
+  }
   rpc::JobServiceImpl service(engine.get(), service_options);
 
   grpc::EnableDefaultHealthCheckService(true);

@@ -653,6 +653,15 @@ absl::StatusOr<RegionInfo> Engine::RegisterRegion(const std::string& client,
   }
 }
 
+absl::StatusOr<RegionInfo> Engine::RegisterFdRegion(const std::string& client, int fd,
+                                                    int64_t bytes, const std::string& lease) {
+  try {
+    return impl_->regions().RegisterFd(client, fd, bytes, lease);
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError("the server ran out of memory for this region");
+  }
+}
+
 absl::StatusOr<RegionInfo> Engine::RegisterCudaIpcRegion(const std::string& client,
                                                          const std::string& handle, int64_t bytes,
                                                          const std::string& lease) {

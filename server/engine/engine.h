@@ -154,6 +154,10 @@ class Engine {
   // (OpenRegionLease), the region goes when the lease ends.
   absl::StatusOr<RegionInfo> RegisterRegion(const std::string& client, const std::string& shm_name,
                                             int64_t bytes, const std::string& lease = "");
+  // As RegisterRegion, for a descriptor a local process passed the daemon (a memfd), which
+  // this takes (RegionRegistry::RegisterFd).
+  absl::StatusOr<RegionInfo> RegisterFdRegion(const std::string& client, int fd, int64_t bytes,
+                                              const std::string& lease = "");
   // Opens device memory a client process exported (CUDA IPC) as a region of `client`
   // (RegionRegistry::RegisterCudaIpc).
   absl::StatusOr<RegionInfo> RegisterCudaIpcRegion(const std::string& client,

@@ -83,6 +83,7 @@ grpc::ServerUnaryReactor* JobServiceImpl::Describe(grpc::CallbackServerContext* 
     *response = EncodeDescription(engine_->Describe(), options_.server_version);
     response->mutable_limits()->set_reader_idle_timeout_ms(options_.reader_idle_timeout.count());
     response->mutable_limits()->set_max_run_streams(options_.max_run_streams);
+    response->set_region_fd_socket(options_.region_fd_socket);
     return absl::OkStatus();
   });
 }
@@ -94,10 +95,12 @@ grpc::ServerUnaryReactor* JobServiceImpl::RegisterRegion(grpc::CallbackServerCon
     if (request->size() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
       return absl::InvalidArgumentError("size: out of range");
     }
-    if (request->shm_name().empty() == request->cuda_ipc_handle().empty()) {
+    if (!request->shm_name().empty() + !request->cuda_ipc_handle().empty() +
+            !request->fd_ticket().empty() !=
+        1) {
       return absl::InvalidArgumentError(
-          "shm_name, cuda_ipc_handle: give exactly one (a shared-memory object's name, or a "
-          "CUDA IPC handle)");
+          "shm_name, cuda_ipc_handle, fd_ticket: give exactly one (a shared-memory object's "
+          "name, a CUDA IPC handle, or the ticket of a descriptor passed over the region socket)");
     }
     if (!IsLocalPeer(context->peer())) {
       return absl::PermissionDeniedError(
@@ -107,11 +110,21 @@ grpc::ServerUnaryReactor* JobServiceImpl::RegisterRegion(grpc::CallbackServerCon
     }
     const std::string client = ClientIdentity(*context, caller);
     const int64_t size = static_cast<int64_t>(request->size());
-    absl::StatusOr<engine::RegionInfo> region =
-        request->cuda_ipc_handle().empty()
-            ? engine_->RegisterRegion(client, request->shm_name(), size, request->lease_id())
-            : engine_->RegisterCudaIpcRegion(client, request->cuda_ipc_handle(), size,
-                                             request->lease_id());
+    absl::StatusOr<engine::RegionInfo> region;
+    if (!request->fd_ticket().empty()) {
+      if (options_.fd_tickets == nullptr) {
+        return absl::FailedPreconditionError(
+            "fd_ticket: this daemon has no region socket (gpupiped --region-fd-socket PATH)");
+      }
+      absl::StatusOr<int> fd = options_.fd_tickets->Take(request->fd_ticket());
+      if (!fd.ok()) return fd.status();
+      region = engine_->RegisterFdRegion(client, *fd, size, request->lease_id());
+    } else if (!request->cuda_ipc_handle().empty()) {
+      region = engine_->RegisterCudaIpcRegion(client, request->cuda_ipc_handle(), size,
+                                              request->lease_id());
+    } else {
+      region = engine_->RegisterRegion(client, request->shm_name(), size, request->lease_id());
+    }
     if (!region.ok()) return region.status();
     response->set_region_id(region->id);
     response->set_size(static_cast<uint64_t>(region->size));

@@ -15,6 +15,7 @@
 #include "gpupipe/v1/gpupipe.grpc.pb.h"
 #include "server/engine/engine.h"
 #include "server/rpc/active_calls.h"
+#include "server/rpc/fd_tickets.h"
 #include "server/rpc/lease_reactor.h"
 #include "server/rpc/run_groups.h"
 #include "server/rpc/stall_watch.h"
@@ -38,6 +39,11 @@ struct JobServiceOptions {
   int max_run_streams = 16;
   // Checks every call's token (token_auth.h); null: calls need none. Must outlive the service.
   const Authenticator* authenticator = nullptr;
+  // The descriptors passed over the region socket (fd_socket.h), which RegisterRegion's
+  // fd_ticket names, and that socket's path for Describe; null and empty: none. Must outlive
+  // the service.
+  FdTickets* fd_tickets = nullptr;
+  std::string region_fd_socket;
 };
 
 class JobServiceImpl final : public v1::JobService::CallbackService {

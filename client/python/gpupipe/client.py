@@ -2,6 +2,7 @@
 memory when the daemon runs on this host."""
 import dataclasses
 import os
+import socket
 import threading
 
 import grpc
@@ -198,10 +199,39 @@ class Client:
             return self._lease_id
 
     def _register(self, shm):
-        r = self._call(self._stub.RegisterRegion,
-                       pb.RegisterRegionRequest(shm_name=shm.name, size=shm.size,
-                                                lease_id=self._lease_for_regions()))
-        return r.region_id
+        request = pb.RegisterRegionRequest(size=shm.size, lease_id=self._lease_for_regions())
+        if shm.fd is not None:
+            request.fd_ticket = self._pass_descriptor(shm.fd)
+        else:
+            request.shm_name = shm.name
+        return self._call(self._stub.RegisterRegion, request).region_id
+
+    def _pass_descriptor(self, fd):
+        """Passes `fd` over the daemon's region socket (gpupiped --region-fd-socket) and
+        returns the ticket RegisterRegionRequest.fd_ticket names."""
+        path = self.describe().region_fd_socket
+        if not path:
+            raise JobError(grpc.StatusCode.FAILED_PRECONDITION,
+                           "the daemon has no region socket for descriptors "
+                           "(gpupiped --region-fd-socket PATH)")
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(5)
+            try:
+                s.connect(path)
+                socket.send_fds(s, [b"f"], [fd])
+                reply = b""
+                while b"\n" not in reply:
+                    data = s.recv(256)
+                    if not data:
+                        break
+                    reply += data
+            except OSError as e:
+                raise JobError(grpc.StatusCode.UNAVAILABLE, f"region socket {path}: {e}") from None
+        line = reply.split(b"\n", 1)[0].decode(errors="replace")
+        if not line.startswith("ticket "):
+            raise JobError(grpc.StatusCode.FAILED_PRECONDITION,
+                           f"region socket: {line.removeprefix('error ') or 'no answer'}")
+        return line[len("ticket "):]
 
     def _unregister(self, region_id):
         try:
@@ -211,14 +241,15 @@ class Client:
 
     # ---- shared arrays --------------------------------------------------------------------
 
-    def shared_array(self, shape, dtype=np.float32):
+    def shared_array(self, shape, dtype=np.float32, *, memfd=False):
         """A NumPy array in shared memory registered with the daemon (same host only): jobs
         read it as input and write results into it with no copy on either side. Release it
-        with release(), or close() the client."""
+        with release(), or close() the client. memfd=True makes the memory a memfd with no name,
+        passed to the daemon over its region socket (gpupiped --region-fd-socket)."""
         dtype = np.dtype(dtype)
         shape = tuple(int(d) for d in np.atleast_1d(shape)) if np.ndim(shape) else (int(shape),)
         nbytes = max(1, int(np.prod(shape, dtype=np.int64)) * dtype.itemsize)
-        shm = SharedMemory(nbytes)
+        shm = SharedMemory(nbytes, memfd=memfd)
         try:
             region = _Region(self._register(shm), shm)
         except BaseException:

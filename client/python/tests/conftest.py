@@ -41,8 +41,9 @@ class Daemon:
 
 
 @pytest.fixture(scope="session")
-def daemon():
-    d = Daemon("--max-input-mib", "1")
+def daemon(tmp_path_factory):
+    socket_path = str(tmp_path_factory.mktemp("gpupiped") / "regions.sock")
+    d = Daemon("--max-input-mib", "1", "--region-fd-socket", socket_path)
     yield d
     d.stop()
 

@@ -127,6 +127,25 @@ def test_shared_arrays_are_read_and_written_in_place(daemon, rng):
         assert client.stats().regions == 0
 
 
+def test_memfd_arrays_are_passed_by_descriptor_and_leave_no_name(daemon, daemon_without_regions,
+                                                                 rng):
+    before = set(os.listdir("/dev/shm"))
+    with gpupipe.Client(daemon.target) as client:
+        x = client.shared_array((8, 4096), np.float32, memfd=True)
+        y = client.shared_array((8, 4096), np.float32, memfd=True)
+        x[:] = rng.standard_normal(x.shape).astype(np.float32)
+        r = client.submit(x, "affine(alpha=-1) | relu", out=y)
+        assert r.transport == "shm" and r.output is y
+        np.testing.assert_array_equal(y, np.maximum(-x, 0))
+        assert set(os.listdir("/dev/shm")) == before  # no named object at any point
+        client.release(x)
+    with gpupipe.Client(daemon_without_regions.target) as client:  # no --region-fd-socket
+        with pytest.raises(gpupipe.JobError) as err:
+            client.shared_array(16, memfd=True)
+        assert err.value.code == grpc.StatusCode.FAILED_PRECONDITION
+        assert "--region-fd-socket" in err.value.message
+
+
 def test_auto_uses_shared_memory_for_large_local_arrays_only(daemon, daemon_without_regions, rng):
     big = rng.standard_normal((64, 8192)).astype(np.float32)  # 2 MiB
     small = rng.standard_normal((4, 8)).astype(np.float32)

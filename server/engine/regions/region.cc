@@ -56,25 +56,42 @@ absl::StatusOr<std::unique_ptr<Region>> Region::Open(
     if (err == EACCES || err == EPERM) return absl::PermissionDeniedError(why);
     return absl::InvalidArgumentError(why);
   }
+  return Map(fd, "shm_name", absl::StrCat("'", *name, "'"), *name, bytes, pin, reserve, any_owner);
+}
+
+absl::StatusOr<std::unique_ptr<Region>> Region::OpenFd(
+    int fd, int64_t bytes, const PinHostMemoryFn& pin,
+    const std::function<absl::Status(int64_t)>& reserve, bool any_owner) {
+  if (bytes < 0) {
+    close(fd);
+    return absl::InvalidArgumentError(absl::StrCat("size: ", bytes, " is negative"));
+  }
+  return Map(fd, "fd_ticket", "the passed descriptor", "fd", bytes, pin, reserve, any_owner);
+}
+
+absl::StatusOr<std::unique_ptr<Region>> Region::Map(
+    int fd, const char* field, const std::string& what, const std::string& label, int64_t bytes,
+    const PinHostMemoryFn& pin, const std::function<absl::Status(int64_t)>& reserve,
+    bool any_owner) {
   struct stat st {};
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     close(fd);
     return absl::InvalidArgumentError(
-        absl::StrCat("shm_name: '", *name, "' is not a shared-memory object"));
+        absl::StrCat(field, ": ", what, " is not a shared-memory object"));
   }
   const int64_t object_bytes = static_cast<int64_t>(st.st_size);
   const int64_t size = bytes == 0 ? object_bytes : bytes;
   if (size == 0 || size > object_bytes) {
     close(fd);
     return absl::InvalidArgumentError(
-        absl::StrCat("size: '", *name, "' holds ", object_bytes, " bytes",
+        absl::StrCat("size: ", what, " holds ", object_bytes, " bytes",
                      size == 0 ? "; size it with ftruncate before registering"
                                : absl::StrCat(", fewer than the ", size, " to register")));
   }
   if (!any_owner && st.st_uid != geteuid()) {
     close(fd);
     return absl::PermissionDeniedError(
-        absl::StrCat("shm_name: '", *name, "' belongs to uid ", st.st_uid,
+        absl::StrCat(field, ": ", what, " belongs to uid ", st.st_uid,
                      ", not to the daemon's user (uid ", geteuid(),
                      "); create it as that user, or start gpupiped with --region-any-owner where "
                      "every caller that can reach it is trusted with what it can open"));
@@ -90,9 +107,9 @@ absl::StatusOr<std::unique_ptr<Region>> Region::Open(
   close(fd);  // the mapping keeps the object
   if (data == MAP_FAILED) {
     return absl::ResourceExhaustedError(
-        absl::StrCat("cannot map ", size, " bytes of '", *name, "': ", strerror(map_err)));
+        absl::StrCat("cannot map ", size, " bytes of ", what, ": ", strerror(map_err)));
   }
-  std::unique_ptr<Region> region(new Region(*name, static_cast<char*>(data), size));
+  std::unique_ptr<Region> region(new Region(label, static_cast<char*>(data), size));
   region->object_ = {static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino)};
   if (pin) {
     absl::StatusOr<HostPin> pinned = pin(region->data_, size);

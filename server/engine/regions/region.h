@@ -58,6 +58,11 @@ class Region {
   static absl::StatusOr<std::unique_ptr<Region>> Open(
       std::string shm_name, int64_t bytes, const PinHostMemoryFn& pin,
       const std::function<absl::Status(int64_t)>& reserve, bool any_owner);
+  // As Open, for an open descriptor of a shared-memory object (a memfd a local process passed
+  // the daemon), which this takes and closes whatever happens; messages name `fd_ticket`.
+  static absl::StatusOr<std::unique_ptr<Region>> OpenFd(
+      int fd, int64_t bytes, const PinHostMemoryFn& pin,
+      const std::function<absl::Status(int64_t)>& reserve, bool any_owner);
   // A device region over `mapping` (its first `bytes`; 0: all of it), copied to and from the
   // host with `copy`. INVALID_ARGUMENT when the allocation holds fewer bytes.
   static absl::StatusOr<std::unique_ptr<Region>> FromDevice(DeviceMapping mapping, int64_t bytes,
@@ -67,6 +72,7 @@ class Region {
   Region(const Region&) = delete;
   Region& operator=(const Region&) = delete;
 
+  // The object's name ("fd" for a passed descriptor, "cuda-ipc" for device memory).
   const std::string& shm_name() const { return shm_name_; }
   char* data() const { return data_; }
   int64_t size() const { return size_; }
@@ -89,6 +95,12 @@ class Region {
   absl::Status CheckRange(int64_t offset, int64_t length, const std::string& field) const;
 
  private:
+  // Open and OpenFd once the object is open: checks, reserves, maps and pins `fd`'s object,
+  // closing `fd`. Messages name `field` and call the object `what`.
+  static absl::StatusOr<std::unique_ptr<Region>> Map(
+      int fd, const char* field, const std::string& what, const std::string& label, int64_t bytes,
+      const PinHostMemoryFn& pin, const std::function<absl::Status(int64_t)>& reserve,
+      bool any_owner);
   Region(std::string shm_name, char* data, int64_t size)
       : shm_name_(std::move(shm_name)), data_(data), size_(size) {}
 

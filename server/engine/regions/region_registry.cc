@@ -1,5 +1,7 @@
 #include "server/engine/regions/region_registry.h"
 
+#include <unistd.h>
+
 #include <random>
 #include <vector>
 
@@ -54,6 +56,27 @@ RegionRegistry::~RegionRegistry() = default;
 absl::StatusOr<RegionInfo> RegionRegistry::Register(const std::string& client,
                                                     const std::string& shm_name, int64_t bytes,
                                                     const std::string& lease) {
+  return RegisterHost(client, lease, [&](const std::function<absl::Status(int64_t)>& reserve) {
+    return Region::Open(shm_name, bytes, hooks_.pin, reserve, limits_.any_owner);
+  });
+}
+
+absl::StatusOr<RegionInfo> RegionRegistry::RegisterFd(const std::string& client, int fd,
+                                                      int64_t bytes, const std::string& lease) {
+  bool taken = false;  // OpenFd closes the descriptor once it has it
+  absl::StatusOr<RegionInfo> info =
+      RegisterHost(client, lease, [&](const std::function<absl::Status(int64_t)>& reserve) {
+        taken = true;
+        return Region::OpenFd(fd, bytes, hooks_.pin, reserve, limits_.any_owner);
+      });
+  if (!taken) close(fd);
+  return info;
+}
+
+absl::StatusOr<RegionInfo> RegionRegistry::RegisterHost(
+    const std::string& client, const std::string& lease,
+    const std::function<absl::StatusOr<std::unique_ptr<Region>>(
+        const std::function<absl::Status(int64_t)>& reserve)>& open) {
   if (limits_.max_bytes <= 0) {
     return absl::UnavailableError(
         "shared-memory regions are off on this server (gpupiped --max-region-gib 0)");
@@ -67,14 +90,11 @@ absl::StatusOr<RegionInfo> RegionRegistry::Register(const std::string& client,
   // The bytes are counted before anything is mapped or page-locked, so that no request can
   // make the daemon touch more memory than the limits allow, however many arrive at once.
   int64_t reserved = -1;
-  absl::StatusOr<std::unique_ptr<Region>> opened = Region::Open(
-      shm_name, bytes, hooks_.pin,
-      [&](int64_t size) {
-        absl::Status s = Reserve(client, size);
-        if (s.ok()) reserved = size;
-        return s;
-      },
-      limits_.any_owner);
+  absl::StatusOr<std::unique_ptr<Region>> opened = open([&](int64_t size) {
+    absl::Status s = Reserve(client, size);
+    if (s.ok()) reserved = size;
+    return s;
+  });
   if (!opened.ok()) {
     if (reserved >= 0) accounts_->Release(client, reserved);
     return opened.status();

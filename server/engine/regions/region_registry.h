@@ -69,6 +69,10 @@ class RegionRegistry {
   // With a `lease` (OpenLease; empty for none) the region is unregistered when it ends.
   absl::StatusOr<RegionInfo> Register(const std::string& client, const std::string& shm_name,
                                       int64_t bytes, const std::string& lease = "");
+  // As Register, for an open descriptor of a shared-memory object (Region::OpenFd), which
+  // this takes and closes whatever happens.
+  absl::StatusOr<RegionInfo> RegisterFd(const std::string& client, int fd, int64_t bytes,
+                                        const std::string& lease = "");
   // Opens device memory a process of this host exported (`handle`: a cudaIpcMemHandle_t's
   // bytes) for `client`: `bytes` of it (0: the whole allocation). FAILED_PRECONDITION where the
   // backend has no device; the backend's error for a handle it cannot open; the limits as
@@ -96,6 +100,12 @@ class RegionRegistry {
   int registered();
 
  private:
+  // Register and RegisterFd: the limits, the lease, then `open` given the reservation to make
+  // before it maps anything.
+  absl::StatusOr<RegionInfo> RegisterHost(
+      const std::string& client, const std::string& lease,
+      const std::function<absl::StatusOr<std::unique_ptr<Region>>(
+          const std::function<absl::Status(int64_t)>& reserve)>& open);
   struct Entry {
     std::string client;
     std::shared_ptr<Region> region;
