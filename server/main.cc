@@ -252,6 +252,8 @@ int Run(const DaemonOptions& options) {
   service_options.reader_idle_timeout = std::chrono::milliseconds(options.reader_idle_timeout_ms);
   service_options.upload_idle_timeout = std::chrono::milliseconds(options.upload_idle_timeout_ms);
   service_options.max_run_streams = options.max_run_streams;
+  // A run waiting for its calls is an upload about to start: the same per-client limit.
+  service_options.waiting_runs.max_client_runs = options.max_client_uploads;
   service_options.authenticator = &authenticator;
   // Descriptors passed over the region socket wait a short while for their RegisterRegion;
   // only a few at once, so a client that never registers them holds few of the daemon's files.

@@ -43,9 +43,10 @@ void EventStream::OnTiming(const engine::JobTiming& timing) {
   Push(std::move(lock), EncodeTiming(job_id_, timing));
 }
 
-void EventStream::OnDone(const absl::Status& status) {
+void EventStream::OnDone(const absl::Status& job_status) {
   std::unique_lock<std::mutex> lock(mu_);
   if (aborted_) return;  // the call already ends with the abort's status
+  const absl::Status& status = job_status.ok() ? input_failure_ : job_status;
   if (status.ok() && hold_success_ && !input_ended_) {
     held_done_ = EncodeDone(job_id_, status);
     done_held_ = true;
@@ -60,6 +61,17 @@ void EventStream::OnDone(const absl::Status& status) {
 void EventStream::HoldSuccessUntilInputEnds() {
   std::lock_guard<std::mutex> lock(mu_);
   hold_success_ = true;
+}
+
+void EventStream::InputFailed(const absl::Status& status) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (status.ok() || !input_failure_.ok()) return;
+  input_failure_ = status;
+  if (!done_held_ || aborted_) return;
+  done_held_ = false;
+  final_status_ = ToGrpcStatus(status);
+  done_queued_ = true;
+  Push(std::move(lock), EncodeDone(job_id_, status));
 }
 
 void EventStream::InputEnded() {

@@ -66,6 +66,10 @@ class EventStream final : public engine::JobSink {
   void HoldSuccessUntilInputEnds();
   // The client half-closed after sending the whole input.
   void InputEnded();
+  // The upload broke on another call of the same run (RunRequest.stripes): a successful Done,
+  // held or still to come, goes out as a Done with `status` instead, so that every call of
+  // the run ends alike.
+  void InputFailed(const absl::Status& status);
   // True once FinishCall was made or is about to be.
   bool finishing() const;
   // The reactor is gone (OnDone). Waits for a CancelCall in progress on another thread.
@@ -101,6 +105,7 @@ class EventStream final : public engine::JobSink {
   bool aborted_ = false;
   bool hold_success_ = false;  // HoldSuccessUntilInputEnds
   bool input_ended_ = false;
+  absl::Status input_failure_;  // InputFailed
   bool done_held_ = false;     // a successful Done waits for InputEnded
   v1::JobEvent held_done_;
   std::chrono::steady_clock::time_point held_since_;

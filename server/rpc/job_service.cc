@@ -16,7 +16,7 @@ JobServiceImpl::JobServiceImpl(engine::Engine* engine, JobServiceOptions options
     : engine_(engine),
       options_(std::move(options)),
       stall_watch_(options_.reader_idle_timeout),
-      runs_(engine, options_.upload_idle_timeout) {}
+      runs_(engine, options_.upload_idle_timeout, options_.waiting_runs) {}
 
 absl::StatusOr<std::string> JobServiceImpl::Authenticate(
     const grpc::CallbackServerContext& context) const {

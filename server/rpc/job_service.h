@@ -37,6 +37,8 @@ struct JobServiceOptions {
   // The most calls one Run may be split over (RunRequest.stripes); each may park one data
   // message (under 1 MiB) while it waits for its turn.
   int max_run_streams = 16;
+  // Runs split over calls that may wait for their calls at once (RunGroupLimits).
+  RunGroupLimits waiting_runs;
   // Checks every call's token (token_auth.h); null: calls need none. Must outlive the service.
   const Authenticator* authenticator = nullptr;
   // The descriptors passed over the region socket (fd_socket.h), which RegisterRegion's

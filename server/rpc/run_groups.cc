@@ -13,6 +13,8 @@ namespace {
 constexpr size_t kMinKeyBytes = 16;
 constexpr size_t kMaxKeyBytes = 64;
 constexpr std::chrono::seconds kRefusalMemory{30};
+// Where uploads have no idle timeout, a run's calls still have this long to come.
+constexpr std::chrono::seconds kTimeoutWithoutLimit{30};
 
 void FinishAll(const std::vector<std::shared_ptr<RunSeat>>& seats, const absl::Status& status) {
   for (const std::shared_ptr<RunSeat>& seat : seats) {
@@ -34,8 +36,12 @@ void RunSeat::Leave() {
   start_ = nullptr;
 }
 
-RunGroups::RunGroups(engine::Engine* engine, std::chrono::milliseconds timeout)
-    : engine_(engine), timeout_(timeout), thread_([this] { Loop(); }) {}
+RunGroups::RunGroups(engine::Engine* engine, std::chrono::milliseconds timeout,
+                     RunGroupLimits limits)
+    : engine_(engine),
+      timeout_(timeout.count() > 0 ? timeout : kTimeoutWithoutLimit),
+      limits_(limits),
+      thread_([this] { Loop(); }) {}
 
 RunGroups::~RunGroups() {
   {
@@ -74,20 +80,38 @@ absl::Status RunGroups::Check(const v1::RunStripes& stripes, bool with_spec, int
   return absl::OkStatus();
 }
 
-RunGroups::Run& RunGroups::Find(const std::string& client, const std::string& key, int count) {
+RunGroups::Run* RunGroups::Find(const std::string& client, const std::string& key, int count,
+                                absl::Status* refusal) {
   // The key is opaque bytes; the client's identity is text without a NUL.
   std::string name = absl::StrCat(client, std::string(1, '\0'), key);
-  auto [it, created] = runs_.try_emplace(name);
-  Run& run = it->second;
-  if (created) {
-    run.name = std::move(name);
-    run.count = count;
-    run.seats.resize(static_cast<size_t>(count));
-    run.deadline = timeout_.count() > 0 ? std::chrono::steady_clock::now() + timeout_
-                                        : std::chrono::steady_clock::time_point::max();
-    wake_.notify_all();
+  if (auto it = runs_.find(name); it != runs_.end()) return &it->second;
+  int& mine = waiting_by_client_[client];
+  if (mine >= limits_.max_client_runs || waiting_ >= limits_.max_runs) {
+    if (mine == 0) waiting_by_client_.erase(client);
+    *refusal = absl::ResourceExhaustedError(absl::StrCat(
+        mine >= limits_.max_client_runs
+            ? absl::StrCat("this client has ", mine, " runs waiting for their calls already (",
+                           "gpupiped --max-client-uploads)")
+            : absl::StrCat("the server has ", waiting_, " runs waiting for their calls already"),
+        "; retry once they started"));
+    return nullptr;
   }
-  return run;
+  ++mine;
+  ++waiting_;
+  Run& run = runs_[name];
+  run.name = std::move(name);
+  run.client = client;
+  run.count = count;
+  run.seats.resize(static_cast<size_t>(count));
+  run.deadline = std::chrono::steady_clock::now() + timeout_;
+  wake_.notify_all();
+  return &run;
+}
+
+void RunGroups::Uncount(const Run& run) {
+  --waiting_;
+  auto it = waiting_by_client_.find(run.client);
+  if (it != waiting_by_client_.end() && --it->second <= 0) waiting_by_client_.erase(it);
 }
 
 void RunGroups::Arrive(const std::string& client, const v1::RunStripes& stripes,
@@ -99,29 +123,32 @@ void RunGroups::Arrive(const std::string& client, const v1::RunStripes& stripes,
   std::optional<Run> complete;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    Run& run = Find(client, stripes.key(), count);
-    if (run.failure.ok() && count != run.count) {
-      FailLocked(run,
-                 absl::InvalidArgumentError(
-                     absl::StrCat("stripes.count: the calls of one run disagree (", run.count,
-                                  " and ", count, "); every call of a run gives the same count")),
-                 &refused);
-    } else if (run.failure.ok() && run.seats[static_cast<size_t>(index)] != nullptr) {
-      FailLocked(run,
-                 absl::InvalidArgumentError(
-                     absl::StrCat("stripes.index: two calls of one run claim stripe ", index,
-                                  " (a key used for two runs at once?)")),
-                 &refused);
+    Run* run = Find(client, stripes.key(), count, &refusal);
+    if (run != nullptr && run->failure.ok()) {
+      if (count != run->count) {
+        FailLocked(*run,
+                   absl::InvalidArgumentError(
+                       absl::StrCat("stripes.count: the calls of one run disagree (", run->count,
+                                    " and ", count, "); every call of a run gives the same count")),
+                   &refused);
+      } else if (run->seats[static_cast<size_t>(index)] != nullptr) {
+        FailLocked(*run,
+                   absl::InvalidArgumentError(
+                       absl::StrCat("stripes.index: two calls of one run claim stripe ", index,
+                                    " (a key used for two runs at once?)")),
+                   &refused);
+      }
     }
-    if (!run.failure.ok()) {
-      refusal = run.failure;
+    if (run != nullptr && !run->failure.ok()) refusal = run->failure;
+    if (!refusal.ok()) {
       refused.push_back(std::move(seat));
     } else {
-      seat->run_ = run.name;
-      run.seats[static_cast<size_t>(index)] = std::move(seat);
-      if (spec) run.spec = std::move(spec);
-      if (++run.seated == run.count) {
-        complete = std::move(run);
+      seat->run_ = run->name;
+      run->seats[static_cast<size_t>(index)] = std::move(seat);
+      if (spec) run->spec = std::move(spec);
+      if (++run->seated == run->count) {
+        Uncount(*run);
+        complete = std::move(*run);
         runs_.erase(complete->name);
       }
     }
@@ -136,9 +163,14 @@ void RunGroups::Refuse(const std::string& client, const v1::RunStripes& stripes,
   absl::Status refusal;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    Run& run = Find(client, stripes.key(), static_cast<int>(stripes.count()));
-    if (run.failure.ok()) FailLocked(run, status, &refused);
-    refusal = run.failure;
+    Run* run = Find(client, stripes.key(), static_cast<int>(stripes.count()), &refusal);
+    if (run == nullptr) {
+      engine_->CountRefusal(status);
+      refusal = status;
+    } else {
+      if (run->failure.ok()) FailLocked(*run, status, &refused);
+      refusal = run->failure;
+    }
   }
   FinishAll(refused, refusal);
 }
@@ -172,9 +204,10 @@ size_t RunGroups::waiting() const {
 void RunGroups::FailLocked(Run& run, absl::Status status,
                            std::vector<std::shared_ptr<RunSeat>>* refused) {
   engine_->CountRefusal(status);
+  Uncount(run);
   run.failure = std::move(status);
-  // Remembered a while for the run's late calls, also where calls may take for ever to come.
-  run.deadline = std::min(run.deadline, std::chrono::steady_clock::now() + kRefusalMemory);
+  // Remembered a while for the run's late calls, which get the same answer.
+  run.deadline = std::chrono::steady_clock::now() + kRefusalMemory;
   run.spec.reset();
   for (std::shared_ptr<RunSeat>& seat : run.seats) {
     if (seat) refused->push_back(std::move(seat));
@@ -195,8 +228,9 @@ void RunGroups::StartRun(Run run) {
       engine::StripedInput::Create(*ring, run.count);
   for (const std::shared_ptr<RunSeat>& seat : run.seats) {
     if (!seat->StartUpload(upload)) {
-      (*ring)->Fail(absl::CancelledError(
-          absl::StrCat("stripe ", seat->index(), " of the run ended before its job started")));
+      upload->Fail(seat->index(),
+                   absl::CancelledError(absl::StrCat("stripe ", seat->index(),
+                                                     " of the run ended before its job started")));
     }
   }
 }
@@ -222,6 +256,9 @@ void RunGroups::Loop() {
                        timeout_.count() / 1000.0, " s (gpupiped --upload-idle-timeout-seconds)")),
                    &refused);
         expired.emplace_back(std::move(refused), run.failure);
+        next = std::min(next, run.deadline);
+        ++it;  // remembered a while, as a refusal
+        continue;
       }
       it = runs_.erase(it);
     }

@@ -2,13 +2,15 @@
 // each call takes its seat in the run named by its client's identity and the run's key, and
 // once every seat is taken the job is submitted, with its events dealt over the calls
 // (FanOutSink) and its upload put back in order (engine::StripedInput). A run whose calls
-// disagree (their count, a stripe claimed twice) or whose call is cancelled before the job
-// starts is refused on every call, once; a run whose calls have not all come within the
-// timeout ends on every call with DEADLINE_EXCEEDED. A refused run's key is remembered until
-// that timeout, so its late calls get the same answer.
+// disagree (their count, a stripe claimed twice), whose spec cannot run, or whose call is
+// cancelled before the job starts is refused on every call, once; a run whose calls have not
+// all come within the timeout ends on every call with DEADLINE_EXCEEDED. A refused run's name
+// is remembered for 30 s after the refusal, so its late calls get the same answer.
 //
-// Memory: a run waiting for its calls holds its spec and one seat per call that came; every
-// waiting run ends within the timeout.
+// Memory: a run waiting for its calls holds its spec and one seat per call that came (a call
+// reads nothing more until the run starts); at most RunGroupLimits runs wait, each for the
+// timeout at most (30 s where uploads have none), and a call beyond the limits is refused with
+// RESOURCE_EXHAUSTED.
 //
 // Thread safety: every method may be called from any thread. One thread of its own (the
 // timeout), joined by the destructor.
@@ -57,10 +59,17 @@ class RunSeat {
   std::string run_;  // the run's name in RunGroups, once seated (RunGroups' lock)
 };
 
+// How many runs may wait for their calls: per client (its identity, as the engine's limits
+// count clients) and over all clients. A run that starts or is refused no longer counts.
+struct RunGroupLimits {
+  int max_client_runs = 4;
+  int max_runs = 1024;
+};
+
 class RunGroups {
  public:
-  // `timeout`: how long a run's calls have to arrive (0: no limit).
-  RunGroups(engine::Engine* engine, std::chrono::milliseconds timeout);
+  // `timeout`: how long a run's calls have to arrive (0: 30 s).
+  RunGroups(engine::Engine* engine, std::chrono::milliseconds timeout, RunGroupLimits limits);
   ~RunGroups();
   RunGroups(const RunGroups&) = delete;
   RunGroups& operator=(const RunGroups&) = delete;
@@ -86,6 +95,7 @@ class RunGroups {
  private:
   struct Run {
     std::string name;  // the client's identity and the key
+    std::string client;
     int count = 0;
     std::vector<std::shared_ptr<RunSeat>> seats;  // by stripe; null until the call came
     int seated = 0;
@@ -94,8 +104,11 @@ class RunGroups {
     std::chrono::steady_clock::time_point deadline;
   };
 
-  // The run named by `client` and `key`, made where it is new (with `count` seats).
-  Run& Find(const std::string& client, const std::string& key, int count);
+  // The run named by `client` and `key`, made where it is new (with `count` seats); null with
+  // `refusal` set where a new one would exceed the limits. Called with mu_ held.
+  Run* Find(const std::string& client, const std::string& key, int count, absl::Status* refusal);
+  // A run no longer waits (it starts, or is refused). Called with mu_ held.
+  void Uncount(const Run& run);
   // Refuses `run` with `status`: its seats are moved to `refused` (to be finished outside the
   // lock) and the refusal is counted once. Called with mu_ held.
   void FailLocked(Run& run, absl::Status status, std::vector<std::shared_ptr<RunSeat>>* refused);
@@ -105,7 +118,10 @@ class RunGroups {
 
   engine::Engine* const engine_;
   const std::chrono::milliseconds timeout_;
+  const RunGroupLimits limits_;
   mutable std::mutex mu_;
+  std::map<std::string, int> waiting_by_client_;  // runs waiting, not refused
+  int waiting_ = 0;
   std::condition_variable wake_;
   bool stop_ = false;
   std::map<std::string, Run> runs_;

@@ -87,7 +87,21 @@ void RunReactor::HandleRead(bool ok) {
   }
   // Once the call is finishing (the job is done or failed, or the upload broke), nothing more
   // is read: the client's further writes fail and it stops.
-  if (more && !stream_->finishing()) StartRead(&request_);
+  if (more) ReadNext();
+}
+
+void RunReactor::ReadNext() {
+  std::lock_guard<std::mutex> lock(finish_mu_);
+  if (!finished_ && !stream_->finishing()) StartRead(&request_);
+}
+
+void RunReactor::FinishCall(const grpc::Status& status) {
+  {
+    // No read starts from now on (ReadNext); one started before this is answered by gRPC.
+    std::lock_guard<std::mutex> lock(finish_mu_);
+    finished_ = true;
+  }
+  Finish(status);
 }
 
 bool RunReactor::OnSpec(v1::RunRequest* message) {
@@ -171,7 +185,7 @@ void RunReactor::TakeSeat(const v1::RunStripes& stripes, std::optional<engine::J
   const int index = static_cast<int>(stripes.index());
   auto seat = std::make_shared<RunSeat>(
       stream_, index, [this, index](std::shared_ptr<engine::StripedInput> upload) {
-        if (BeginUpload(std::move(upload), index) && !stream_->finishing()) StartRead(&request_);
+        if (BeginUpload(std::move(upload), index)) ReadNext();
       });
   {
     std::lock_guard<std::mutex> lock(input_mu_);
@@ -189,16 +203,15 @@ bool RunReactor::BeginUpload(std::shared_ptr<engine::StripedInput> upload, int s
   }
   // The callbacks stop before the reactor goes (OnDone detaches).
   engine::StripedInput::Producer producer;
-  producer.resume = [this] {
-    if (!stream_->finishing()) StartRead(&request_);
-  };
+  producer.resume = [this] { ReadNext(); };
   producer.overrun = [this](const absl::Status& status) { Break(status); };
   producer.ended_early = [this] { OnEndedEarly(); };
   producer.complete = [this] { stream_->InputEnded(); };
+  producer.failed = [this](const absl::Status& status) { stream_->InputFailed(status); };
   upload->Attach(stripe, std::move(producer));
   // A client that cancelled while the job was being submitted may have missed the input.
   if (context_->IsCancelled()) {
-    upload->ring().Fail(absl::CancelledError("the client cancelled the upload"));
+    upload->Fail(stripe, absl::CancelledError("the client cancelled the upload"));
     return false;
   }
   return true;
@@ -211,13 +224,22 @@ bool RunReactor::OnData(std::string* data) {
         "RunRequest: the first message must carry the spec (RunRequest.spec), not data"));
     return false;
   }
+  if (source->stripes() > 1 && data->size() > kMaxStripedMessageBytes) {
+    // Each call of a split run may park one message while it waits its turn: bounded here.
+    Break(absl::InvalidArgumentError(
+        absl::StrCat("data: ", data->size(),
+                     " bytes in one message; a run split over calls takes data "
+                     "messages of at most ",
+                     kMaxStripedMessageBytes, " bytes")));
+    return false;
+  }
   return source->Offer(stripe_, std::move(*data));
 }
 
 void RunReactor::OnInputEnded() {
   const std::shared_ptr<engine::StripedInput> source = upload();
   if (context_->IsCancelled()) {
-    if (source) source->ring().Fail(absl::CancelledError("the client cancelled the upload"));
+    if (source) source->Fail(stripe_, absl::CancelledError("the client cancelled the upload"));
     return;  // OnCancel ends the call
   }
   if (!have_first_) {
@@ -239,13 +261,13 @@ void RunReactor::OnEndedEarly() {
   // The stream ended early, or the client cancelled and this read was reported first: judge
   // it once a cancel would have arrived.
   early_end_.Set(std::chrono::system_clock::now() + kCancelSettle,
-                 [stream = stream_, source, early](bool /*fired*/) {
+                 [stream = stream_, source, stripe = stripe_, early](bool /*fired*/) {
                    const absl::Status gone = stream->ReaderStatus();
                    if (!gone.ok()) {
-                     source->ring().Fail(gone);  // cancelled: OnCancel failed it already
+                     source->Fail(stripe, gone);  // cancelled: OnCancel failed it already
                      return;
                    }
-                   source->ring().Fail(early);
+                   source->Fail(stripe, early);
                    stream->Abort(ToGrpcStatus(early));
                  });
 }
@@ -256,7 +278,9 @@ void RunReactor::Reject(const absl::Status& status) {
 }
 
 void RunReactor::Break(const absl::Status& status) {
-  if (const std::shared_ptr<engine::StripedInput> source = upload()) source->ring().Fail(status);
+  if (const std::shared_ptr<engine::StripedInput> source = upload()) {
+    source->Fail(stripe_, status);
+  }
   stream_->Abort(ToGrpcStatus(status));
 }
 
@@ -276,7 +300,7 @@ void RunReactor::OnCancel() {
     seat = seat_;
   }
   if (source != nullptr) {
-    source->ring().Fail(absl::CancelledError("the client cancelled the upload"));
+    source->Fail(stripe_, absl::CancelledError("the client cancelled the upload"));
   } else if (seat != nullptr) {
     // The run has not started (or starts now: its start sees the cancel and fails the ring).
     runs_->Leave(*seat, absl::CancelledError("the client cancelled the call"));

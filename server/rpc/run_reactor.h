@@ -58,6 +58,8 @@ class RunReactor final : public grpc::ServerBidiReactor<v1::RunRequest, v1::JobE
 
   // How long after a stream ends early it is judged (see above).
   static constexpr std::chrono::milliseconds kCancelSettle{250};
+  // The largest data message a call of a split run takes: each call may park one.
+  static constexpr size_t kMaxStripedMessageBytes = size_t{1} << 20;
 
   void OnReadDone(bool ok) override;
   void OnWriteDone(bool ok) override;
@@ -66,11 +68,15 @@ class RunReactor final : public grpc::ServerBidiReactor<v1::RunRequest, v1::JobE
 
  private:
   void WriteEvent(const v1::JobEvent* event) override { StartWrite(event); }
-  void FinishCall(const grpc::Status& status) override { Finish(status); }
+  void FinishCall(const grpc::Status& status) override;
   void CancelCall() override { context_->TryCancel(); }
 
   // The reaction to a read, without the exception guard of OnReadDone.
   void HandleRead(bool ok);
+  // Starts the next read unless the call is finishing. Reads start from gRPC's threads and
+  // from the engine's (a parked message taken), so the check and the start are made under
+  // finish_mu_, which FinishCall takes too: no read starts once Finish may have been called.
+  void ReadNext();
   // Handlers of one read; each returns whether to read on.
   bool OnSpec(v1::RunRequest* message);
   bool OnJoin(const v1::RunStripes& join);
@@ -106,6 +112,8 @@ class RunReactor final : public grpc::ServerBidiReactor<v1::RunRequest, v1::JobE
   std::shared_ptr<engine::StripedInput> upload_;
   int stripe_ = 0;
   std::shared_ptr<RunSeat> seat_;  // in a run split over calls
+  std::mutex finish_mu_;
+  bool finished_ = false;  // FinishCall was made
   // Judges a stream that ended early (kCancelSettle). Its callback holds the stream and the
   // upload, never the reactor, which may be gone by then.
   grpc::Alarm early_end_;

@@ -39,6 +39,23 @@ void StripedInput::End(int p) {
   Run(lock, std::move(pending));
 }
 
+void StripedInput::Fail(int p, const absl::Status& status) {
+  std::unique_lock<std::mutex> lock(mu_);
+  const bool first = !failed_;
+  failed_ = true;
+  std::vector<Pending> pending;
+  if (first) {
+    for (int q = 0; q < static_cast<int>(producers_.size()); ++q) {
+      if (q != p) Tell(q, Call::kFailed, &pending, status);
+    }
+  }
+  lock.unlock();
+  // Not under mu_: a failing ring calls its room callback (OnRoom) at once.
+  ring_->Fail(status);
+  lock.lock();
+  Run(lock, std::move(pending));
+}
+
 void StripedInput::Detach(int p) {
   std::unique_lock<std::mutex> lock(mu_);
   Stripe& stripe = producers_[static_cast<size_t>(p)];
@@ -112,22 +129,24 @@ bool StripedInput::Pump(int offerer, std::vector<Pending>* pending) {
 }
 
 void StripedInput::OnComplete(std::vector<Pending>* pending) {
+  bool all_ended = true;
   for (size_t i = 0; i < producers_.size(); ++i) {
     Stripe& stripe = producers_[i];
-    const int p = static_cast<int>(i);
     if (stripe.has_parked) {
       // Its message is beyond the last byte (the input's messages before it filled the ring).
       stripe.has_parked = false;
       const int64_t extra = static_cast<int64_t>(stripe.parked.size() - stripe.parked_taken);
       stripe.parked = std::string();
-      Tell(p, Call::kOverrun, pending,
+      Tell(static_cast<int>(i), Call::kOverrun, pending,
            absl::InvalidArgumentError(absl::StrCat("input: ", ring_->size() + extra,
                                                    " bytes sent, but the shape and dtype give ",
                                                    ring_->size())));
-    } else if (stripe.ended) {
-      Tell(p, Call::kComplete, pending);
     }
+    all_ended = all_ended && stripe.ended;
   }
+  if (!all_ended || failed_) return;
+  for (size_t i = 0; i < producers_.size(); ++i)
+    Tell(static_cast<int>(i), Call::kComplete, pending);
 }
 
 void StripedInput::Tell(int p, Call call, std::vector<Pending>* pending, absl::Status status) {
@@ -159,6 +178,11 @@ void StripedInput::Run(std::unique_lock<std::mutex>& lock, std::vector<Pending> 
         break;
       case Call::kComplete:
         call = callbacks.complete;
+        break;
+      case Call::kFailed:
+        if (callbacks.failed) {
+          call = [f = callbacks.failed, status = std::move(item.status)] { f(status); };
+        }
         break;
     }
     if (!call) continue;  // detached meanwhile

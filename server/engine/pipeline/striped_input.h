@@ -12,7 +12,9 @@
 //  - overrun: the producer sent bytes beyond the input's size (its message arrived after the
 //    last byte), so its upload is broken;
 //  - ended_early: the producer ended while the input still needed its next message;
-//  - complete: the whole input is in and the producer has ended.
+//  - complete: the whole input is in and every producer has ended (so no producer can still
+//    break the upload: each call of a run ends alike);
+//  - failed: another producer's upload broke (Fail), with its status.
 // A ring that fails (the job ended, or a producer's upload broke) takes nothing more, and no
 // producer is resumed.
 //
@@ -40,6 +42,7 @@ class StripedInput final : public std::enable_shared_from_this<StripedInput> {
     std::function<void(const absl::Status&)> overrun;
     std::function<void()> ended_early;
     std::function<void()> complete;
+    std::function<void(const absl::Status&)> failed;
   };
 
   // `stripes` >= 1 producers feeding `ring`.
@@ -57,6 +60,10 @@ class StripedInput final : public std::enable_shared_from_this<StripedInput> {
   // Producer p sent its last message (its stream half-closed). Calls `complete` or
   // `ended_early` now or later, or nothing when the ring fails first.
   void End(int p);
+  // Producer p's upload broke (`status`: it overran, ended early, was cancelled): the ring
+  // fails with `status` (ending the job unless it is over) and every other producer is told
+  // (`failed`), once.
+  void Fail(int p, const absl::Status& status);
   // Producer p goes away: none of its callbacks is called once this returns, and none is
   // running (unless called from inside one).
   void Detach(int p);
@@ -65,7 +72,7 @@ class StripedInput final : public std::enable_shared_from_this<StripedInput> {
   absl::Status EarlyEndError() const;
 
  private:
-  enum class Call { kResume, kOverrun, kEndedEarly, kComplete };
+  enum class Call { kResume, kOverrun, kEndedEarly, kComplete, kFailed };
   struct Stripe {
     Producer callbacks;
     std::string parked;       // the message waiting for its turn, or being written
@@ -79,7 +86,7 @@ class StripedInput final : public std::enable_shared_from_this<StripedInput> {
   struct Pending {
     int producer;
     Call call;
-    absl::Status status;  // for kOverrun
+    absl::Status status;  // for kOverrun and kFailed
   };
 
   StripedInput(std::shared_ptr<InputRing> ring, int stripes);
@@ -102,7 +109,7 @@ class StripedInput final : public std::enable_shared_from_this<StripedInput> {
   std::condition_variable callback_done_;
   std::vector<Stripe> producers_;
   int64_t next_ = 0;  // sequence number of the next message the ring takes
-  bool waiting_for_room_ = false;
+  bool failed_ = false;  // Fail was called
 };
 
 }  // namespace gpupipe::engine

@@ -23,6 +23,7 @@ namespace {
 using RawStream = grpc::ClientReaderWriter<v1::RunRequest, v1::JobEvent>;
 
 constexpr int kMaxRunStreams = 4;
+constexpr int kMaxWaitingRuns = 3;
 constexpr auto kTimeout = std::chrono::milliseconds(400);
 
 class RunStripesTest : public ::testing::Test {
@@ -47,6 +48,7 @@ class RunStripesTest : public ::testing::Test {
     JobServiceOptions service_options{4, "test"};
     service_options.upload_idle_timeout = timeout;
     service_options.max_run_streams = kMaxRunStreams;
+    service_options.waiting_runs.max_client_runs = kMaxWaitingRuns;
     service_ = std::make_unique<JobServiceImpl>(engine_.get(), service_options);
     grpc::ServerBuilder builder;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
@@ -294,6 +296,84 @@ TEST_F(RunStripesTest, BytesBeyondTheInputOnOneStripeFailTheJobOnce) {
   EXPECT_EQ(d0, static_cast<int>(grpc::StatusCode::INVALID_ARGUMENT));
   ASSERT_TRUE(WaitForJobs(1));
   EXPECT_EQ(Done()[0].code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(RunStripesTest, BytesBeyondTheInputAfterAnotherCallHalfClosedFailEveryCall) {
+  std::vector<std::unique_ptr<RawCall>> calls;
+  for (int i = 0; i < 2; ++i) calls.push_back(Open());
+  ASSERT_TRUE(SendSpec(*calls[0], Spec(1, 512, "relu"), Stripe(kKey, 0, 2)));
+  ASSERT_TRUE(SendJoin(*calls[1], Stripe(kKey, 1, 2)));
+  ASSERT_TRUE(SendData(*calls[0], std::string(1024, '\0')));
+  ASSERT_TRUE(SendData(*calls[1], std::string(1024, '\0')));  // the input is whole
+  calls[0]->stream->WritesDone();
+  // Call 0 is done and the job ran; its Done waits for every call to end.
+  ASSERT_TRUE(WaitForJobs(1));
+  ASSERT_TRUE(SendData(*calls[1], std::string(16, '\0')));  // 16 bytes too many
+  auto [s1, d1] = Drain(*calls[1]);
+  EXPECT_EQ(s1.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s1.error_message();
+  auto [s0, d0] = Drain(*calls[0]);
+  EXPECT_EQ(s0.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s0.error_message();
+  EXPECT_EQ(d0, static_cast<int>(grpc::StatusCode::INVALID_ARGUMENT));
+  EXPECT_NE(s0.error_message().find("2064 bytes sent"), std::string::npos) << s0.error_message();
+}
+
+TEST_F(RunStripesTest, ADataMessageOverOneMiBBreaksASplitRun) {
+  std::vector<std::unique_ptr<RawCall>> calls;
+  for (int i = 0; i < 2; ++i) calls.push_back(Open());
+  ASSERT_TRUE(SendSpec(*calls[0], Spec(1024, 1024, "relu"), Stripe(kKey, 0, 2)));
+  ASSERT_TRUE(SendJoin(*calls[1], Stripe(kKey, 1, 2)));
+  SendData(*calls[1], std::string((1 << 20) + 1, '\0'));  // parked, were it taken
+  auto [s1, d1] = Drain(*calls[1]);
+  EXPECT_EQ(s1.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s1.error_message().find("data messages of at most 1048576 bytes"), std::string::npos)
+      << s1.error_message();
+  EXPECT_EQ(Drain(*calls[0]).first.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+TEST_F(RunStripesTest, RunsWaitingForTheirCallsAreBoundedPerClient) {
+  // One run more than the limit: whichever comes last is refused, the rest time out.
+  std::vector<std::unique_ptr<RawCall>> waiting;
+  for (int run = 0; run <= kMaxWaitingRuns; ++run) {
+    waiting.push_back(Open());
+    ASSERT_TRUE(SendJoin(*waiting.back(), Stripe(kKey + std::to_string(run), 1, 2)));
+  }
+  std::unique_ptr<RawCall> other = Open("another-client");  // has room of its own
+  ASSERT_TRUE(SendJoin(*other, Stripe(kKey, 1, 2)));
+  int refused = 0, timed_out = 0;
+  for (const std::unique_ptr<RawCall>& call : waiting) {
+    const grpc::Status status = Drain(*call).first;
+    if (status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
+      ++refused;
+      EXPECT_NE(status.error_message().find("runs waiting for their calls already"),
+                std::string::npos)
+          << status.error_message();
+    }
+    if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) ++timed_out;
+  }
+  EXPECT_EQ(refused, 1);
+  EXPECT_EQ(timed_out, kMaxWaitingRuns);
+  EXPECT_EQ(Drain(*other).first.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+
+  // Runs that start or are refused leave room: with all but one place taken, one complete run
+  // after another works.
+  std::vector<std::unique_ptr<RawCall>> held;
+  for (int run = 0; run + 1 < kMaxWaitingRuns; ++run) {
+    held.push_back(Open());
+    ASSERT_TRUE(SendJoin(*held.back(), Stripe(kKey + "held" + std::to_string(run), 1, 2)));
+  }
+  for (const char* key : {"first-run-key-16", "second-run-key-16"}) {
+    std::unique_ptr<RawCall> c0 = Open();
+    ASSERT_TRUE(SendSpec(*c0, Spec(1, 8, "relu"), Stripe(key, 0, 2)));
+    std::unique_ptr<RawCall> c1 = Open();
+    ASSERT_TRUE(SendJoin(*c1, Stripe(key, 1, 2)));
+    ASSERT_TRUE(SendData(*c0, std::string(32, '\0')));
+    c0->stream->WritesDone();
+    c1->stream->WritesDone();
+    EXPECT_TRUE(Drain(*c0).first.ok()) << key;
+    EXPECT_TRUE(Drain(*c1).first.ok()) << key;
+  }
+  for (const std::unique_ptr<RawCall>& call : held) call->context.TryCancel();
+  for (const std::unique_ptr<RawCall>& call : held) Drain(*call);
 }
 
 TEST_F(RunStripesTest, AStalledStripeEndsTheJobAfterTheUploadIdleTimeout) {

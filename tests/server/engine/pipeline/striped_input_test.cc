@@ -169,7 +169,7 @@ TEST(StripedInput, AProducerThatEndsBeforeItsTurnEndedEarlyWhenTheTurnComes) {
   EXPECT_EQ(t.events[1].ended_early.load(), 0);
 }
 
-TEST(StripedInput, EveryEndedProducerCompletesOnceTheInputIsWhole) {
+TEST(StripedInput, ProducersCompleteOnceTheInputIsWholeAndAllHaveEnded) {
   TestUpload t(3, /*chunks=*/1, /*chunk_bytes=*/3, /*buffers=*/1);
   EXPECT_TRUE(t.input->Offer(0, "a"));
   t.input->End(0);  // its share is in; the input is not yet whole
@@ -177,12 +177,29 @@ TEST(StripedInput, EveryEndedProducerCompletesOnceTheInputIsWhole) {
   EXPECT_EQ(t.events[0].ended_early.load(), 0);
   EXPECT_TRUE(t.input->Offer(1, "b"));
   EXPECT_TRUE(t.input->Offer(2, "c"));
-  EXPECT_EQ(t.events[0].completed.load(), 1);
-  EXPECT_EQ(t.events[1].completed.load(), 0);  // not ended yet
   t.input->End(1);
+  // Whole, but producer 2 may still send too much: nobody completes yet.
+  for (const auto& e : t.events) EXPECT_EQ(e.completed.load(), 0);
   t.input->End(2);
   t.input->End(2);  // told once
   for (const auto& e : t.events) EXPECT_EQ(e.completed.load(), 1);
+}
+
+TEST(StripedInput, AFailingProducerFailsTheRingAndTellsTheOthersOnce) {
+  TestUpload t(3, /*chunks=*/1, /*chunk_bytes=*/3, /*buffers=*/1);
+  std::vector<std::string> told(3);
+  for (int p = 0; p < 3; ++p) {
+    StripedInput::Producer producer;
+    producer.failed = [&told, p](const absl::Status& s) { told[p] += std::string(s.message()); };
+    t.input->Attach(p, std::move(producer));
+  }
+  EXPECT_TRUE(t.input->Offer(0, "a"));
+  t.input->Fail(1, absl::InvalidArgumentError("too much"));
+  t.input->Fail(2, absl::CancelledError("gone"));  // the first failure is the run's
+  EXPECT_EQ(t.ring->failure().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(told[0], "too much");
+  EXPECT_EQ(told[1], "");  // it knows
+  EXPECT_EQ(told[2], "too much");
 }
 
 TEST(StripedInput, AFailedRingTakesNothingAndResumesNoOne) {
