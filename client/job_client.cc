@@ -263,7 +263,8 @@ int JobClient::ServerMaxRunStreams() {
     if (max_run_streams_ > 0) return max_run_streams_;
   }
   absl::StatusOr<v1::DescribeResponse> description = Describe();
-  const int limit = description.ok() ? std::max(description->limits().max_run_streams(), 1) : 1;
+  if (!description.ok()) return 1;  // asked again next time
+  const int limit = std::max(description->limits().max_run_streams(), 1);
   std::lock_guard<std::mutex> lock(calls_mu_);
   max_run_streams_ = limit;
   return limit;

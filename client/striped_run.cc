@@ -16,11 +16,13 @@ namespace gpupipe {
 namespace client {
 namespace {
 
-// Below this, one call: a split costs a round of call setup per stripe and gains nothing.
+// How many calls a streamed job is split over when the caller leaves it to the library: one
+// below kMinBytesToSplit (a split costs a round of call setup per stripe), then one more per
+// kBytesPerCall, at most kMaxAutoCalls. Chosen by bench/results/dataplane-h200.md ("streamed
+// through loopback TCP"), where two calls were the fastest.
 constexpr int64_t kMinBytesToSplit = int64_t{64} << 20;
-// One more call per this many input bytes, up to kMaxAutoCalls.
 constexpr int64_t kBytesPerCall = int64_t{64} << 20;
-constexpr int kMaxAutoCalls = 4;
+constexpr int kMaxAutoCalls = 2;
 
 using RunStream = grpc::ClientReaderWriter<v1::RunRequest, v1::JobEvent>;
 
@@ -266,7 +268,9 @@ absl::StatusOr<JobResult> RunOverCalls(const std::vector<v1::JobService::Stub*>&
         if (ok) upload.Sent(static_cast<int64_t>(data->size()));
       }
       if (!ok) {
-        upload.Stop();  // the call ended; its status says why
+        // The call ended: its status says why, and the daemon ends the run's other calls
+        // (cancelling them here could replace the statuses they carry with CANCELLED).
+        upload.Stop();
         return;
       }
       stream.WritesDone();
@@ -291,10 +295,16 @@ absl::StatusOr<JobResult> RunOverCalls(const std::vector<v1::JobService::Stub*>&
     }
   }
   for (std::thread& thread : uploads) thread.join();
+  // The daemon's own status over a CANCELLED that this client's cancel may have made.
   absl::Status rpc_error;
   for (const std::unique_ptr<Call>& call : calls) {
     const grpc::Status status = call->stream->Finish();
-    if (!status.ok() && rpc_error.ok()) rpc_error = FromGrpcStatus(status);
+    if (status.ok() || (!rpc_error.ok() && status.error_code() == grpc::StatusCode::CANCELLED)) {
+      continue;
+    }
+    if (rpc_error.ok() || rpc_error.code() == absl::StatusCode::kCancelled) {
+      rpc_error = FromGrpcStatus(status);
+    }
   }
   if (absl::Status s = upload.error(); !s.ok()) return s;
   // A failed Done is the job's own verdict and carries the server's message; report it even

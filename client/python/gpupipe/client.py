@@ -38,9 +38,9 @@ SHM_AUTO_BYTES = 1 << 20
 STREAM_AUTO_BYTES = 32 << 20
 # A streamed job is split over several calls (streams=0) from this size on, one call more per
 # this many bytes, at most MAX_AUTO_STREAMS (and the daemon's Limits.max_run_streams): the
-# rule of the C++ library (client/striped_run.cc).
+# rule of the C++ library (client/striped_run.cc), which says where it comes from.
 SPLIT_AUTO_BYTES = 64 << 20
-MAX_AUTO_STREAMS = 4
+MAX_AUTO_STREAMS = 2
 
 
 class JobError(Exception):
@@ -432,7 +432,7 @@ class Client:
             try:
                 limit = max(self.describe().limits.max_run_streams, 1)
             except JobError:
-                limit = 1
+                return 1  # asked again next time
             with self._lock:
                 self._max_run_streams = limit
         return min(1 + nbytes // SPLIT_AUTO_BYTES, MAX_AUTO_STREAMS, limit)
@@ -502,7 +502,7 @@ class Client:
                         on_first_call_event(event)
             except grpc.RpcError as e:
                 fail(JobError(e.code(), e.details()))
-            except JobError as e:
+            except BaseException as e:  # noqa: BLE001 - any failure must wake the other threads
                 fail(e)
 
         # Call 0's other events: Accepted (which makes the output), Plan, Timing.
