@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "server/engine/regions/region.h"
 
 namespace gpupipe::rpc {
 namespace {
@@ -63,6 +64,13 @@ bool Exchange(int conn, FdTickets* tickets) {
     for (int fd : fds) close(fd);
     Reply(conn,
           absl::StrCat("error send exactly one descriptor with the byte (got ", fds.size(), ")\n"));
+    return true;
+  }
+  if (!engine::IsMemoryFile(fds[0])) {
+    close(fds[0]);
+    Reply(conn,
+          "error the descriptor is not a shared-memory object (a memfd, or a file of a tmpfs "
+          "such as /dev/shm)\n");
     return true;
   }
   absl::StatusOr<std::string> ticket = tickets->Put(fds[0]);

@@ -4,6 +4,7 @@
 // socket says so.
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -129,15 +130,24 @@ TEST_F(FdRegion, TicketsAreGoodOnceAndOnlyForSharedMemory) {
             std::string::npos)
       << again.error_message();
 
-  // A pipe is no shared-memory object.
+  // A pipe is no shared-memory object: refused at the socket already.
   int pipe_fds[2];
   ASSERT_EQ(pipe(pipe_fds), 0);
   absl::StatusOr<v1::RegisterRegionResponse> piped = client_->RegisterRegionFd(pipe_fds[0]);
-  EXPECT_EQ(piped.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(piped.status().message().find("fd_ticket: the passed descriptor is not a "
-                                          "shared-memory object"),
+  EXPECT_EQ(piped.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(piped.status().message().find("the descriptor is not a shared-memory object"),
             std::string::npos)
       << piped.status();
+  // Read-only: jobs could not write results into it.
+  const std::string proc = "/proc/self/fd/" + std::to_string(m.fd);
+  const int read_only = open(proc.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(read_only, 0);
+  absl::StatusOr<v1::RegisterRegionResponse> ro = client_->RegisterRegionFd(read_only);
+  EXPECT_EQ(ro.status().code(), absl::StatusCode::kPermissionDenied) << ro.status();
+  EXPECT_NE(ro.status().message().find("cannot be mapped for reading and writing"),
+            std::string::npos)
+      << ro.status();
+  close(read_only);
   close(pipe_fds[0]);
   close(pipe_fds[1]);
   // An empty memfd has nothing to map.

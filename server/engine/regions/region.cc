@@ -1,8 +1,10 @@
 #include "server/engine/regions/region.h"
 
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -35,6 +37,12 @@ absl::StatusOr<std::string> NormalizeName(std::string name) {
 
 }  // namespace
 
+bool IsMemoryFile(int fd) {
+  struct statfs fs {};
+  return fstatfs(fd, &fs) == 0 && (fs.f_type == TMPFS_MAGIC ||
+                                   fs.f_type == static_cast<decltype(fs.f_type)>(HUGETLBFS_MAGIC));
+}
+
 absl::StatusOr<std::unique_ptr<Region>> Region::Open(
     std::string shm_name, int64_t bytes, const PinHostMemoryFn& pin,
     const std::function<absl::Status(int64_t)>& reserve, bool any_owner) {
@@ -61,12 +69,21 @@ absl::StatusOr<std::unique_ptr<Region>> Region::Open(
 
 absl::StatusOr<std::unique_ptr<Region>> Region::OpenFd(
     int fd, int64_t bytes, const PinHostMemoryFn& pin,
-    const std::function<absl::Status(int64_t)>& reserve, bool any_owner) {
+    const std::function<absl::Status(int64_t)>& reserve) {
   if (bytes < 0) {
     close(fd);
     return absl::InvalidArgumentError(absl::StrCat("size: ", bytes, " is negative"));
   }
-  return Map(fd, "fd_ticket", "the passed descriptor", "fd", bytes, pin, reserve, any_owner);
+  if (!IsMemoryFile(fd)) {
+    close(fd);
+    return absl::InvalidArgumentError(
+        "fd_ticket: the passed descriptor is not a shared-memory object (a memfd, or a file of "
+        "a tmpfs such as /dev/shm)");
+  }
+  // The caller proved its access by holding the descriptor: no owner check (that guards the
+  // names the daemon would open with its own rights).
+  return Map(fd, "fd_ticket", "the passed descriptor", "fd", bytes, pin, reserve,
+             /*any_owner=*/true);
 }
 
 absl::StatusOr<std::unique_ptr<Region>> Region::Map(
@@ -106,6 +123,13 @@ absl::StatusOr<std::unique_ptr<Region>> Region::Map(
   const int map_err = errno;
   close(fd);  // the mapping keeps the object
   if (data == MAP_FAILED) {
+    if (map_err == EACCES || map_err == EPERM) {
+      // Opened read-only, or sealed against writes: jobs could not write their results.
+      return absl::PermissionDeniedError(absl::StrCat(field, ": ", what,
+                                                      " cannot be mapped for reading and "
+                                                      "writing: ",
+                                                      strerror(map_err)));
+    }
     return absl::ResourceExhaustedError(
         absl::StrCat("cannot map ", size, " bytes of ", what, ": ", strerror(map_err)));
   }

@@ -67,7 +67,7 @@ absl::StatusOr<RegionInfo> RegionRegistry::RegisterFd(const std::string& client,
   absl::StatusOr<RegionInfo> info =
       RegisterHost(client, lease, [&](const std::function<absl::Status(int64_t)>& reserve) {
         taken = true;
-        return Region::OpenFd(fd, bytes, hooks_.pin, reserve, limits_.any_owner);
+        return Region::OpenFd(fd, bytes, hooks_.pin, reserve);
       });
   if (!taken) close(fd);
   return info;
