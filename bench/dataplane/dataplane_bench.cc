@@ -16,6 +16,7 @@
 // Prints one JSON line per measurement and a summary line; report.py makes the Markdown.
 //
 // usage: dataplane_bench --daemon PATH [--mib N] [--reps R] [--stream 0|1] [--streams 1,2,4]
+//                        [--daemon-args "--rpc-memory-mib 1024 ..."]
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -43,6 +44,7 @@ struct Options {
   int reps = 5;
   bool stream = true;
   std::vector<int> streams = {1, 2, 4, 8};
+  std::vector<std::string> daemon_args;  // --daemon-args "A B": more flags for gpupiped
 };
 
 bool ParseOptions(int argc, char** argv, Options* o) {
@@ -60,6 +62,10 @@ bool ParseOptions(int argc, char** argv, Options* o) {
     else if (a == "--stream") {
       ok = absl::SimpleAtoi(v, &flag);
       o->stream = flag != 0;
+    } else if (a == "--daemon-args") {
+      for (absl::string_view arg : absl::StrSplit(v, ' ', absl::SkipEmpty())) {
+        o->daemon_args.emplace_back(arg);
+      }
     } else if (a == "--streams") {
       o->streams.clear();
       for (absl::string_view n : absl::StrSplit(v, ',')) {
@@ -176,10 +182,12 @@ int Main(const Options& o) {
   if (!MeasureRaw(bytes, o.reps, &raw)) return 1;
   cudaDeviceReset();  // the daemon owns the device from here
 
-  testing::DaemonProcess daemon(
-      o.daemon,
-      {"--backend", "cuda", "--metrics-listen", "", "--quiet", "--max-input-mib", "64",
-       "--max-stream-input-gib", "64", "--max-region-gib", "64", "--max-client-region-gib", "64"});
+  std::vector<std::string> daemon_args = {
+      "--backend",       "cuda", "--metrics-listen",        "",   "--quiet",
+      "--max-input-mib", "64",   "--max-stream-input-gib",  "64", "--max-region-gib",
+      "64",              "--max-client-region-gib",          "64"};
+  daemon_args.insert(daemon_args.end(), o.daemon_args.begin(), o.daemon_args.end());
+  testing::DaemonProcess daemon(o.daemon, daemon_args);
   if (daemon.port() == 0) {
     std::fprintf(stderr, "daemon: %s\n", daemon.error().c_str());
     return 1;
