@@ -78,6 +78,22 @@ def main():
                "connection of its own over loopback (the daemon's host stands in for a remote "
                "client: no network limits it). `gpupipe` and the client libraries choose the "
                "number of calls from the size (`--streams` forces it)."]
+    # Optional reruns of the streamed peer under other daemon flags (streams_<name>.out, written by
+    # `dataplane_bench --reps 1 --daemon-args "..."`), to show what does or does not limit it.
+    for name in sorted(os.listdir(out_dir)):
+        if not (name.startswith("streams_") and name.endswith(".out")):
+            continue
+        rows = {}
+        for j in json_lines(os.path.join(out_dir, name)):
+            if j.get("peer") == "stream":
+                rows[j["streams"]] = max(rows.get(j["streams"], 0), j["gbs_each_way"])
+        if rows:
+            label = name[len("streams_"):-len(".out")]
+            if label.startswith("rpc"):
+                label = f"gpupiped --rpc-memory-mib {label[3:]} (default 128)"
+            md += ["", f"The streamed peer again with `{label}`, faster of two (`{name}`), GB/s "
+                   "each way by calls: " +
+                   ", ".join(f"{n}: {rows[n]:.2f}" for n in sorted(rows)) + "."]
     md += ["", "Mismatches: " + str(s["mismatches"]) + "; failed calls: " + str(s["failures"]) + "."]
     text = "\n".join(md) + "\n"
     with open(os.path.join(out_dir, "dataplane-h200.md"), "w", encoding="utf-8") as f:
