@@ -269,8 +269,8 @@ absl::StatusOr<JobResult> RunOverCalls(const std::vector<v1::JobService::Stub*>&
         if (ok) upload.Sent(static_cast<int64_t>(data->size()));
       }
       if (!ok) {
-        // The call ended: its status says why, and the daemon ends the run's other calls
-        // (cancelling them here could replace the statuses they carry with CANCELLED).
+        // The call ended: its status says why, and the daemon ends the run's other calls.
+        // (Cancelling them here would replace the statuses they carry with CANCELLED.)
         upload.Stop();
         return;
       }

@@ -85,18 +85,31 @@ RunGroups::Run* RunGroups::Find(const std::string& client, const std::string& ke
   // The key is opaque bytes; the client's identity is text without a NUL.
   std::string name = absl::StrCat(client, std::string(1, '\0'), key);
   if (auto it = runs_.find(name); it != runs_.end()) return &it->second;
-  int& mine = waiting_by_client_[client];
-  if (mine >= limits_.max_client_runs || waiting_ >= limits_.max_runs) {
-    if (mine == 0) waiting_by_client_.erase(client);
+  auto mine_it = waiting_by_client_.find(client);
+  const int mine = mine_it == waiting_by_client_.end() ? 0 : mine_it->second;
+  // Refused runs stay a while as tombstones: they are bounded too, so that a flood of calls
+  // with fresh keys and bad specs holds bounded memory.
+  if (mine >= limits_.max_client_runs || waiting_ >= limits_.max_runs ||
+      runs_.size() >= 2 * static_cast<size_t>(limits_.max_runs)) {
     *refusal = absl::ResourceExhaustedError(absl::StrCat(
         mine >= limits_.max_client_runs
             ? absl::StrCat("this client has ", mine, " runs waiting for their calls already (",
                            "gpupiped --max-client-uploads)")
-            : absl::StrCat("the server has ", waiting_, " runs waiting for their calls already"),
+            : absl::StrCat("the server has ", runs_.size(),
+                           " runs waiting for their calls or recently refused"),
         "; retry once they started"));
-    return nullptr;
+    engine_->CountRefusal(*refusal);
+    if (runs_.size() >= 2 * static_cast<size_t>(limits_.max_runs)) return nullptr;
+    // Remembered as a refused run, so that its other calls get the same answer at once.
+    Run& refused = runs_[name];
+    refused.name = std::move(name);
+    refused.client = client;
+    refused.count = count;
+    refused.failure = *refusal;
+    refused.deadline = std::chrono::steady_clock::now() + kRefusalMemory;
+    return &refused;
   }
-  ++mine;
+  ++waiting_by_client_[client];
   ++waiting_;
   Run& run = runs_[name];
   run.name = std::move(name);
@@ -165,8 +178,7 @@ void RunGroups::Refuse(const std::string& client, const v1::RunStripes& stripes,
     std::lock_guard<std::mutex> lock(mu_);
     Run* run = Find(client, stripes.key(), static_cast<int>(stripes.count()), &refusal);
     if (run == nullptr) {
-      engine_->CountRefusal(status);
-      refusal = status;
+      refusal = status;  // Find counted the refusal
     } else {
       if (run->failure.ok()) FailLocked(*run, status, &refused);
       refusal = run->failure;

@@ -104,8 +104,9 @@ class RunGroups {
     std::chrono::steady_clock::time_point deadline;
   };
 
-  // The run named by `client` and `key`, made where it is new (with `count` seats); null with
-  // `refusal` set where a new one would exceed the limits. Called with mu_ held.
+  // The run named by `client` and `key`, made where it is new (with `count` seats). Where a
+  // new one would exceed the limits, `refusal` is set and the run returned is refused already
+  // (or null, where even refusals are at their bound). Called with mu_ held.
   Run* Find(const std::string& client, const std::string& key, int count, absl::Status* refusal);
   // A run no longer waits (it starts, or is refused). Called with mu_ held.
   void Uncount(const Run& run);

@@ -38,9 +38,13 @@ absl::StatusOr<std::string> NormalizeName(std::string name) {
 }  // namespace
 
 bool IsMemoryFile(int fd) {
+  // F_GET_SEALS answers for shmem and hugetlbfs files only, without calling into the file's
+  // file system (which, for a FUSE file, its sender could serve and stall); only then is
+  // fstatfs safe, to tell tmpfs from hugetlbfs, whose huge pages the region code does not
+  // round to.
+  if (fcntl(fd, F_GET_SEALS) < 0) return false;
   struct statfs fs {};
-  return fstatfs(fd, &fs) == 0 && (fs.f_type == TMPFS_MAGIC ||
-                                   fs.f_type == static_cast<decltype(fs.f_type)>(HUGETLBFS_MAGIC));
+  return fstatfs(fd, &fs) == 0 && fs.f_type == TMPFS_MAGIC;
 }
 
 absl::StatusOr<std::unique_ptr<Region>> Region::Open(

@@ -43,10 +43,9 @@ struct DeviceMapping {
 // Copies `bytes` between host and device memory, either way, and waits for the copy.
 using DeviceCopyFn = std::function<absl::Status(char* to, const char* from, int64_t bytes)>;
 
-// Whether `fd` is a file that lives in memory (tmpfs, which holds POSIX shared memory and
-// memfds, or hugetlbfs). A passed descriptor must be: a file of another file system (a FUSE
-// mount its sender serves, a network file) could stall the daemon's threads at every page
-// fault.
+// Whether `fd` is a file of tmpfs, which holds POSIX shared memory and memfds. A passed
+// descriptor must be: a file of another file system (a FUSE mount its sender serves, a network
+// file) could stall the daemon's threads at every page fault.
 bool IsMemoryFile(int fd);
 
 class Region {
@@ -66,7 +65,7 @@ class Region {
       const std::function<absl::Status(int64_t)>& reserve, bool any_owner);
   // As Open, for an open descriptor of a shared-memory object (a memfd a local process passed
   // the daemon), which this takes and closes whatever happens; messages name `fd_ticket`. The
-  // object must live in memory (tmpfs or hugetlbfs: INVALID_ARGUMENT otherwise); whoever owns
+  // object must live in tmpfs (IsMemoryFile; INVALID_ARGUMENT otherwise); whoever owns
   // it, as its holder proved access by passing the descriptor.
   static absl::StatusOr<std::unique_ptr<Region>> OpenFd(
       int fd, int64_t bytes, const PinHostMemoryFn& pin,

@@ -376,6 +376,24 @@ TEST_F(RunStripesTest, RunsWaitingForTheirCallsAreBoundedPerClient) {
   for (const std::unique_ptr<RawCall>& call : held) Drain(*call);
 }
 
+TEST_F(RunStripesTest, TheClientLibraryReportsARefusedCallAtOnce) {
+  Start(std::chrono::seconds(10));
+  std::vector<std::unique_ptr<RawCall>> waiting;  // the client's waiting runs, all taken
+  for (int run = 0; run < kMaxWaitingRuns; ++run) {
+    waiting.push_back(Open());
+    ASSERT_TRUE(SendJoin(*waiting.back(), Stripe(kKey + std::to_string(run), 1, 2)));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // they have come
+  client::JobClient client(channel_, client::ClientOptions{});
+  const std::string bytes(4 << 20, '\0');
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<client::JobResult> r = Run(client, Spec(1024, 1024, "relu"), bytes, 2);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted) << r.status();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  for (const std::unique_ptr<RawCall>& call : waiting) call->context.TryCancel();
+  for (const std::unique_ptr<RawCall>& call : waiting) Drain(*call);
+}
+
 TEST_F(RunStripesTest, AStalledStripeEndsTheJobAfterTheUploadIdleTimeout) {
   std::vector<std::unique_ptr<RawCall>> calls;
   for (int i = 0; i < 2; ++i) calls.push_back(Open());
