@@ -87,6 +87,24 @@ def _code(number):
     return grpc.StatusCode.UNKNOWN
 
 
+def _result_type(accepted):
+    """The result's shape and NumPy dtype from its Accepted event."""
+    dtype = _NUMPY.get(accepted.output_dtype)
+    if dtype is None:
+        raise JobError(grpc.StatusCode.DATA_LOSS, "unknown output dtype")
+    return tuple(accepted.output_shape), dtype
+
+
+def _output_array(out, shape, dtype):
+    """`out` where it fits the result (ValueError where it does not), else a new array."""
+    if out is None:
+        return np.empty(shape, dtype)
+    if out.shape != shape or out.dtype != dtype or not out.flags.c_contiguous:
+        raise ValueError(f"out: expected a C-contiguous {dtype} array of shape {shape}, got "
+                         f"{out.dtype} {out.shape}")
+    return out
+
+
 def _regions_unavailable(err):
     """The daemon cannot use this process's shared memory at all (see client/shm_submit.h)."""
     if isinstance(err, MemoryError):
@@ -512,18 +530,8 @@ class Client:
             kind = event.WhichOneof("event")
             if kind == "accepted":
                 accepted = event.accepted
-                dtype = _NUMPY.get(accepted.output_dtype)
-                if dtype is None:
-                    raise JobError(grpc.StatusCode.DATA_LOSS, "unknown output dtype")
-                shape = tuple(accepted.output_shape)
-                if out is not None:
-                    if out.shape != shape or out.dtype != dtype or not out.flags.c_contiguous:
-                        fail(ValueError(f"out: expected a C-contiguous {dtype} array of shape "
-                                        f"{shape}, got {out.dtype} {out.shape}"))
-                        return
-                    output = out
-                else:
-                    output = np.empty(shape, dtype)
+                shape, dtype = _result_type(accepted)
+                output = _output_array(out, shape, dtype)
                 meta.update(accepted=accepted, shape=shape, dtype=dtype, output=output)
                 state["flat"] = output.reshape(-1).view(np.uint8)
                 ready.set()
@@ -610,19 +618,10 @@ class Client:
             kind = event.WhichOneof("event")
             if kind == "accepted":
                 accepted = event.accepted
-                dtype = _NUMPY.get(accepted.output_dtype)
-                if dtype is None:
-                    raise JobError(grpc.StatusCode.DATA_LOSS, "unknown output dtype")
-                shape = tuple(accepted.output_shape)
+                shape, dtype = _result_type(accepted)
                 if not with_bytes:
                     continue
-                if out is not None:
-                    if out.shape != shape or out.dtype != dtype or not out.flags.c_contiguous:
-                        raise ValueError(f"out: expected a C-contiguous {dtype} array of shape "
-                                         f"{shape}, got {out.dtype} {out.shape}")
-                    output = out
-                else:
-                    output = np.empty(shape, dtype)
+                output = _output_array(out, shape, dtype)
                 flat = output.reshape(-1).view(np.uint8)
             elif kind == "chunk":
                 data = event.chunk.data
