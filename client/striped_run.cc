@@ -5,12 +5,12 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <random>
 #include <string>
 #include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/random_id.h"
 
 namespace gpupipe {
 namespace client {
@@ -33,13 +33,6 @@ struct Call {
   bool accepted = false;  // its Accepted was read (calls after the first)
   bool ended = false;     // its Done was read, or its stream ended
 };
-
-std::string RandomKey() {
-  std::random_device device;
-  std::string key(16, '\0');
-  for (char& c : key) c = static_cast<char>(device() & 0xff);
-  return key;
-}
 
 // The upload's shared state: message m is read from the input only after message m - 1, by the
 // thread of call m % calls, so the input is read once, in order, while the writes of the
@@ -132,7 +125,7 @@ class EventMerger {
     // Accepted and Plan on call 0, then the chunks round-robin, until a call has no chunk left
     // for its turn: it sends its Timing (call 0) or Done instead, and the result is complete.
     while (true) {
-      if (!Next(at, &event)) return absl::OkStatus();
+      if (!Next(at, &event)) return breach_;
       if (!event.has_chunk()) {
         if (at == 0 && (event.has_accepted() || event.has_plan())) {
           if (absl::Status s = Feed(event); !s.ok()) return s;
@@ -153,20 +146,24 @@ class EventMerger {
         if (event.has_done()) break;
       }
     }
-    return absl::OkStatus();
+    return breach_;
   }
 
  private:
-  // The next event of call c, after the Accepted every call but the first begins with (checked
-  // against the job's); false once the stream ended.
+  // The next event of call c, after the Accepted every call but the first begins with, which
+  // must name the job call 0's did (read first, always); false once the stream ended, or with
+  // breach_ set when that Accepted is missing or names another job.
   bool Next(int c, v1::JobEvent* event) {
     Call& call = *calls_[static_cast<size_t>(c)];
     if (call.ended) return false;
     while (call.stream->Read(event)) {
       if (c == 0 || call.accepted) return true;
       call.accepted = true;
-      if (!event->has_accepted()) return true;  // Check reports it
-      job_id_of_calls_.push_back(event->accepted().job_id());
+      if (!event->has_accepted() || event->accepted().job_id() != job_id_) {
+        breach_ = absl::DataLossError(absl::StrCat(
+            "call ", c, " of the run did not begin with the Accepted of job ", job_id_));
+        return false;
+      }
     }
     call.ended = true;
     return false;
@@ -182,12 +179,6 @@ class EventMerger {
 
   // An event of call c > 0 after the chunks: only its Done, the same as the job's.
   absl::Status Check(int c, const v1::JobEvent& event) {
-    for (const std::string& id : job_id_of_calls_) {
-      if (id != job_id_) {
-        return absl::DataLossError(
-            absl::StrCat("call ", c, " of the run was accepted as job ", id, ", not ", job_id_));
-      }
-    }
     if (!event.has_done()) {
       return absl::DataLossError(absl::StrCat(
           "call ", c, " of the run sent an event other than Done after the result's last chunk"));
@@ -202,7 +193,7 @@ class EventMerger {
   ResultAssembler& assembler_;
   const EventCallback& on_event_;
   std::string job_id_;
-  std::vector<std::string> job_id_of_calls_;
+  absl::Status breach_;  // a call that broke the protocol (Next)
   std::optional<v1::Done> done_;
 };
 
@@ -225,7 +216,7 @@ absl::StatusOr<JobResult> RunOverCalls(const std::vector<v1::JobService::Stub*>&
   }
   const int n = static_cast<int>(stubs.size());
   if (n < 1) return absl::InvalidArgumentError("Run: no call to run over");
-  const std::string key = n > 1 ? RandomKey() : std::string();
+  const std::string key = n > 1 ? RandomHex128() : std::string();
   std::vector<std::unique_ptr<Call>> calls;
   for (int i = 0; i < n; ++i) {
     calls.push_back(std::make_unique<Call>());

@@ -2,31 +2,17 @@
 
 #include <unistd.h>
 
-#include <random>
-
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
+#include "common/random_id.h"
 
 namespace gpupipe::rpc {
-namespace {
-
-std::string RandomTicket() {
-  static std::mutex mu;
-  static std::random_device device;
-  std::lock_guard<std::mutex> lock(mu);
-  std::string ticket;
-  for (int i = 0; i < 4; ++i) absl::StrAppendFormat(&ticket, "%08x", device());
-  return ticket;
-}
-
-}  // namespace
 
 FdTickets::~FdTickets() {
   for (const auto& [ticket, pending] : pending_) close(pending.fd);
 }
 
 absl::StatusOr<std::string> FdTickets::Put(int fd) {
-  std::string ticket = RandomTicket();
+  std::string ticket = RandomHex128();
   std::lock_guard<std::mutex> lock(mu_);
   const Clock::time_point now = Clock::now();
   ExpireLocked(now);

@@ -208,11 +208,6 @@ void RunGroups::Leave(const RunSeat& seat, const absl::Status& status) {
   FinishAll(refused, refusal);
 }
 
-size_t RunGroups::waiting() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return runs_.size();
-}
-
 void RunGroups::FailLocked(Run& run, absl::Status status,
                            std::vector<std::shared_ptr<RunSeat>>* refused) {
   engine_->CountRefusal(status);

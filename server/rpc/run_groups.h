@@ -89,9 +89,6 @@ class RunGroups {
   // A seated call went away (cancelled) before its run started: the run fails with `status`.
   void Leave(const RunSeat& seat, const absl::Status& status);
 
-  // Runs waiting for calls, refused ones included (for tests).
-  size_t waiting() const;
-
  private:
   struct Run {
     std::string name;  // the client's identity and the key

@@ -163,15 +163,18 @@ void StripedInput::Run(std::unique_lock<std::mutex>& lock, std::vector<Pending> 
   for (Pending& item : pending) {
     Stripe& stripe = producers_[static_cast<size_t>(item.producer)];
     const Producer& callbacks = stripe.callbacks;
+    // The ones with a status are bound to it; an empty callback (detached) is not called.
+    const auto with = [&](const std::function<void(const absl::Status&)>& f) {
+      return f ? std::function<void()>([f, status = item.status] { f(status); })
+               : std::function<void()>();
+    };
     std::function<void()> call;
     switch (item.call) {
       case Call::kResume:
         call = callbacks.resume;
         break;
       case Call::kOverrun:
-        if (callbacks.overrun) {
-          call = [f = callbacks.overrun, status = std::move(item.status)] { f(status); };
-        }
+        call = with(callbacks.overrun);
         break;
       case Call::kEndedEarly:
         call = callbacks.ended_early;
@@ -180,9 +183,7 @@ void StripedInput::Run(std::unique_lock<std::mutex>& lock, std::vector<Pending> 
         call = callbacks.complete;
         break;
       case Call::kFailed:
-        if (callbacks.failed) {
-          call = [f = callbacks.failed, status = std::move(item.status)] { f(status); };
-        }
+        call = with(callbacks.failed);
         break;
     }
     if (!call) continue;  // detached meanwhile

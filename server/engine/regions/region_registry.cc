@@ -2,11 +2,11 @@
 
 #include <unistd.h>
 
-#include <random>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/random_id.h"
 
 namespace gpupipe::engine {
 namespace {
@@ -21,12 +21,7 @@ int64_t Pages(int64_t bytes) {
   return (bytes + kPage - 1) / kPage * kPage;
 }
 
-std::string NewRegionId() {
-  std::random_device rd;
-  std::string id = "r-";
-  for (int i = 0; i < 4; ++i) absl::StrAppend(&id, absl::Hex(rd(), absl::kZeroPad8));
-  return id;
-}
+std::string NewRegionId() { return "r-" + RandomHex128(); }
 
 }  // namespace
 
