@@ -1,6 +1,7 @@
 #include "client/job_client.h"
 
 #include <algorithm>
+#include <optional>
 #include <chrono>
 #include <cmath>
 #include <mutex>
@@ -35,7 +36,12 @@ absl::Status ReadJobEvents(Stream& stream, grpc::ClientContext& context,
       stream_error = std::move(s);
       break;
     }
-    if (on_event) on_event(event);
+    if (on_event) {
+      ForEachEvent(event, [&](const v1::JobEvent& part) {
+        on_event(part);
+        return absl::OkStatus();
+      }).IgnoreError();
+    }
   }
   if (!stream_error.ok()) {
     if (!assembler.done()) context.TryCancel();
@@ -88,7 +94,10 @@ absl::StatusOr<std::unique_ptr<JobClient>> JobClient::Create(const std::string& 
     credentials = grpc::SslCredentials(tls);
   }
   const std::string full_target = TargetWithPort(target);
-  std::shared_ptr<grpc::Channel> channel = grpc::CreateChannel(full_target, credentials);
+  grpc::ChannelArguments channel_args;
+  if (options.own_connection) channel_args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  std::shared_ptr<grpc::Channel> channel =
+      grpc::CreateCustomChannel(full_target, credentials, channel_args);
   auto client = std::make_unique<JobClient>(std::move(channel), options);
   client->make_channel_ = [full_target, credentials](int i) {
     // A subchannel pool of its own gives the channel a connection of its own: the calls of a
@@ -105,11 +114,13 @@ absl::StatusOr<std::unique_ptr<JobClient>> JobClient::Create(const std::string& 
 JobClient::JobClient(std::shared_ptr<grpc::ChannelInterface> channel, ClientOptions options)
     : options_(options), channel_(std::move(channel)), stub_(v1::JobService::NewStub(channel_)) {}
 
-absl::StatusOr<v1::StatsResponse> JobClient::GetStats() {
+absl::StatusOr<v1::StatsResponse> JobClient::GetStats(bool lane_activity) {
   grpc::ClientContext context;
   SetDeadline(&context);
   v1::StatsResponse response;
-  const grpc::Status status = stub_->GetStats(&context, v1::StatsRequest(), &response);
+  v1::StatsRequest request;
+  request.set_lane_activity(lane_activity);
+  const grpc::Status status = stub_->GetStats(&context, request, &response);
   if (!status.ok()) return FromGrpcStatus(status);
   return response;
 }
@@ -221,7 +232,16 @@ absl::StatusOr<JobResult> JobClient::Submit(const v1::SubmitRequest& request,
                                             EventCallback on_event, ResultSink* sink) {
   grpc::ClientContext context;
   SetDeadline(&context);
-  std::unique_ptr<grpc::ClientReader<v1::JobEvent>> reader = stub_->Submit(&context, request);
+  // Compact events save both ends work on small jobs; a request that cannot be small is not
+  // copied to ask for them.
+  std::optional<v1::SubmitRequest> compact;
+  if (!request.compact_events() &&
+      static_cast<int64_t>(request.input().data().size()) <= kCompactRequestBytes) {
+    compact = request;
+    compact->set_compact_events(true);
+  }
+  std::unique_ptr<grpc::ClientReader<v1::JobEvent>> reader =
+      stub_->Submit(&context, compact ? *compact : request);
   ResultAssembler assembler(request.dry_run(), sink, request.has_output_region());
   const absl::Status stream_error = ReadJobEvents(*reader, context, assembler, on_event);
   const grpc::Status rpc_status = reader->Finish();
@@ -230,6 +250,12 @@ absl::StatusOr<JobResult> JobClient::Submit(const v1::SubmitRequest& request,
   if (!stream_error.ok()) return stream_error;
   if (!rpc_status.ok()) return FromGrpcStatus(rpc_status);
   return assembler.Finish();
+}
+
+void JobClient::SubmitAsync(const v1::SubmitRequest& request, SubmitDone done) {
+  StartSubmitCall(
+      stub_.get(), [this](grpc::ClientContext* context) { SetDeadline(context); }, request,
+      std::move(done));
 }
 
 absl::StatusOr<JobResult> JobClient::Run(const v1::SubmitRequest& spec, int64_t input_bytes,

@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "client/result_assembler.h"
+#include "client/submit_call.h"
 #include "gpupipe/v1/gpupipe.grpc.pb.h"
 #include "gpupipe/v1/gpupipe.pb.h"
 
@@ -33,6 +34,10 @@ struct ClientOptions {
   std::string tls_key_pem;
   // Sent as `authorization: Bearer <token>` on every call. Empty: not sent.
   std::string token;
+  // Gives the client's channel a connection of its own. By default gRPC shares one connection
+  // among the channels of a process that go to the same target with the same settings; a load
+  // generator wants one per client, as separate processes would have.
+  bool own_connection = false;
 };
 
 // The daemon's port when a target names only a host.
@@ -51,6 +56,10 @@ using InputReader = std::function<absl::Status(char* buffer, int64_t n)>;
 
 // Called from the upload thread after each input chunk was handed to gRPC.
 using UploadProgress = std::function<void(int64_t bytes_sent, int64_t bytes_total)>;
+
+// Submit asks for compact events (SubmitRequest.compact_events) on requests whose input is at
+// most this large; larger ones are sent as they are rather than copied to set the flag.
+inline constexpr int64_t kCompactRequestBytes = int64_t{1} << 20;
 
 // Input bytes per Run data message: under 1 MiB with room for the message's framing, so no
 // gRPC message limit needs raising.
@@ -91,7 +100,8 @@ class JobClient {
   JobClient& operator=(const JobClient&) = delete;
 
   absl::StatusOr<v1::DescribeResponse> Describe();
-  absl::StatusOr<v1::StatsResponse> GetStats();
+  // With `lane_activity`, the lanes' latest runs too (StatsResponse.lane_activity).
+  absl::StatusOr<v1::StatsResponse> GetStats(bool lane_activity = false);
 
   // The daemon's health for `service` ("" for the whole server, or "gpupipe.v1.JobService"),
   // from the standard health service, which needs no token: "SERVING", "NOT_SERVING",
@@ -107,6 +117,11 @@ class JobClient {
   // the bytes are in the region once this returns OK, and the result holds none.
   absl::StatusOr<JobResult> Submit(const v1::SubmitRequest& request, EventCallback on_event = {},
                                    ResultSink* sink = nullptr);
+
+  // Runs one job as Submit does (without `on_event` and `sink`), holding no thread while it
+  // runs: `done` is called exactly once, on a gRPC thread, with what Submit would return. The
+  // request is copied; the client must outlive the call.
+  void SubmitAsync(const v1::SubmitRequest& request, SubmitDone done);
 
   // Runs one job through the streaming upload RPC (Run): `spec` is the job with an input that
   // has shape and dtype but no data; `read` supplies the input's `input_bytes` bytes in order,

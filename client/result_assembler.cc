@@ -20,9 +20,35 @@ absl::Status Protocol(absl::string_view what) {
 
 }  // namespace
 
+absl::Status ForEachEvent(const v1::JobEvent& event,
+                          const std::function<absl::Status(const v1::JobEvent&)>& fn) {
+  if (!event.has_complete()) return fn(event);
+  const v1::CompleteJob& job = event.complete();
+  v1::JobEvent part;
+  part.set_job_id(event.job_id());
+  if (job.has_accepted()) {
+    *part.mutable_accepted() = job.accepted();
+    if (absl::Status s = fn(part); !s.ok()) return s;
+  }
+  if (job.has_chunk()) {
+    *part.mutable_chunk() = job.chunk();
+    if (absl::Status s = fn(part); !s.ok()) return s;
+  }
+  if (job.has_timing()) {
+    *part.mutable_timing() = job.timing();
+    if (absl::Status s = fn(part); !s.ok()) return s;
+  }
+  if (!job.has_done()) return Protocol("CompleteJob without Done");
+  *part.mutable_done() = job.done();
+  return fn(part);
+}
+
 absl::Status ResultAssembler::Add(const v1::JobEvent& event) {
   if (done_) return Protocol("event after Done");
   switch (event.event_case()) {
+    case v1::JobEvent::kComplete:
+      if (accepted_) return Protocol("CompleteJob after other events");
+      return ForEachEvent(event, [this](const v1::JobEvent& part) { return Add(part); });
     case v1::JobEvent::kAccepted: {
       if (accepted_) return Protocol("second Accepted event");
       const v1::Accepted& a = event.accepted();

@@ -1,6 +1,7 @@
 // Turns the event stream of one Submit call into a result, checking that the server kept the
 // protocol: Accepted first, then at most one Plan, then ResultChunks that cover the output
-// exactly once and in order, then Timing, then exactly one Done, last. A dry run (a request with
+// exactly once and in order, then Timing, then exactly one Done, last. A CompleteJob event is
+// checked as the events it stands for. A dry run (a request with
 // dry_run set) is Accepted, Plan, Done: no chunks, and no output bytes are expected.
 //
 // The output's bytes are either kept in the result (the default) or handed, checked, to a
@@ -13,6 +14,7 @@
 #define GPUPIPE_CLIENT_RESULT_ASSEMBLER_H_
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -51,6 +53,12 @@ class ResultSink {
   // valid only during the call.
   virtual absl::Status Write(int64_t offset, absl::string_view data) = 0;
 };
+
+// Calls `fn` with each event that `event` stands for: the parts of a CompleteJob event
+// (JobEvent.complete) as the Accepted, ResultChunk, Timing and Done events they replace, in
+// that order; any other event as it is. Returns `fn`'s first error, after which it stops.
+absl::Status ForEachEvent(const v1::JobEvent& event,
+                          const std::function<absl::Status(const v1::JobEvent&)>& fn);
 
 class ResultAssembler {
  public:

@@ -468,3 +468,55 @@ TEST(ResultAssemblerSinkTest, DryRunAndEmptyOutputs) {
 }  // namespace
 }  // namespace client
 }  // namespace gpupipe
+
+namespace gpupipe {
+namespace client {
+namespace {
+
+v1::JobEvent CompleteEvent(bool with_done) {
+  v1::JobEvent e;
+  e.set_job_id("j");
+  v1::CompleteJob* job = e.mutable_complete();
+  job->mutable_accepted()->set_output_dtype(v1::DTYPE_FLOAT32);
+  job->mutable_accepted()->add_output_shape(1);
+  job->mutable_chunk()->set_data(std::string(4, '\0'));
+  job->mutable_timing()->set_total_us(3);
+  if (with_done) job->mutable_done();
+  return e;
+}
+
+TEST(ResultAssemblerCompact, ACompleteJobIsTheEventsItStandsFor) {
+  ResultAssembler assembler(false);
+  ASSERT_TRUE(assembler.Add(CompleteEvent(true)).ok());
+  absl::StatusOr<JobResult> result = assembler.Finish();
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->output.data().size(), 4u);
+  EXPECT_EQ(result->accepted.job_id(), "j");
+  EXPECT_EQ(result->timing.total_us(), 3);
+}
+
+TEST(ResultAssemblerCompact, ACompleteJobMustStandAloneAndEndTheJob) {
+  ResultAssembler without_done(false);
+  EXPECT_EQ(without_done.Add(CompleteEvent(false)).code(), absl::StatusCode::kDataLoss);
+  ResultAssembler after_accepted(false);
+  v1::JobEvent accepted;
+  *accepted.mutable_accepted() = CompleteEvent(true).complete().accepted();
+  ASSERT_TRUE(after_accepted.Add(accepted).ok());
+  EXPECT_EQ(after_accepted.Add(CompleteEvent(true)).code(), absl::StatusCode::kDataLoss);
+}
+
+TEST(ResultAssemblerCompact, ForEachEventSplitsInOrder) {
+  std::vector<v1::JobEvent::EventCase> kinds;
+  ASSERT_TRUE(ForEachEvent(CompleteEvent(true), [&](const v1::JobEvent& e) {
+                kinds.push_back(e.event_case());
+                EXPECT_EQ(e.job_id(), "j");
+                return absl::OkStatus();
+              }).ok());
+  EXPECT_EQ(kinds,
+            (std::vector<v1::JobEvent::EventCase>{v1::JobEvent::kAccepted, v1::JobEvent::kChunk,
+                                                  v1::JobEvent::kTiming, v1::JobEvent::kDone}));
+}
+
+}  // namespace
+}  // namespace client
+}  // namespace gpupipe
