@@ -100,6 +100,14 @@ Runs the gpupipe job service: a gRPC daemon that owns one GPU.
   --priority-hold-ms N       while a job of a higher priority runs, a job holds its next
                              chunk back for at most N ms, then sends it and asks again
                              (0: priorities only order the streams; default 20)
+  --batch-window-us N        dynamic batching: concurrent small jobs of one priority with
+                             the same ops, dtype and row length run as one launch, their
+                             rows stacked; a lane holds such a job up to N us for others to
+                             join while other jobs are in flight (a lone job never waits)
+                             (0: no batching; default 100)
+  --batch-max-jobs N         jobs in one batch at most (2 to 4096; default 64)
+  --batch-max-kib N          input of one batch at most, in KiB; larger jobs run alone
+                             (default 4096)
   --reader-idle-timeout-seconds N
                              a call whose client reads none of its job's events for N s
                              while one waits is cancelled, and its job ends with
@@ -277,6 +285,9 @@ absl::StatusOr<DaemonOptions> ParseFlags(const std::vector<std::string>& args) {
           {"--upload-idle-timeout-seconds", 0, 86400,
            [&](int64_t v) { o.upload_idle_timeout_ms = v * 1000; }},
           {"--priority-hold-ms", 0, 60000, [&](int64_t v) { o.priority_hold_us = v * 1000; }},
+          {"--batch-window-us", 0, 1000000, [&](int64_t v) { o.batch_window_us = v; }},
+          {"--batch-max-jobs", 2, 4096, [&](int64_t v) { o.batch_max_jobs = static_cast<int>(v); }},
+          {"--batch-max-kib", 1, 1 << 20, [&](int64_t v) { o.batch_max_bytes = v << 10; }},
           {"--max-stream-input-gib", 1, 1024,
            [&](int64_t v) { o.max_stream_input_bytes = v << 30; }},
           {"--max-queued-jobs", 1, 1 << 20,

@@ -30,6 +30,11 @@ struct DaemonOptions {
   // --priority-hold-ms: the longest a job holds its next chunk back while a job of a higher
   // priority runs (0: no holding).
   int64_t priority_hold_us = 20000;
+  // Dynamic batching (engine/scheduling/batching.h): --batch-window-us (0: off),
+  // --batch-max-jobs, --batch-max-kib.
+  int64_t batch_window_us = 100;
+  int batch_max_jobs = 64;
+  int64_t batch_max_bytes = int64_t{4} << 20;
   int64_t max_stream_input_bytes = int64_t{4} << 30;
   int max_queued_jobs = 1024;  // per priority level
   int64_t max_queued_bytes = int64_t{2} << 30;

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -213,6 +214,9 @@ int Run(const DaemonOptions& options) {
   engine_options.limits.upload_idle_timeout_ms = options.upload_idle_timeout_ms;
   engine_options.limits.max_work_per_byte = options.max_work_per_byte;
   engine_options.chunk_policy.priority_hold_us = options.priority_hold_us;
+  engine_options.batching.window_us = options.batch_window_us;
+  engine_options.batching.max_jobs = options.batch_max_jobs;
+  engine_options.batching.max_bytes = options.batch_max_bytes;
   engine_options.admission.max_queued_jobs = options.max_queued_jobs;
   engine_options.admission.max_queued_bytes = options.max_queued_bytes;
   engine_options.admission.max_client_jobs = options.max_client_jobs;
@@ -412,6 +416,9 @@ int Run(const DaemonOptions& options) {
 
 int main(int argc, char** argv) {
   using namespace gpupipe::daemon;
+  // gRPC locks absl mutexes on every call; the distribution's Abseil checks each lock order
+  // for deadlock cycles unless told not to, which costs more than the lock.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   absl::StatusOr<DaemonOptions> options =
       ParseFlags(std::vector<std::string>(argv + 1, argv + argc));
   if (!options.ok()) {

@@ -80,6 +80,17 @@ struct QueuedJob {
   ChunkLayout layout;
   std::shared_ptr<JobSink> sink;
   Clock::time_point accepted_at;
+  std::string batch_key;  // scheduling/batching.h; empty: runs alone
+};
+
+// One run on a lane, for EngineStats::lane_activity.
+struct LaneRun {
+  Priority priority;
+  int lane;
+  Clock::time_point start;
+  Clock::time_point end;
+  int jobs;
+  bool ok;
 };
 
 }  // namespace
@@ -90,7 +101,8 @@ class Engine::Impl {
       : backend_(std::move(backend)),
         options_(std::move(options)),
         admission_(options_.admission),
-        regions_(options_.regions, RegionHooksOf(backend_.get())) {
+        regions_(options_.regions, RegionHooksOf(backend_.get())),
+        started_at_(Clock::now()) {
     std::random_device rd;
     id_prefix_ = absl::StrFormat("%06x", rd() & 0xffffff);
     const int64_t pool_bytes = options_.limits.input_ring_total_bytes;
@@ -119,12 +131,14 @@ class Engine::Impl {
       const Plan& plan, const ChunkLayout& layout)>;
   using HeldBytes =
       std::function<absl::StatusOr<int64_t>(const Plan& plan, const ChunkLayout& layout)>;
+  // `output_to_region`: the sink writes the result into a region (such jobs do not batch).
   absl::Status Submit(JobSpec spec, int64_t input_size, InputPath path, const HeldBytes& held_bytes,
-                      const TakeInput& take_input, std::shared_ptr<JobSink> sink) {
+                      const TakeInput& take_input, std::shared_ptr<JobSink> sink,
+                      bool output_to_region = false) {
     absl::Status status;
     try {
-      status =
-          SubmitOrThrow(std::move(spec), input_size, path, held_bytes, take_input, std::move(sink));
+      status = SubmitOrThrow(std::move(spec), input_size, path, held_bytes, take_input,
+                             std::move(sink), output_to_region);
     } catch (...) {
       status = FromException(std::current_exception());
     }
@@ -211,6 +225,7 @@ class Engine::Impl {
     d.limits = options_.limits;
     d.admission = options_.admission;
     d.regions = options_.regions;
+    d.batching = options_.batching;
     d.min_chunk_bytes = options_.chunk_policy.min_chunk_bytes;
     d.stagings = backend_->stagings();
     d.launch_modes = backend_->launch_modes();
@@ -220,9 +235,22 @@ class Engine::Impl {
 
   void CountRefusal(const absl::Status& status) { job_stats_.Refused(status); }
 
-  EngineStats Stats(bool with_clients) const {
+  EngineStats Stats(bool with_clients, bool lane_activity) const {
     EngineStats stats;
     stats.backend = backend_->name();
+    stats.batching = batch_counters_.snapshot();
+    if (lane_activity) {
+      std::vector<LaneRun> runs;
+      {
+        std::lock_guard<std::mutex> lock(activity_mu_);
+        runs.assign(lane_runs_.begin(), lane_runs_.end());
+      }
+      for (const LaneRun& r : runs) {
+        stats.lane_activity.push_back({backend_->LaneName(r.priority, r.lane),
+                                       MicrosBetween(started_at_, r.start),
+                                       MicrosBetween(started_at_, r.end), r.jobs, r.ok});
+      }
+    }
     stats.graph_cache = backend_->graph_cache_stats();
     stats.refused = job_stats_.refused();
     const std::array<LevelJobStats, kPriorityLevels> done = job_stats_.levels();
@@ -284,7 +312,7 @@ class Engine::Impl {
         for (auto& job : queue.TakeAll()) abandoned.push_back(std::move(job));
       }
     }
-    cv_.notify_all();
+    for (std::condition_variable& cv : level_cv_) cv.notify_all();
     for (auto& job : abandoned) {
       Finish(*job, absl::UnavailableError("the server shut down before the job ran"), {},
              /*started=*/false);
@@ -388,12 +416,12 @@ class Engine::Impl {
                               layout.mode != ChunkLayout::Mode::kSplitRow;
           return RegionInput(in_region, in_slice.offset, size, direct);
         },
-        std::move(job_sink));
+        std::move(job_sink), out_region != nullptr);
   }
 
   absl::Status SubmitOrThrow(JobSpec spec, int64_t input_size, InputPath path,
                              const HeldBytes& held_bytes, const TakeInput& take_input,
-                             std::shared_ptr<JobSink> sink) {
+                             std::shared_ptr<JobSink> sink, bool output_to_region) {
     if (absl::Status s = ValidateJob(spec, input_size, options_.limits, path); !s.ok()) {
       return s;
     }
@@ -411,8 +439,12 @@ class Engine::Impl {
       return absl::DeadlineExceededError("the job's deadline passed before it was queued");
     }
 
+    int level = 0;
+    bool wake_all = false;
     auto job = std::make_unique<QueuedJob>();
     job->ticket = AdmissionTicket{spec.client, spec.priority, *held, path == InputPath::kStreamed};
+    job->batch_key = BatchKey(spec, *plan, *layout, input_size, path == InputPath::kInline,
+                              output_to_region, options_.batching);
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (stopping_ || stopping_accepting_) {
@@ -438,9 +470,16 @@ class Engine::Impl {
       admission_.Queued(job->ticket);
       ++in_flight_;
       const std::string client = job->spec.client;
-      queues_[static_cast<int>(job->spec.priority)].Push(client, std::move(job));
+      level = static_cast<int>(job->spec.priority);
+      queues_[level].Push(client, std::move(job));
+      // One idle lane is enough for one job; a lane gathering a batch must see it too.
+      wake_all = gatherers_[level] > 0;
     }
-    cv_.notify_all();
+    if (wake_all) {
+      level_cv_[level].notify_all();
+    } else {
+      level_cv_[level].notify_one();
+    }
     return absl::OkStatus();
   }
 
@@ -466,17 +505,168 @@ class Engine::Impl {
   void WorkerLoop(Priority priority, int lane) {
     auto& queue = queues_[static_cast<int>(priority)];
     for (;;) {
-      std::unique_ptr<QueuedJob> job;
+      std::vector<std::unique_ptr<QueuedJob>> jobs;
       {
         std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [&] { return stopping_ || !queue.empty(); });
+        level_cv_[static_cast<int>(priority)].wait(lock,
+                                                   [&] { return stopping_ || !queue.empty(); });
         if (queue.empty()) return;  // stopping and nothing left
-        job = queue.Pop();
-        admission_.Started(job->ticket);
-        running_.insert(job.get());
+        jobs.push_back(queue.Pop());
+        StartLocked(*jobs.back());
+        if (!jobs.front()->batch_key.empty()) GatherBatchLocked(lock, queue, &jobs);
       }
-      Run(*job, priority, lane);
+      if (jobs.size() == 1) {
+        Run(*jobs.front(), priority, lane);
+      } else {
+        RunBatch(jobs, priority, lane);
+      }
     }
+  }
+
+  // With mu_ held: the job leaves the queue for a lane.
+  void StartLocked(QueuedJob& job) {
+    admission_.Started(job.ticket);
+    running_.insert(&job);
+  }
+
+  // With mu_ held (through `lock`): adds to `jobs` (one batchable job) the queued jobs that
+  // batch with it, waiting for more as scheduling/batching.h says.
+  void GatherBatchLocked(std::unique_lock<std::mutex>& lock,
+                         ClientQueue<std::unique_ptr<QueuedJob>>& queue,
+                         std::vector<std::unique_ptr<QueuedJob>>* jobs) {
+    const BatchPolicy& policy = options_.batching;
+    const std::string key = jobs->front()->batch_key;
+    const size_t max_jobs = static_cast<size_t>(policy.max_jobs);
+    int64_t bytes = jobs->front()->input->size();
+    const auto take_more = [&] {
+      std::vector<std::unique_ptr<QueuedJob>> more =
+          queue.TakeFronts(max_jobs - jobs->size(), [&](const std::unique_ptr<QueuedJob>& job) {
+            if (job->batch_key != key || bytes + job->input->size() > policy.max_bytes) {
+              return false;
+            }
+            bytes += job->input->size();
+            return true;
+          });
+      for (std::unique_ptr<QueuedJob>& job : more) {
+        StartLocked(*job);
+        jobs->push_back(std::move(job));
+      }
+    };
+    take_more();
+    // Wait only while the lane has nothing else to do (its queue is empty) and others could
+    // still come: a job alone in the daemon never waits.
+    const Clock::time_point until = Clock::now() + std::chrono::microseconds(policy.window_us);
+    while (jobs->size() < max_jobs && !stopping_ && queue.empty() &&
+           in_flight_.load() > static_cast<int64_t>(jobs->size())) {
+      const int level = static_cast<int>(jobs->front()->spec.priority);
+      ++gatherers_[level];
+      const bool timed_out = level_cv_[level].wait_until(lock, until) == std::cv_status::timeout;
+      --gatherers_[level];
+      take_more();
+      if (timed_out) break;
+    }
+  }
+
+  // Runs `jobs` (of one batch key, already started) as one job with their rows stacked, and
+  // ends each with its own status and timing. Jobs whose reader left or whose deadline passed
+  // while they waited take no part.
+  void RunBatch(std::vector<std::unique_ptr<QueuedJob>>& jobs, Priority priority, int lane) {
+    const Clock::time_point started = Clock::now();
+    std::vector<QueuedJob*> members;
+    for (std::unique_ptr<QueuedJob>& job : jobs) {
+      const JobInterrupt interrupt(*job->sink, job->spec.deadline, &stop_running_);
+      if (absl::Status why = interrupt.Check(); !why.ok()) {
+        JobTiming timing;
+        timing.queue_us = MicrosBetween(job->accepted_at, started);
+        Finish(*job, why, timing, /*started=*/true);
+        continue;
+      }
+      members.push_back(job.get());
+    }
+    if (members.size() <= 1) {
+      for (QueuedJob* job : members) Run(*job, priority, lane);
+      return;
+    }
+    std::string stacked;
+    std::vector<BatchMember> outputs;
+    int64_t rows = 0;
+    int64_t out_offset = 0;
+    Clock::time_point deadline = Clock::time_point::min();
+    absl::Status status;
+    try {
+      for (QueuedJob* job : members) {
+        const int64_t size = job->input->size();
+        absl::StatusOr<InputChunk> bytes = job->input->Acquire(0, ByteRange{0, size});
+        if (!bytes.ok()) {
+          status = bytes.status();
+          break;
+        }
+        stacked.append(bytes->data, static_cast<size_t>(size));
+        job->input->Release(0);
+        rows += size / (job->spec.shape.back() * DTypeSize(job->spec.dtype));
+        const int64_t out_bytes = job->plan.output_elements * DTypeSize(job->plan.output_dtype);
+        outputs.push_back({job->sink, out_offset, out_bytes});
+        out_offset += out_bytes;
+        deadline = std::max(deadline, job->spec.deadline);
+      }
+    } catch (...) {
+      status = FromException(std::current_exception());
+    }
+    const JobSpec spec = BatchSpec(members.front()->spec, rows, deadline);
+    absl::StatusOr<Plan> plan = status.ok() ? PlanJob(spec) : status;
+    absl::StatusOr<ChunkLayout> layout =
+        plan.ok() ? ChooseLayout(spec, *plan, *backend_, options_.chunk_policy) : plan.status();
+    if (!layout.ok()) {
+      // The batch cannot be formed (it never fails for jobs that plan alone, but a job is not
+      // lost for it): each runs alone.
+      for (QueuedJob* job : members) Run(*job, priority, lane);
+      return;
+    }
+    auto sink = std::make_shared<BatchSink>(std::move(outputs));
+    std::shared_ptr<InputSource> input = InputSource::Complete(std::move(stacked));
+    const int64_t batch_bytes = input->size();
+    JobTiming timing;
+    timing.bytes_in = batch_bytes;
+    const JobInterrupt interrupt(*sink, spec.deadline, &stop_running_);
+    try {
+      const ChunkJob chunk_job{spec,  *plan,     *layout, *input,
+                               *sink, interrupt, &timing, options_.limits.max_chunk_bytes};
+      status =
+          RunChunkPipeline(chunk_job, backend_->lane(priority, lane), gate_, options_.chunk_policy);
+    } catch (...) {
+      status = FromException(std::current_exception());
+    }
+    if (!status.ok()) {
+      if (absl::Status why = interrupt.Check(); !why.ok()) status = why;
+      NoteDeviceStatus();
+    }
+    const Clock::time_point finished = Clock::now();
+    if (timing.output_ready == Clock::time_point{}) timing.output_ready = finished;
+    const int n = static_cast<int>(members.size());
+    batch_counters_.Count(n);
+    NoteLaneRun(priority, lane, started, finished, n, status.ok());
+    for (size_t i = 0; i < members.size(); ++i) {
+      QueuedJob& job = *members[i];
+      const int64_t out_bytes = job.plan.output_elements * DTypeSize(job.plan.output_dtype);
+      JobTiming t = MemberTiming(timing, job.input->size(), out_bytes, batch_bytes, n);
+      t.queue_us = MicrosBetween(job.accepted_at, started);
+      t.total_us = MicrosBetween(job.accepted_at, timing.output_ready);
+      t.result_stream_us = MicrosBetween(timing.output_ready, finished);
+      t.gbps =
+          t.total_us > 0 ? static_cast<double>(t.bytes_in + t.bytes_out) / (t.total_us * 1e3) : 0;
+      // A member whose reader left ends with its own reason, whatever the others got.
+      absl::Status own = sink->member_status(i);
+      const absl::Status& job_status = own.ok() ? status : own;
+      if (job_status.ok()) job.sink->OnTiming(t);
+      Finish(job, job_status, t, /*started=*/true);
+    }
+  }
+
+  void NoteLaneRun(Priority priority, int lane, Clock::time_point start, Clock::time_point end,
+                   int jobs, bool ok) {
+    std::lock_guard<std::mutex> lock(activity_mu_);
+    if (lane_runs_.size() >= kLaneActivitySpans) lane_runs_.pop_front();
+    lane_runs_.push_back({priority, lane, start, end, jobs, ok});
   }
 
   void Run(QueuedJob& job, Priority priority, int lane) {
@@ -516,6 +706,7 @@ class Engine::Impl {
       timing.gbps = static_cast<double>(timing.bytes_in + timing.bytes_out) / (timing.total_us * 1e3);
     }
     if (status.ok()) job.sink->OnTiming(timing);
+    NoteLaneRun(priority, lane, started, finished, 1, status.ok());
     Finish(job, status, timing, /*started=*/true);
   }
 
@@ -558,7 +749,10 @@ class Engine::Impl {
   absl::Status ring_pool_error_;  // why there is no pool, when allocating it failed
 
   mutable std::mutex mu_;
-  std::condition_variable cv_;
+  // Per priority level: idle lanes wait for a job of their level, and lanes gathering a batch
+  // (gatherers_) for more.
+  std::array<std::condition_variable, kPriorityLevels> level_cv_;
+  std::array<int, kPriorityLevels> gatherers_{};
   std::condition_variable idle_;
   bool stopping_ = false;
   bool stopping_accepting_ = false;
@@ -570,6 +764,10 @@ class Engine::Impl {
   // Mutable: reading its figures also sweeps idle regions.
   mutable RegionRegistry regions_;
   JobStats job_stats_;
+  BatchCounters batch_counters_;
+  const Clock::time_point started_at_;
+  mutable std::mutex activity_mu_;
+  std::deque<LaneRun> lane_runs_;  // the latest kLaneActivitySpans, oldest first
   std::array<ClientQueue<std::unique_ptr<QueuedJob>>, kPriorityLevels> queues_;
   std::unordered_set<const QueuedJob*> running_;
   std::atomic<int64_t> in_flight_{0};
@@ -683,7 +881,9 @@ absl::Status Engine::UnregisterRegion(const std::string& client, const std::stri
 }
 
 EngineDescription Engine::Describe() const { return impl_->Describe(); }
-EngineStats Engine::Stats(bool with_clients) const { return impl_->Stats(with_clients); }
+EngineStats Engine::Stats(bool with_clients, bool lane_activity) const {
+  return impl_->Stats(with_clients, lane_activity);
+}
 void Engine::CountRefusal(const absl::Status& status) { impl_->CountRefusal(status); }
 
 void Engine::StopRunningJobs() { impl_->StopRunningJobs(); }

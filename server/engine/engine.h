@@ -35,6 +35,7 @@
 #include "server/engine/job/types.h"
 #include "server/engine/regions/region_registry.h"
 #include "server/engine/scheduling/admission.h"
+#include "server/engine/scheduling/batching.h"
 #include "server/engine/stats/job_stats.h"
 
 namespace gpupipe::engine {
@@ -53,6 +54,7 @@ struct EngineOptions {
   ChunkPolicy chunk_policy;
   AdmissionLimits admission;
   RegionLimits regions;
+  BatchPolicy batching;
   // Called once per finished job, from an engine thread.
   std::function<void(const JobRecord&)> on_job_done;
   // Called once, from an engine thread, when the backend can run no more jobs
@@ -67,6 +69,7 @@ struct EngineDescription {
   Limits limits;
   AdmissionLimits admission;
   RegionLimits regions;
+  BatchPolicy batching;
   int64_t min_chunk_bytes = 0;
   std::vector<Staging> stagings;
   std::vector<LaunchMode> launch_modes;
@@ -102,7 +105,21 @@ struct EngineStats {
   int64_t region_capacity_bytes = 0;  // RegionLimits::max_bytes
   GraphCacheStats graph_cache;
   std::map<std::string, int64_t> refused;  // JobStats::Refused
+  BatchCounters::Snapshot batching;
+  // One run on a lane (a job, or a batch of `jobs`), in microseconds since the engine started.
+  struct LaneSpan {
+    std::string lane;
+    double start_us = 0;
+    double end_us = 0;
+    int jobs = 1;
+    bool ok = true;
+  };
+  // With Stats(..., lane_activity): the latest runs, at most kLaneActivitySpans, oldest first.
+  std::vector<LaneSpan> lane_activity;
 };
+
+// Lane runs the engine remembers for EngineStats::lane_activity.
+inline constexpr size_t kLaneActivitySpans = 4096;
 
 // Bytes [offset, offset + length) of a registered region (RegionRegistry) that a job reads
 // its input from or writes its output into. length 0: for an input, the tensor's bytes; for an
@@ -171,7 +188,8 @@ class Engine {
   EngineDescription Describe() const;
   // With `with_clients` false, EngineStats::clients stays empty (the per-client figures are
   // the costly part; Prometheus metrics do without them).
-  EngineStats Stats(bool with_clients = true) const;
+  // With `lane_activity`, EngineStats::lane_activity too.
+  EngineStats Stats(bool with_clients = true, bool lane_activity = false) const;
   // Counts a call refused before it reached Submit (a request that does not decode, an upload
   // out of order) under RefusalReason, beside the refusals Submit counts itself.
   void CountRefusal(const absl::Status& status);

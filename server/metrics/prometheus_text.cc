@@ -184,6 +184,12 @@ std::string RenderPrometheus(const v1::StatsResponse& stats) {
   w.Sample("gpupipe_graph_cache_evictions_total", "", static_cast<double>(g.evictions()));
   w.Family("gpupipe_graph_cache_entries", "gauge", "CUDA graphs cached.");
   w.Sample("gpupipe_graph_cache_entries", "", static_cast<double>(g.entries()));
+  const v1::BatchStats& b = stats.batching();
+  w.Family("gpupipe_batches_total", "counter",
+           "Launches that served several jobs at once (dynamic batching).");
+  w.Sample("gpupipe_batches_total", "", static_cast<double>(b.batches()));
+  w.Family("gpupipe_batched_jobs_total", "counter", "Jobs that ran in such a batch.");
+  w.Sample("gpupipe_batched_jobs_total", "", static_cast<double>(b.batched_jobs()));
   w.Family("gpupipe_uploads_in_progress", "gauge", "Run uploads whose job has not ended.");
   w.Sample("gpupipe_uploads_in_progress", "", static_cast<double>(stats.uploads_in_progress()));
   w.Family("gpupipe_rejected_total", "counter",

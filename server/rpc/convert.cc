@@ -318,6 +318,7 @@ v1::JobEvent EncodeTiming(const std::string& job_id, const engine::JobTiming& t)
     kt->set_device_us(kernel.device_us);
   }
   timing->set_chunks(t.chunks);
+  timing->set_batch_jobs(t.batch_jobs);
   timing->set_gbps(t.gbps);
   for (const engine::JobTiming::TimelineEntry& e : t.timeline) {
     v1::TimelineEntry* te = timing->add_timeline();
@@ -438,6 +439,10 @@ v1::DescribeResponse EncodeDescription(const engine::EngineDescription& d,
   graphs->set_evictions(d.graph_cache.evictions);
   graphs->set_entries(d.graph_cache.entries);
   graphs->set_capacity(d.graph_cache.capacity);
+  v1::Batching* batching = response.mutable_batching();
+  batching->set_window_us(d.batching.enabled() ? d.batching.window_us : 0);
+  batching->set_max_jobs(d.batching.max_jobs);
+  batching->set_max_bytes(d.batching.max_bytes);
   return response;
 }
 
@@ -506,6 +511,20 @@ v1::StatsResponse EncodeStats(const engine::EngineStats& stats, const std::strin
   g->set_capacity(stats.graph_cache.capacity);
   out.set_uploads_in_progress(stats.uploads_in_progress);
   for (const auto& [reason, n] : stats.refused) (*out.mutable_rejected())[reason] = n;
+  v1::BatchStats* b = out.mutable_batching();
+  b->set_batches(stats.batching.batches);
+  b->set_batched_jobs(stats.batching.batched_jobs);
+  for (int bound : engine::BatchCounters::SizeBounds()) b->add_size_bounds(bound);
+  for (int64_t n : stats.batching.size_counts) b->add_size_counts(n);
+  b->set_largest(stats.batching.largest);
+  for (const engine::EngineStats::LaneSpan& span : stats.lane_activity) {
+    v1::LaneSpan* l = out.add_lane_activity();
+    l->set_lane(span.lane);
+    l->set_start_us(span.start_us);
+    l->set_end_us(span.end_us);
+    l->set_jobs(span.jobs);
+    l->set_ok(span.ok);
+  }
   return out;
 }
 

@@ -13,11 +13,43 @@ absl::Status ClientGone() {
   return absl::CancelledError("the client cancelled the call or went away");
 }
 
+// Whether `events` are a whole job that fits one CompleteJob event: its Accepted first, its
+// Done last, at most one ResultChunk and no Plan between.
+bool IsWholeSmallJob(const std::deque<v1::JobEvent>& events) {
+  if (events.size() < 2 || !events.front().has_accepted() || !events.back().has_done()) {
+    return false;
+  }
+  int chunks = 0;
+  for (const v1::JobEvent& e : events) {
+    if (e.has_plan() || e.has_complete()) return false;
+    chunks += e.has_chunk();
+  }
+  return chunks <= 1;
+}
+
+// The events of IsWholeSmallJob as one CompleteJob event; `events` are moved from.
+v1::JobEvent MergeIntoCompleteJob(std::deque<v1::JobEvent>& events) {
+  v1::JobEvent merged;
+  merged.set_job_id(events.front().job_id());
+  v1::CompleteJob* job = merged.mutable_complete();
+  for (v1::JobEvent& e : events) {
+    if (e.has_accepted()) *job->mutable_accepted() = std::move(*e.mutable_accepted());
+    if (e.has_chunk()) *job->mutable_chunk() = std::move(*e.mutable_chunk());
+    if (e.has_timing()) *job->mutable_timing() = std::move(*e.mutable_timing());
+    if (e.has_done()) *job->mutable_done() = std::move(*e.mutable_done());
+  }
+  return merged;
+}
+
 }  // namespace
 
 void EventStream::OnAccepted(const engine::AcceptedInfo& info) {
+  int64_t bytes = engine::DTypeSize(info.output_dtype);
+  for (int64_t d : info.output_shape) bytes = d >= 0 && bytes >= 0 ? bytes * d : -1;
   std::unique_lock<std::mutex> lock(mu_);
   job_id_ = info.job_id;
+  output_bytes_ = bytes;
+  accepted_held_ = compact_ && !hold_success_ && bytes >= 0 && bytes <= kSmallResultBytes;
   Push(std::move(lock), EncodeAccepted(info));
 }
 
@@ -34,6 +66,11 @@ absl::Status EventStream::OnChunk(int64_t offset, const char* data, int64_t size
   event.set_job_id(job_id_);
   event.mutable_chunk()->set_offset(offset);
   event.mutable_chunk()->set_data(data, static_cast<size_t>(size));
+  if (!hold_success_ && offset + size == output_bytes_) {
+    tail_held_ = true;
+  } else {
+    accepted_held_ = false;  // more chunks follow: the queue must drain
+  }
   Push(std::move(lock), std::move(event));
   return absl::OkStatus();
 }
@@ -56,6 +93,11 @@ void EventStream::OnDone(const absl::Status& job_status) {
   final_status_ = ToGrpcStatus(status);
   done_queued_ = true;
   Push(std::move(lock), EncodeDone(job_id_, status));
+}
+
+void EventStream::AllowCompactEvents() {
+  std::lock_guard<std::mutex> lock(mu_);
+  compact_ = true;
 }
 
 void EventStream::HoldSuccessUntilInputEnds() {
@@ -184,15 +226,41 @@ void EventStream::Push(std::unique_lock<std::mutex> lock, v1::JobEvent event) {
 
 void EventStream::Pump(std::unique_lock<std::mutex> lock) {
   if (writer_ == nullptr || writing_ || finishing_) return;
+  // The last chunk and what follows it (and a small result's Accepted) wait for the Done.
+  if ((tail_held_ || accepted_held_) && !done_queued_ && !gone_) return;
   EventWriter* writer = writer_;
+  if (compact_ && !wrote_first_ && done_queued_ && !gone_ && IsWholeSmallJob(queue_)) {
+    in_flight_ = MergeIntoCompleteJob(queue_);
+    queue_.clear();
+    wrote_first_ = true;
+    writing_ = true;
+    finishing_ = true;
+    write_started_ = std::chrono::steady_clock::now();
+    space_.notify_all();
+    const grpc::Status status = final_status_;
+    lock.unlock();
+    writer->WriteLastAndFinish(&in_flight_, status);
+    return;
+  }
   if (!gone_ && !queue_.empty()) {
     in_flight_ = std::move(queue_.front());
     queue_.pop_front();
     writing_ = true;
     write_started_ = std::chrono::steady_clock::now();
     space_.notify_all();
+    if (queue_.empty() && done_queued_ && in_flight_.has_done()) {
+      finishing_ = true;
+      const grpc::Status status = final_status_;
+      lock.unlock();
+      writer->WriteLastAndFinish(&in_flight_, status);
+      return;
+    }
+    // gRPC never completes a hinted write that carries the call's initial metadata (the
+    // first one), so only later writes are hinted.
+    const bool more_follow = !queue_.empty() && wrote_first_;
+    wrote_first_ = true;
     lock.unlock();
-    writer->WriteEvent(&in_flight_);
+    writer->WriteEvent(&in_flight_, more_follow);
     return;
   }
   if (gone_ || (done_queued_ && queue_.empty())) {

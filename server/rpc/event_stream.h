@@ -28,17 +28,32 @@ class EventWriter {
  public:
   virtual ~EventWriter() = default;
   // StartWrite(event); `event` stays valid until the reactor reports the write done.
-  virtual void WriteEvent(const v1::JobEvent* event) = 0;
+  // `more_follow`: another event is queued behind it, so gRPC may hold this one back to send
+  // both at once (WriteOptions::set_buffer_hint).
+  virtual void WriteEvent(const v1::JobEvent* event, bool more_follow) = 0;
   virtual void FinishCall(const grpc::Status& status) = 0;
+  // The last event and the call's status in one operation (StartWriteAndFinish): no write-done
+  // reaction follows. `event` stays valid until the reactor is done.
+  virtual void WriteLastAndFinish(const v1::JobEvent* event, const grpc::Status& status) = 0;
   // Cancels the call (ServerContext::TryCancel): its pending write fails, OnCancel follows.
   virtual void CancelCall() = 0;
 };
 
+// Few writes per small job: a result's last chunk waits for the job's Timing and Done (which
+// follow at once), so that they go out together, the Done with the call's status in one write.
+// Where the client asked for compact events (AllowCompactEvents), a job whose result fits one
+// message (kSmallResultBytes) also holds its Accepted back until its result is there, and the
+// whole job goes out as one CompleteJob event. Neither applies where a successful Done waits
+// for an upload's half-close (Run), which a client may only send after reading its result.
+//
 // Thread safety: the JobSink methods come from engine threads, the rest from gRPC reactions;
 // all state is guarded by one mutex. Lifetime: shared by the reactor and the engine; once the
 // reactor detaches (OnDone), every call is a no-op and OnChunk answers false.
 class EventStream final : public engine::JobSink {
  public:
+  // Results of at most this many bytes hold their Accepted back (see above): one message.
+  static constexpr int64_t kSmallResultBytes = int64_t{1} << 20;
+
   EventStream(EventWriter* writer, size_t max_queued) : writer_(writer), max_queued_(max_queued) {}
 
   // ---- JobSink (engine threads) ----
@@ -64,6 +79,9 @@ class EventStream final : public engine::JobSink {
   // call with INVALID_ARGUMENT (Abort) and Done never says OK for a broken upload. A failed
   // job's Done is not held.
   void HoldSuccessUntilInputEnds();
+  // The client asked for compact events (SubmitRequest.compact_events): a job whose events
+  // are all queued when the first write starts goes out as one CompleteJob event.
+  void AllowCompactEvents();
   // The client half-closed after sending the whole input.
   void InputEnded();
   // The upload broke on another call of the same run (RunRequest.stripes): a successful Done,
@@ -96,6 +114,11 @@ class EventStream final : public engine::JobSink {
   EventWriter* writer_;
   const size_t max_queued_;
   std::string job_id_;
+  int64_t output_bytes_ = -1;   // from OnAccepted; -1 where the shape does not give it
+  bool tail_held_ = false;      // the last result chunk waits for the Done
+  bool accepted_held_ = false;  // the Accepted waits for the result (a small one)
+  bool wrote_first_ = false;    // a write (carrying the initial metadata) has started
+  bool compact_ = false;        // AllowCompactEvents
   std::deque<v1::JobEvent> queue_;
   v1::JobEvent in_flight_;  // owned here until the write is done
   bool writing_ = false;

@@ -26,9 +26,9 @@ absl::StatusOr<std::string> JobServiceImpl::Authenticate(
   return caller;
 }
 
-v1::StatsResponse JobServiceImpl::Stats(bool with_clients) const {
+v1::StatsResponse JobServiceImpl::Stats(bool with_clients, bool lane_activity) const {
   v1::StatsResponse stats = EncodeStats(
-      engine_->Stats(with_clients), options_.server_version,
+      engine_->Stats(with_clients, lane_activity), options_.server_version,
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count());
   if (const int64_t n = unauthenticated_.load(); n > 0) {
     (*stats.mutable_rejected())["unauthenticated"] = n;
@@ -55,10 +55,10 @@ grpc::ServerUnaryReactor* JobServiceImpl::Answer(
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::GetStats(grpc::CallbackServerContext* context,
-                                                   const v1::StatsRequest* /*request*/,
+                                                   const v1::StatsRequest* request,
                                                    v1::StatsResponse* response) {
   return Answer(context, [&](const std::string&) {
-    *response = Stats();
+    *response = Stats(/*with_clients=*/true, request->lane_activity());
     return absl::OkStatus();
   });
 }

@@ -80,7 +80,7 @@ class JobServiceImpl final : public v1::JobService::CallbackService {
 
   // The figures GetStats answers with (also the daemon's Prometheus metrics): the engine's,
   // with the calls this layer refused (no valid token) among the refusals.
-  v1::StatsResponse Stats(bool with_clients = true) const;
+  v1::StatsResponse Stats(bool with_clients = true, bool lane_activity = false) const;
 
   // Waits until every Submit and Run call has finished (its last event and status sent) or
   // `deadline` passes; true when none is left. For a shutdown, once the engine has drained.

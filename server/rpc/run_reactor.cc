@@ -104,6 +104,14 @@ void RunReactor::FinishCall(const grpc::Status& status) {
   Finish(status);
 }
 
+void RunReactor::WriteLastAndFinish(const v1::JobEvent* event, const grpc::Status& status) {
+  {
+    std::lock_guard<std::mutex> lock(finish_mu_);
+    finished_ = true;
+  }
+  StartWriteAndFinish(event, grpc::WriteOptions(), status);
+}
+
 bool RunReactor::OnSpec(v1::RunRequest* message) {
   if (have_first_) {
     const std::shared_ptr<engine::StripedInput> source = upload();

@@ -17,6 +17,7 @@ SubmitReactor::SubmitReactor(engine::Engine* engine, grpc::CallbackServerContext
       calls_(calls),
       stream_(std::make_shared<EventStream>(this, static_cast<size_t>(max_queued_events))) {
   if (calls_ != nullptr) calls_->Begin();
+  if (request->compact_events()) stream_->AllowCompactEvents();
   if (watch != nullptr) watch->Watch(stream_);
   if (!caller.ok()) {
     stream_->FinishNow(ToGrpcStatus(caller.status()));

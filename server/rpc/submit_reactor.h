@@ -29,8 +29,13 @@ class SubmitReactor final : public grpc::ServerWriteReactor<v1::JobEvent>, publi
   void OnDone() override;
 
  private:
-  void WriteEvent(const v1::JobEvent* event) override { StartWrite(event); }
+  void WriteEvent(const v1::JobEvent* event, bool more_follow) override {
+    StartWrite(event, more_follow ? grpc::WriteOptions().set_buffer_hint() : grpc::WriteOptions());
+  }
   void FinishCall(const grpc::Status& status) override { Finish(status); }
+  void WriteLastAndFinish(const v1::JobEvent* event, const grpc::Status& status) override {
+    StartWriteAndFinish(event, grpc::WriteOptions(), status);
+  }
   void CancelCall() override { context_->TryCancel(); }
 
   grpc::CallbackServerContext* const context_;

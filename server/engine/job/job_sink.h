@@ -57,6 +57,9 @@ struct JobTiming {
   std::vector<Kernel> kernel_times;  // with JobSpec::profile, where kernels run on a device
 
   int chunks = 0;     // chunks the job ran in
+  // Jobs that ran as one with this one (scheduling/batching.h); 1: alone. In a batch, the
+  // stage times above are the job's share of the batch's.
+  int batch_jobs = 1;
   double gbps = 0;    // (bytes_in + bytes_out) / total_us, 1e9 bytes per second
   // One stage of one chunk; microseconds from the start of the job's first copy.
   struct TimelineEntry {

@@ -48,6 +48,37 @@ class ClientQueue {
     return job;
   }
 
+  // Up to `max` jobs for which `take(job)` is true, taken only from the fronts of clients'
+  // queues (so every client's jobs keep their order), one per client per round, in turn
+  // order; a client whose front job is not taken is passed over. `take` may keep state (a
+  // byte budget): it is asked once per job it may take, and a job it accepts is taken.
+  template <typename Take>
+  std::vector<Job> TakeFronts(size_t max, Take&& take) {
+    std::vector<Job> taken;
+    bool progress = true;
+    while (taken.size() < max && progress && size_ > 0) {
+      progress = false;
+      const size_t clients = turns_.size();
+      for (size_t i = 0; i < clients && taken.size() < max; ++i) {
+        std::string client = std::move(turns_.front());
+        turns_.pop_front();
+        auto it = by_client_.find(client);
+        if (take(it->second.front())) {
+          taken.push_back(std::move(it->second.front()));
+          it->second.pop_front();
+          --size_;
+          progress = true;
+        }
+        if (it->second.empty()) {
+          by_client_.erase(it);
+        } else {
+          turns_.push_back(std::move(client));
+        }
+      }
+    }
+    return taken;
+  }
+
   // Every queued job, each client's in order; the queue is empty afterwards.
   std::vector<Job> TakeAll() {
     std::vector<Job> all;
