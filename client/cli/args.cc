@@ -4,6 +4,8 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <tuple>
+#include <type_traits>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -59,6 +61,9 @@ struct OptionSpec {
   bool takes_value;
   // Commands the option belongs to; empty for global options.
   std::vector<std::string> commands;
+  // The value may be left out (for `submit`, which takes no other arguments): the next
+  // argument is the value unless it is an option.
+  bool value_optional = false;
 };
 
 const std::map<std::string, OptionSpec>& Options() {
@@ -71,16 +76,16 @@ const std::map<std::string, OptionSpec>& Options() {
       {"--tls-key", {true, {}}},
       {"--token-file", {true, {}}},
       {"--input", {true, {"submit", "compare"}}},
-      {"--ops", {true, {"submit", "compare"}}},
+      {"--ops", {true, {"submit", "compare", "bench"}}},
       {"--output", {true, {"submit"}}},
-      {"--priority", {true, {"submit", "compare"}}},
+      {"--priority", {true, {"submit", "compare", "bench"}}},
       {"--staging", {true, {"submit", "compare"}}},
       {"--stages", {true, {"submit", "compare"}}},
       {"--launch", {true, {"submit", "compare"}}},
       {"--tag", {true, {"submit"}}},
       {"--repeat", {true, {"compare"}}},
       {"--profile", {false, {"submit"}}},
-      {"--timeline", {false, {"submit"}}},
+      {"--timeline", {true, {"submit", "bench"}, /*value_optional=*/true}},
       {"--explain", {false, {"submit"}}},
       {"--dry-run", {false, {"submit"}}},
       {"--stream", {true, {"submit"}}},
@@ -89,6 +94,17 @@ const std::map<std::string, OptionSpec>& Options() {
       {"--service", {true, {"health"}}},
       {"--watch", {true, {"stats"}}},
       {"--count", {true, {"stats"}}},
+      {"--mix", {true, {"bench"}}},
+      {"--shape", {true, {"bench"}}},
+      {"--dtype", {true, {"bench"}}},
+      {"--concurrency", {true, {"bench"}}},
+      {"--rate", {true, {"bench"}}},
+      {"--duration", {true, {"bench"}}},
+      {"--warmup", {true, {"bench"}}},
+      {"--requests", {true, {"bench"}}},
+      {"--channels", {true, {"bench"}}},
+      {"--no-echo", {false, {"bench"}}},
+      {"--csv", {false, {"bench"}}},
   };
   return *options;
 }
@@ -96,7 +112,7 @@ const std::map<std::string, OptionSpec>& Options() {
 // The commands with their own help, in the order the main help lists them.
 const std::vector<std::string>& HelpTopics() {
   static const auto* topics =
-      new std::vector<std::string>{"submit", "compare", "describe", "stats", "health"};
+      new std::vector<std::string>{"submit", "compare", "bench", "describe", "stats", "health"};
   return *topics;
 }
 
@@ -174,13 +190,118 @@ absl::StatusOr<std::vector<v1::Op>> ParseOpsOption(const std::string& text) {
   return ops;
 }
 
+// A comma-separated list of numbers, each in [lo, hi].
+template <typename T>
+absl::Status ParseNumberList(const std::string& option, const std::string& value, T lo, T hi,
+                             std::vector<T>* out) {
+  out->clear();
+  for (absl::string_view item : absl::StrSplit(value, ',')) {
+    item = absl::StripAsciiWhitespace(item);
+    T v{};
+    bool ok;
+    if constexpr (std::is_integral_v<T>) {
+      ok = absl::SimpleAtoi(item, &v);
+    } else {
+      ok = absl::SimpleAtod(item, &v) && std::isfinite(v);
+    }
+    if (!ok || v < lo || v > hi) {
+      return Usage(absl::StrCat(option, ": expected numbers from ", lo, " to ", hi,
+                                " separated by commas, got '", value, "'"));
+    }
+    out->push_back(v);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Args> ParseBench(Args args, const std::map<std::string, std::string>& values,
+                                const std::set<std::string>& given, v1::Priority priority) {
+  args.command = Command::kBench;
+  BenchArgs& b = args.bench;
+  const auto get = [&](const std::string& name) -> const std::string* {
+    const auto it = values.find(name);
+    return it == values.end() ? nullptr : &it->second;
+  };
+  if (const std::string* path = get("--mix")) {
+    for (const char* single : {"--ops", "--shape", "--dtype", "--priority"}) {
+      if (given.count(single) != 0) {
+        return Usage(absl::StrCat("--mix and ", single, ": the mix file names every entry's"));
+      }
+    }
+    absl::StatusOr<std::vector<bench::MixEntry>> mix = bench::ReadMixFile(*path);
+    if (!mix.ok()) return Usage(absl::StrCat("--mix: ", mix.status().message()));
+    b.mix = *std::move(mix);
+  } else {
+    const std::string* ops = get("--ops");
+    if (ops == nullptr) return Usage("bench: missing --ops PIPELINE (or --mix FILE)");
+    std::string line = absl::StrCat("ops=", *ops);
+    if (const std::string* v = get("--shape")) absl::StrAppend(&line, "; shape=", *v);
+    if (const std::string* v = get("--dtype")) absl::StrAppend(&line, "; dtype=", *v);
+    if (priority != v1::PRIORITY_UNSPECIFIED) {
+      absl::StrAppend(&line,
+                      "; priority=", client::FlagEnumName(*v1::Priority_descriptor(), priority));
+    }
+    if (absl::StrContains(*ops, ';')) return Usage("ops: ';' is not part of a pipeline");
+    absl::StatusOr<bench::MixEntry> entry = bench::ParseMixLine(line);
+    if (!entry.ok()) return Usage(std::string(entry.status().message()));
+    b.mix = {*std::move(entry)};
+  }
+  if (const std::string* v = get("--concurrency")) {
+    if (absl::Status s =
+            ParseNumberList("--concurrency", *v, 1, kMaxBenchConcurrency, &b.concurrency);
+        !s.ok()) {
+      return s;
+    }
+  }
+  if (const std::string* v = get("--rate")) {
+    if (given.count("--concurrency") != 0) {
+      return Usage(
+          "--rate and --concurrency: an open loop sends at its rate, whatever is in flight");
+    }
+    if (absl::Status s = ParseNumberList("--rate", *v, 0.1, 1e6, &b.rates); !s.ok()) return s;
+  }
+  for (const auto& [name, target, lo, hi] : {std::tuple<const char*, double*, double, double>{
+                                                 "--duration", &b.duration_seconds, 0.1, 3600},
+                                             {"--warmup", &b.warmup_seconds, 0, 600}}) {
+    if (const std::string* v = get(name)) {
+      double d = 0;
+      if (!absl::SimpleAtod(*v, &d) || !std::isfinite(d) || d < lo || d > hi) {
+        return Usage(
+            absl::StrCat(name, ": expected seconds from ", lo, " to ", hi, ", got '", *v, "'"));
+      }
+      *target = d;
+    }
+  }
+  if (const std::string* v = get("--requests")) {
+    if (!absl::SimpleAtoi(*v, &b.requests) || b.requests < 1) {
+      return Usage(absl::StrCat("--requests: expected a positive integer, got '", *v, "'"));
+    }
+  }
+  if (const std::string* v = get("--channels")) {
+    if (!absl::SimpleAtoi(*v, &b.channels) || b.channels < 1 || b.channels > kMaxBenchChannels) {
+      return Usage(absl::StrCat("--channels: expected an integer from 1 to ", kMaxBenchChannels,
+                                ", got '", *v, "'"));
+    }
+  }
+  if (const std::string* v = get("--timeline")) {
+    if (v->empty()) return Usage("--timeline: bench draws into a file: --timeline FILE.svg");
+    b.timeline_svg = *v;
+  }
+  b.echo = given.count("--no-echo") == 0;
+  b.csv = given.count("--csv") != 0;
+  if (b.csv && args.json) return Usage("--csv and --json: choose one");
+  return args;
+}
+
 }  // namespace
 
 bool WantsJson(const std::vector<std::string>& argv) {
   for (size_t i = 0; i < argv.size(); ++i) {
     if (argv[i] == "--json") return true;
     const auto it = Options().find(argv[i]);
-    if (it != Options().end() && it->second.takes_value) ++i;  // `--tag --json` is a tag
+    if (it != Options().end() && it->second.takes_value &&
+        !(it->second.value_optional && (i + 1 >= argv.size() || argv[i + 1].rfind('-', 0) == 0))) {
+      ++i;  // `--tag --json` is a tag
+    }
   }
   return false;
 }
@@ -252,8 +373,14 @@ absl::StatusOr<Args> ParseArgs(const std::vector<std::string>& argv) {
     if (!spec->second.takes_value) {
       if (has_value) return Usage(absl::StrCat(name, " takes no value"));
     } else if (!has_value) {
-      if (i + 1 >= argv.size()) return Usage(absl::StrCat(name, " needs a value"));
-      value = argv[++i];
+      const bool next_is_value = i + 1 < argv.size() && argv[i + 1].rfind('-', 0) != 0;
+      if (spec->second.value_optional && !next_is_value) {
+        // Given without its value.
+      } else if (i + 1 >= argv.size()) {
+        return Usage(absl::StrCat(name, " needs a value"));
+      } else {
+        value = argv[++i];
+      }
     }
     if (!given.insert(name).second) return Usage(absl::StrCat(name, " given twice"));
 
@@ -354,6 +481,8 @@ absl::StatusOr<Args> ParseArgs(const std::vector<std::string>& argv) {
   }
   const std::string* ops_text = get("--ops");
 
+  if (command_name == "bench") return ParseBench(std::move(args), values, given, priority);
+
   if (command_name == "compare") {
     args.command = Command::kCompare;
     CompareArgs& c = args.compare;
@@ -416,6 +545,7 @@ absl::StatusOr<Args> ParseArgs(const std::vector<std::string>& argv) {
   }
   s.options.set_profile(given.count("--profile") != 0);
   s.options.set_timeline(given.count("--timeline") != 0);
+  if (const std::string* v = get("--timeline")) s.timeline_svg = *v;
   s.explain = given.count("--explain") != 0;
   s.dry_run = given.count("--dry-run") != 0;
   if (const std::string* v = get("--stream")) {
@@ -468,6 +598,8 @@ std::string MainHelp() {
       "  submit     run a pipeline on a tensor from a .npy file (gpupipe submit --help)\n"
       "  compare    time a pipeline under every launch mode and staging strategy\n"
       "             (gpupipe compare --help)\n"
+      "  bench      load the daemon with a mix of jobs and measure throughput and\n"
+      "             latency beside a plain gRPC echo (gpupipe bench --help)\n"
       "  describe   show the daemon's device, ops, launch modes and limits\n"
       "  stats      show what the daemon has done and is doing: jobs by priority and\n"
       "             client, latencies, pools, refusals (gpupipe stats --help)\n"
@@ -552,7 +684,9 @@ std::string SubmitHelp() {
       "                       captured once as a CUDA graph and replayed; graph-pdl: both\n"
       "  --profile            time every plan step on its own and print a table of steps\n"
       "                       (the events between steps add a little time)\n"
-      "  --timeline           print when each chunk was copied in, computed and copied out\n"
+      "  --timeline [FILE.svg]\n"
+      "                       print when each chunk was copied in, computed and copied out;\n"
+      "                       with a file, also draw it there (a bar per chunk and stage)\n"
       "                       (jobs run in chunks: gpupiped --chunk-mib)\n"
       "  --explain            print the plan first: kernels, their grids and dependencies\n"
       "  --dry-run            validate and plan only; print the plan, run nothing, write no\n"
@@ -620,6 +754,50 @@ std::string DescribeHelp() {
       "options:\n"
       "  --json               print the DescribeResponse as one JSON object\n"
       "  --target HOST:PORT   daemon address (default ", kDefaultTarget, ")\n");
+}
+
+}  // namespace cli
+}  // namespace gpupipe
+
+namespace gpupipe {
+namespace cli {
+
+std::string BenchHelp() {
+  return absl::StrCat(
+      "usage: gpupipe [--target HOST:PORT] bench (--ops PIPELINE [--shape 1x1024]\n"
+      "                [--dtype float32] [--priority P] | --mix FILE) [options]\n"
+      "\n"
+      "Loads the daemon with jobs and reports throughput, latency (p50, p90, p99, max) and\n"
+      "where the time went (queue, device, transport, from each job's timing). Every point\n"
+      "is measured twice in the same run: against the daemon, and against a plain unary\n"
+      "gRPC echo served by this process on loopback with the same message sizes, the floor\n"
+      "any gRPC service pays. Each job's result is checked against the first result of\n"
+      "the same input; a difference is reported as a mismatch and the exit status is 1.\n"
+      "\n"
+      "A mix file has one entry per line, keys separated by ';', e.g.\n"
+      "  weight=255; shape=1x1024; priority=low;  ops=affine(alpha=2) | relu | softmax\n"
+      "  weight=1;   shape=1x1024; priority=high; ops=softmax\n"
+      "(keys: ops, shape, dtype, priority, weight; '#' starts a comment line).\n"
+      "\n"
+      "options:\n"
+      "  --concurrency N,...  closed loop: N jobs in flight, one point per value (default\n"
+      "                       1,4,16,64; at most ",
+      kMaxBenchConcurrency,
+      ")\n"
+      "  --rate R,...         open loop instead: R jobs per second, whatever is in flight\n"
+      "  --duration SECONDS   measured time per point and service (default 5)\n"
+      "  --warmup SECONDS     unmeasured time before it (default 1)\n"
+      "  --requests N         end a point after N measured jobs instead\n"
+      "  --channels N         connections, each its own client (default 4; at most ",
+      kMaxBenchChannels,
+      ")\n"
+      "  --no-echo            leave the echo floor out\n"
+      "  --csv                CSV (one line per point and service) instead of the table\n"
+      "  --timeline FILE.svg  draw the daemon's lanes over the last point's final second\n"
+      "                       (from its stats: a bar per launch, batches marked)\n"
+      "  --json               one JSON object with every figure\n"
+      "\n"
+      "On a terminal, a progress line shows on stderr.\n");
 }
 
 }  // namespace cli

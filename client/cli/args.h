@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "client/bench/job_mix.h"
 #include "gpupipe/v1/gpupipe.pb.h"
 
 namespace gpupipe {
@@ -16,7 +17,7 @@ namespace cli {
 
 inline constexpr char kDefaultTarget[] = "127.0.0.1:50051";
 
-enum class Command { kHelp, kVersion, kSubmit, kDescribe, kCompare, kHealth, kStats };
+enum class Command { kHelp, kVersion, kSubmit, kDescribe, kCompare, kHealth, kStats, kBench };
 
 // How `submit` sends its input: in the request (Submit) or streamed in chunks (Run).
 enum class StreamMode { kAuto, kAlways, kNever };
@@ -48,7 +49,28 @@ struct SubmitArgs {
   TransportMode transport = TransportMode::kAuto;  // --transport
   // --streams: the calls a streamed upload is split over (0: chosen from the input's size).
   int streams = 0;
+  // --timeline [FILE.svg]: ask for the per-chunk timeline (options.timeline) and, with a
+  // file, draw it there.
+  std::string timeline_svg;
 };
+
+// `bench`: load the daemon with a mix of jobs, beside an echo floor in the same run.
+struct BenchArgs {
+  // --mix FILE, or one entry from --ops, --shape, --dtype and --priority.
+  std::vector<bench::MixEntry> mix;
+  // --concurrency: a closed loop per value (a sweep); --rate: an open loop per value instead.
+  std::vector<int> concurrency = {1, 4, 16, 64};
+  std::vector<double> rates;
+  double duration_seconds = 5;  // --duration, measured per point and service
+  double warmup_seconds = 1;    // --warmup
+  int64_t requests = 0;         // --requests: end a point after this many (0: by duration)
+  int channels = 4;             // --channels: connections, each its own client
+  bool echo = true;             // --no-echo leaves the floor out
+  bool csv = false;             // --csv: CSV instead of the table
+  std::string timeline_svg;     // --timeline FILE.svg: the daemon's lanes during the last point
+};
+inline constexpr int kMaxBenchConcurrency = 4096;
+inline constexpr int kMaxBenchChannels = 256;
 
 // Default configurations of `compare`: every explicit mode; "auto" only when asked for, as it
 // repeats one of them.
@@ -83,6 +105,7 @@ struct Args {
   bool json = false;
   SubmitArgs submit;
   CompareArgs compare;
+  BenchArgs bench;
   std::string health_service;  // health --service
   // stats --watch SECONDS (0: once) and --count N (refreshes before exiting; 0: until stopped).
   double watch_seconds = 0;
@@ -110,6 +133,7 @@ std::string DescribeHelp();
 std::string CompareHelp();
 std::string HealthHelp();
 std::string StatsHelp();
+std::string BenchHelp();
 
 }  // namespace cli
 }  // namespace gpupipe

@@ -24,9 +24,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client/cli/args.h"
+#include "client/cli/bench_command.h"
+#include "client/cli/timeline_svg.h"
 #include "nlohmann/json.hpp"
 #include "client/cli/compare.h"
 #include "client/cli/progress.h"
@@ -113,8 +116,10 @@ void ApplyEnvironment(Args* args) {
   if (args->token_file.empty()) args->token = env("GPUPIPE_TOKEN");
 }
 
-absl::StatusOr<std::unique_ptr<client::JobClient>> Connect(const Args& args) {
+absl::StatusOr<std::unique_ptr<client::JobClient>> Connect(const Args& args,
+                                                           bool own_connection = false) {
   client::ClientOptions options;
+  options.own_connection = own_connection;
   options.deadline_seconds = args.deadline_seconds;
   options.client_id = args.client_id;
   options.token = args.token;
@@ -133,6 +138,14 @@ absl::StatusOr<std::unique_ptr<client::JobClient>> Connect(const Args& args) {
     options.token.pop_back();
   }
   return client::JobClient::Create(args.target, options);
+}
+
+absl::Status WriteTextFile(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  out.close();
+  if (!out) return absl::InternalError(absl::StrCat("cannot write ", path));
+  return absl::OkStatus();
 }
 
 // A request carrying `input` (moved in, so its bytes are not copied) through `ops`.
@@ -311,6 +324,21 @@ int RunSubmit(const Args& args, const Reporter& reporter) {
   report.result = *std::move(result);
   *report.result.output.mutable_data() = output.TakeShown();
   if (!s.output.empty() && !s.dry_run) report.output_path = s.output;
+  if (!s.timeline_svg.empty()) {
+    const v1::Timing& t = report.result.timing;
+    if (t.timeline_size() == 0) {
+      return reporter.Fail(kExitRuntime,
+                           absl::FailedPreconditionError(
+                               "--timeline: the server reported no timeline for this job"));
+    }
+    const std::string svg =
+        DrawTimelineSvg(absl::StrCat(report.ops, " on ", t.stream(), ": ", t.chunks(), " chunk",
+                                     t.chunks() == 1 ? "" : "s"),
+                        JobTimelineBars(t));
+    if (absl::Status written = WriteTextFile(s.timeline_svg, svg); !written.ok()) {
+      return reporter.Fail(kExitRuntime, written);
+    }
+  }
   if (args.json) {
     std::cout << SubmitJson(report).dump() << std::endl;
   } else {
@@ -446,6 +474,40 @@ int RunHealth(const Args& args, const Reporter& reporter) {
 // Shows the stats once, or every --watch seconds: --count times, or until the process is
 // stopped. While watching, a daemon that cannot be reached (restarting, say) is reported and
 // asked again at the next tick; any other error ends the command.
+int RunBench(const Args& args, const Reporter& reporter) {
+  const BenchArgs& b = args.bench;
+  // Each channel is a client of its own: its own connection and client-id, as separate
+  // processes would be, so that the daemon's per-client limits apply per channel.
+  const ConnectChannel connect = [&args](int i) {
+    Args channel = args;
+    channel.client_id = absl::StrCat(args.client_id.empty() ? "bench" : args.client_id, "-", i);
+    if (channel.client_id.size() > kMaxClientIdBytes) channel.client_id.resize(kMaxClientIdBytes);
+    return Connect(channel, /*own_connection=*/true);
+  };
+  absl::StatusOr<BenchOutput> out =
+      RunBench(b, args.target, args.deadline_seconds, connect, ::isatty(STDERR_FILENO) == 1);
+  if (!out.ok()) return FailRpc(reporter, args, out.status(), /*got_events=*/false);
+  if (!b.timeline_svg.empty()) {
+    if (absl::Status written = WriteTextFile(b.timeline_svg, out->timeline_svg); !written.ok()) {
+      return reporter.Fail(kExitRuntime, written);
+    }
+  }
+  if (args.json) {
+    std::cout << bench::ReportJson(out->report).dump() << std::endl;
+  } else if (b.csv) {
+    std::cout << bench::ReportCsv(out->report) << std::flush;
+  } else {
+    std::cout << bench::ReportText(out->report) << std::flush;
+  }
+  if (out->failed) {
+    std::cerr << "gpupipe: bench: some jobs failed or returned results that differ (see the "
+                 "report)"
+              << std::endl;
+    return kExitRuntime;
+  }
+  return 0;
+}
+
 int RunStats(const Args& args, const Reporter& reporter) {
   absl::StatusOr<std::unique_ptr<client::JobClient>> client = Connect(args);
   if (!client.ok()) return reporter.Fail(kExitUsage, client.status());
@@ -491,6 +553,8 @@ int RunStats(const Args& args, const Reporter& reporter) {
 }
 
 int Main(int argc, char** argv) {
+  // As the daemon: no deadlock-cycle checks on every gRPC lock (bench runs thousands of calls).
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   const std::vector<std::string> argv_vec(argv + 1, argv + argc);
   const Reporter usage_reporter(WantsJson(argv_vec));
   absl::StatusOr<Args> args = ParseArgs(argv_vec);
@@ -504,6 +568,7 @@ int Main(int argc, char** argv) {
                     : args->help_topic == "compare"  ? CompareHelp()
                     : args->help_topic == "health"   ? HealthHelp()
                     : args->help_topic == "stats"    ? StatsHelp()
+                    : args->help_topic == "bench"    ? BenchHelp()
                                                      : MainHelp());
       return 0;
     case Command::kVersion:
@@ -519,6 +584,8 @@ int Main(int argc, char** argv) {
       return RunHealth(*args, reporter);
     case Command::kStats:
       return RunStats(*args, reporter);
+    case Command::kBench:
+      return RunBench(*args, reporter);
   }
   return kExitUsage;
 }

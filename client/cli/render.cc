@@ -471,6 +471,14 @@ std::string RenderDescribeText(const v1::DescribeResponse& d) {
                                               g.misses(), " misses, ", g.evictions(),
                                               " evictions"));
   }
+  if (d.has_batching()) {
+    const v1::Batching& b = d.batching();
+    text +=
+        Line("batching", b.window_us() == 0
+                             ? std::string("off")
+                             : absl::StrCat("window ", b.window_us(), " us, at most ", b.max_jobs(),
+                                            " jobs and ", FormatBytes(b.max_bytes()), " a batch"));
+  }
   if (d.has_limits()) {
     const v1::Limits& l = d.limits();
     const std::string streamed =

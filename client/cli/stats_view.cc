@@ -162,6 +162,14 @@ std::string RenderStatsText(const v1::StatsResponse& s) {
   text += Line("graphs", absl::StrCat("hits ", g.hits(), ", updates ", g.updates(), ", misses ",
                                       g.misses(), ", evictions ", g.evictions(), ", entries ",
                                       g.entries(), " of ", g.capacity()));
+  const v1::BatchStats& b = s.batching();
+  text += Line("batches", b.batches() == 0
+                              ? std::string("none")
+                              : absl::StrFormat("%d, serving %d jobs (%.1f a batch, largest %d)",
+                                                b.batches(), b.batched_jobs(),
+                                                static_cast<double>(b.batched_jobs()) /
+                                                    static_cast<double>(b.batches()),
+                                                b.largest()));
   std::vector<std::pair<std::string, int64_t>> rejected(s.rejected().begin(), s.rejected().end());
   std::sort(rejected.begin(), rejected.end());
   std::vector<std::string> parts;

@@ -87,6 +87,17 @@ def _code(number):
     return grpc.StatusCode.UNKNOWN
 
 
+def _complete_job_parts(event):
+    """The Accepted, ResultChunk, Timing and Done events a CompleteJob event stands for (a
+    small job's events in one, SubmitRequest.compact_events), in that order."""
+    job = event.complete
+    for kind in ("accepted", "chunk", "timing", "done"):
+        if job.HasField(kind):
+            part = pb.JobEvent(job_id=event.job_id)
+            getattr(part, kind).CopyFrom(getattr(job, kind))
+            yield part
+
+
 def _result_type(accepted):
     """The result's shape and NumPy dtype from its Accepted event."""
     dtype = _NUMPY.get(accepted.output_dtype)
@@ -379,7 +390,7 @@ class Client:
             if priority not in _PRIORITIES:
                 raise ValueError(f"priority: expected low, normal or high, got {priority!r}")
             request = pb.SubmitRequest(priority=_PRIORITIES[priority], explain=explain,
-                                       client_tag=tag)
+                                       client_tag=tag, compact_events=True)
             request.ops.extend(_ops.parse_ops(ops, pb.Op) if isinstance(ops, str) else ops)
             request.options.chunk_bytes = chunk_bytes
             request.options.profile = profile
@@ -395,7 +406,8 @@ class Client:
         transport = transport or self.transport
         if transport not in ("auto", "grpc", "shm"):
             raise ValueError(f"transport: expected auto, grpc or shm, got {transport!r}")
-        request = pb.SubmitRequest(priority=_PRIORITIES[priority], explain=explain, client_tag=tag)
+        request = pb.SubmitRequest(priority=_PRIORITIES[priority], explain=explain, client_tag=tag,
+                                   compact_events=True)
         request.input.dtype = DTYPES[array.dtype]
         request.input.shape.extend(array.shape)
         request.ops.extend(_ops.parse_ops(ops, pb.Op) if isinstance(ops, str) else ops)
@@ -427,7 +439,10 @@ class Client:
     def _events(self, method, request):
         try:
             for event in method(request, timeout=self.deadline, metadata=self._metadata):
-                yield event
+                if event.WhichOneof("event") == "complete":
+                    yield from _complete_job_parts(event)
+                else:
+                    yield event
         except grpc.RpcError as e:
             raise JobError(e.code(), e.details()) from None
 

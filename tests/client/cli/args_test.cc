@@ -213,12 +213,13 @@ TEST(ArgsTest, UsageErrors) {
   EXPECT_THAT(Error({}), HasSubstr("missing command"));
   EXPECT_EQ(Error({"sumbit"}),
             "unknown command 'sumbit': did you mean 'submit'? (commands: submit, compare, "
-            "describe, stats, health)");
+            "bench, describe, stats, health)");
   EXPECT_EQ(Error({"frobnicate"}),
-            "unknown command 'frobnicate' (commands: submit, compare, describe, stats, health)");
+            "unknown command 'frobnicate' (commands: submit, compare, bench, describe, stats, "
+            "health)");
   EXPECT_THAT(Error({"help", "sumbit"}),
-              HasSubstr("'sumbit': did you mean 'submit'? (topics: submit, compare, describe, "
-                        "stats, health)"));
+              HasSubstr("'sumbit': did you mean 'submit'? (topics: submit, compare, bench, "
+                        "describe, stats, health)"));
   EXPECT_THAT(Error({"submit", "--ops", "relu"}), HasSubstr("missing --input"));
   EXPECT_THAT(Error({"submit", "--input", "x.npy"}), HasSubstr("missing --ops"));
   EXPECT_THAT(Error({"submit", "--input"}), HasSubstr("--input needs a value"));
@@ -316,6 +317,95 @@ TEST(ArgsTest, HelpTextsMentionOptions) {
       EXPECT_LE(line.size(), 100u) << line;
     }
   }
+}
+
+}  // namespace
+}  // namespace cli
+}  // namespace gpupipe
+
+namespace gpupipe {
+namespace cli {
+namespace {
+
+TEST(ArgsTest, SubmitTimelineTakesAnOptionalSvgFile) {
+  Args plain = MustParse({"submit", "--input", "x.npy", "--ops", "relu", "--timeline"});
+  EXPECT_TRUE(plain.submit.options.timeline());
+  EXPECT_EQ(plain.submit.timeline_svg, "");
+  Args before = MustParse({"submit", "--timeline", "--input", "x.npy", "--ops", "relu"});
+  EXPECT_TRUE(before.submit.options.timeline());
+  EXPECT_EQ(before.submit.input, "x.npy");
+  Args file = MustParse({"submit", "--input", "x.npy", "--ops", "relu", "--timeline", "t.svg"});
+  EXPECT_TRUE(file.submit.options.timeline());
+  EXPECT_EQ(file.submit.timeline_svg, "t.svg");
+  Args eq = MustParse({"submit", "--input", "x.npy", "--ops", "relu", "--timeline=u.svg"});
+  EXPECT_EQ(eq.submit.timeline_svg, "u.svg");
+  EXPECT_TRUE(WantsJson({"submit", "--timeline", "--json"}));
+}
+
+TEST(ArgsTest, BenchFromFlags) {
+  Args a = MustParse({"bench",
+                      "--ops",
+                      "affine(alpha=2) | softmax",
+                      "--shape",
+                      "4x256",
+                      "--dtype",
+                      "float64",
+                      "--priority",
+                      "high",
+                      "--concurrency",
+                      "1,8,64",
+                      "--duration",
+                      "2",
+                      "--warmup",
+                      "0",
+                      "--channels",
+                      "3",
+                      "--no-echo",
+                      "--csv",
+                      "--timeline",
+                      "lanes.svg"});
+  EXPECT_EQ(a.command, Command::kBench);
+  const BenchArgs& b = a.bench;
+  ASSERT_EQ(b.mix.size(), 1u);
+  EXPECT_EQ(b.mix[0].shape, (std::vector<int64_t>{4, 256}));
+  EXPECT_EQ(b.mix[0].dtype, v1::DTYPE_FLOAT64);
+  EXPECT_EQ(b.mix[0].priority, v1::PRIORITY_HIGH);
+  EXPECT_EQ(b.concurrency, (std::vector<int>{1, 8, 64}));
+  EXPECT_EQ(b.duration_seconds, 2);
+  EXPECT_EQ(b.warmup_seconds, 0);
+  EXPECT_EQ(b.channels, 3);
+  EXPECT_FALSE(b.echo);
+  EXPECT_TRUE(b.csv);
+  EXPECT_EQ(b.timeline_svg, "lanes.svg");
+}
+
+TEST(ArgsTest, BenchDefaultsAndOpenLoop) {
+  Args a = MustParse({"bench", "--ops", "relu"});
+  EXPECT_EQ(a.bench.concurrency, (std::vector<int>{1, 4, 16, 64}));
+  EXPECT_TRUE(a.bench.rates.empty());
+  EXPECT_TRUE(a.bench.echo);
+  EXPECT_EQ(a.bench.channels, 4);
+  Args open = MustParse({"bench", "--ops", "relu", "--rate", "100,2000.5", "--requests", "50"});
+  EXPECT_EQ(open.bench.rates, (std::vector<double>{100, 2000.5}));
+  EXPECT_EQ(open.bench.requests, 50);
+}
+
+TEST(ArgsTest, BenchUsageErrors) {
+  EXPECT_THAT(Error({"bench"}), HasSubstr("missing --ops"));
+  EXPECT_THAT(Error({"bench", "--ops", "relu", "--concurrency", "0"}), HasSubstr("--concurrency"));
+  EXPECT_THAT(Error({"bench", "--ops", "relu", "--concurrency", "1,x"}),
+              HasSubstr("--concurrency"));
+  EXPECT_THAT(Error({"bench", "--ops", "relu", "--rate", "5", "--concurrency", "4"}),
+              HasSubstr("--rate and --concurrency"));
+  EXPECT_THAT(Error({"bench", "--ops", "relu", "--channels", "9999"}), HasSubstr("--channels"));
+  EXPECT_THAT(Error({"bench", "--ops", "relu", "--duration", "-1"}), HasSubstr("--duration"));
+  EXPECT_THAT(Error({"bench", "--ops", "relu", "--timeline"}), HasSubstr("FILE.svg"));
+  EXPECT_THAT(Error({"bench", "--ops", "relu", "--shape", "4xq"}), HasSubstr("shape"));
+  EXPECT_THAT(Error({"bench", "--mix", "/nonexistent/mix"}), HasSubstr("--mix"));
+  EXPECT_THAT(Error({"bench", "--mix", "m", "--ops", "relu"}), HasSubstr("--mix and --ops"));
+  EXPECT_THAT(Error({"bench", "--ops", "relu", "--csv", "--json"}), HasSubstr("--csv and --json"));
+  EXPECT_THAT(Error({"submit", "--input", "x", "--ops", "relu", "--shape", "2"}),
+              HasSubstr("belongs to the bench command"));
 }
 
 }  // namespace

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Small-job throughput and latency with `gpupipe bench`, each figure beside a plain gRPC echo
+# of the same message sizes measured in the same run (the floor any gRPC service pays), and the
+# Markdown report (load_report.py). About two and a half minutes with the defaults.
+#
+# The job is one row of 1024 float32 through affine, relu and softmax. Scenarios, each on a
+# freshly started daemon:
+#   unbatched   --batch-window-us 0, concurrency 1 and 64
+#   batched     the daemon's defaults (batching on), concurrency 1, 64 and 256, plus the lanes'
+#               timeline of the last point
+#   high_idle   the job at high priority alone, concurrency 1 (its idle p99)
+#   flood       255 low for every high job, concurrency 256 (the high job's p99 under flood)
+# and a drawn timeline of one large chunked job (gpupipe submit --timeline).
+#
+# usage: bench/service/load.sh [BUNDLE_OR_BUILD_BIN_DIR]
+# env: OUT (default ./bench-out); BACKEND (default cuda); DURATION seconds per point (default
+#      4); GPUPIPE_COMMIT names the commit where git cannot.
+set -uo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+OUT=${OUT:-./bench-out}
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+BACKEND=${BACKEND:-cuda}
+DURATION=${DURATION:-4}
+
+# shellcheck source=bench/lib.sh
+source "$here/../lib.sh"
+cli=$(bench_find_binary gpupipe "${1:-}") || exit 1
+daemon="$(dirname "$cli")/gpupiped"
+[ -x "$daemon" ] || { echo "load.sh: no gpupiped beside $cli" >&2; exit 1; }
+bench_write_meta "$OUT/load-meta.json" "$cli"
+
+port=$((20000 + RANDOM % 20000))
+target=127.0.0.1:$port
+pid=
+start_daemon() {
+  "$daemon" --backend "$BACKEND" --listen "$target" --metrics-listen '' --quiet "$@" \
+    2> "$OUT/gpupiped.stderr" &
+  pid=$!
+  for _ in $(seq 200); do
+    "$cli" --target "$target" health > /dev/null 2>&1 && return 0
+    sleep 0.1
+  done
+  echo "load.sh: the daemon did not come up" >&2
+  cat "$OUT/gpupiped.stderr" >&2
+  exit 1
+}
+stop_daemon() { kill "$pid"; wait "$pid" 2> /dev/null; }
+bench() {
+  local name=$1
+  shift
+  echo "load.sh: $name $*" >&2
+  timeout 300 "$cli" --target "$target" bench --duration "$DURATION" --warmup 1 --json "$@" \
+    > "$OUT/$name.json" 2> "$OUT/$name.stderr"
+  echo "load.sh: $name exit $?" >&2
+}
+
+OPS='affine(alpha=2, beta=1) | relu | softmax'
+start_daemon --batch-window-us 0
+bench unbatched --ops "$OPS" --concurrency 1,64
+stop_daemon
+
+start_daemon
+bench batched --ops "$OPS" --concurrency 1,64,256 --timeline "$OUT/lanes.svg"
+bench high_idle --ops "$OPS" --priority high --concurrency 1
+printf 'weight=255; priority=low; ops=%s\nweight=1; priority=high; ops=%s\n' "$OPS" "$OPS" \
+  > "$OUT/flood.mix"
+bench flood --mix "$OUT/flood.mix" --concurrency 256
+"$cli" --target "$target" stats --json > "$OUT/stats.json"
+# One large job in chunks, drawn: copies in, kernels and copies out overlapping per chunk.
+python3 -c "import numpy as np; np.save('$OUT/big.npy', np.random.default_rng().standard_normal((4096, 4096), dtype=np.float32))" \
+  && "$cli" --target "$target" submit --input "$OUT/big.npy" --ops "$OPS" \
+       --timeline "$OUT/job-timeline.svg" > "$OUT/submit.txt" 2>&1
+rm -f "$OUT/big.npy"
+stop_daemon
+python3 "$here/load_report.py" "$OUT"

@@ -1,0 +1,114 @@
+"""Markdown for bench/service/load.sh: its scenarios' `gpupipe bench --json` reports, each with
+the echo floor measured in the same run, and the targets of the small-job work.
+
+usage: load_report.py OUT_DIR   (writes OUT_DIR/service-load.md and prints it)
+"""
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from report_lib import run_header, yes_no  # noqa: E402
+
+
+def load(out, name):
+    path = os.path.join(out, name + ".json")
+    return json.load(open(path)) if os.path.exists(path) else None
+
+
+def point(report, concurrency):
+    for p in (report or {}).get("points", []):
+        if p.get("concurrency") == concurrency:
+            return p
+    return None
+
+
+def row(name, p):
+    g, e = p["gpupipe"], p.get("echo")
+    lat = g["latency_us"]
+    b = g.get("breakdown_us", {})
+    cells = [name, str(p["concurrency"]), f"{g['throughput']:,.0f}",
+             f"{e['throughput']:,.0f}" if e else "-",
+             f"{lat['p50']:.0f}", f"{e['latency_us']['p50']:.0f}" if e else "-",
+             f"{lat['p99']:.0f}", f"{e['latency_us']['p99']:.0f}" if e else "-",
+             f"{b.get('queue', 0):.0f}", f"{b.get('device', 0):.0f}",
+             f"{b.get('server', 0):.0f}", f"{b.get('transport', 0):.0f}",
+             f"{g.get('kernels_per_job', 0):.3f}", f"{g.get('mean_batch_jobs', 0):.1f}",
+             str(g["errors"] + g["mismatches"])]
+    return "| " + " | ".join(cells) + " |"
+
+
+def main():
+    out = sys.argv[1]
+    reports = {n: load(out, n) for n in ("unbatched", "batched", "high_idle", "flood")}
+    lines = ["# Small jobs: `gpupipe bench` against its echo floor", ""]
+    lines += run_header(os.path.join(out, "load-meta.json"))
+    any_report = next((r for r in reports.values() if r), None)
+    if any_report:
+        lines += [f"Daemon on the **{any_report['backend']}** backend over loopback, "
+                  f"{any_report['channels']} client connections (each its own client-id), "
+                  f"{any_report['duration_seconds']:g} s measured per point after "
+                  f"{any_report['warmup_seconds']:g} s warm-up. Job: "
+                  f"{any_report['mix'][0]}. Every result was compared with the first result "
+                  "of the same input (8 random inputs per entry). The floor (**echo**) is a "
+                  "unary gRPC call served by the bench process on loopback, carrying the "
+                  "job's input bytes and returning its output's, at the same concurrency, "
+                  "measured right after each point.", ""]
+    lines += ["| scenario | concurrency | jobs/s | echo calls/s | p50 us | echo p50 us | "
+              "p99 us | echo p99 us | queue us | device us | server us | transport us | "
+              "kernels/job | jobs/launch | errors |",
+              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | "
+              "---: | ---: | ---: | ---: |"]
+    for name, report in reports.items():
+        for p in (report or {}).get("points", []):
+            lines.append(row(name, p))
+    lines += ["", "- **queue, device, server**: medians of the jobs' own Timing: accepted until "
+              "a lane took the job; its copies and kernels (a batched job's share); accepted "
+              "until its result was handed to gRPC. **transport**: the client's latency less "
+              "the server's time: both ends' RPC work and the loopback.", ""]
+
+    targets = []
+    unb1, unb64 = point(reports["unbatched"], 1), point(reports["unbatched"], 64)
+    b256 = point(reports["batched"], 256)
+    if unb1 and unb1.get("echo"):
+        r = unb1["gpupipe"]["latency_us"]["p50"] / unb1["echo"]["latency_us"]["p50"]
+        targets.append(("small job, concurrency 1, p50 <= 1.5 x echo p50", f"{r:.2f}x",
+                        r <= 1.5))
+    if unb64 and unb64.get("echo"):
+        r = unb64["gpupipe"]["throughput"] / unb64["echo"]["throughput"]
+        targets.append(("the same, concurrency 64, throughput >= 0.7 x echo", f"{r:.2f}x",
+                        r >= 0.7))
+    if b256 and b256.get("echo"):
+        r = b256["gpupipe"]["throughput"] / b256["echo"]["throughput"]
+        k = b256["gpupipe"]["kernels_per_job"]
+        targets.append(("with batching, concurrency 256, throughput >= 1.0 x echo",
+                        f"{r:.2f}x", r >= 1.0))
+        targets.append(("with batching, concurrency 256, kernel launches per job <= 0.1",
+                        f"{k:.3f}", k <= 0.1))
+    idle, flood = reports["high_idle"], reports["flood"]
+    if idle and flood:
+        idle_p99 = idle["points"][0]["gpupipe"]["latency_us"]["p99"]
+        entries = flood["points"][0]["gpupipe"]["entries"]
+        high = next((e for e in entries if e["entry"].endswith(" high")), None)
+        if high and idle_p99 > 0:
+            r = high["latency_us"]["p99"] / idle_p99
+            targets.append((f"high-priority p99 under a low-priority flood at 256 <= 3 x idle "
+                            f"p99 ({high['requests']} high jobs; idle p99 {idle_p99:.0f} us, "
+                            f"flood p99 {high['latency_us']['p99']:.0f} us)", f"{r:.2f}x",
+                            r <= 3))
+    lines += ["| target | measured | met |", "| --- | ---: | :---: |"]
+    for what, measured, met in targets:
+        lines.append(f"| {what} | {measured} | {yes_no(met)} |")
+    stats = os.path.join(out, "stats.json")
+    if os.path.exists(stats):
+        b = json.load(open(stats)).get("batching", {})
+        lines += ["", f"Daemon batching figures after the batched scenarios: "
+                  f"{b.get('batches', 0)} batches served {b.get('batched_jobs', 0)} jobs, "
+                  f"the largest {b.get('largest', 0)}."]
+    text = "\n".join(lines) + "\n"
+    open(os.path.join(out, "service-load.md"), "w").write(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,83 @@
+// What `gpupipe bench` reports: per load point (a concurrency or a rate), a summary of the job
+// service and of its echo floor measured in the same run, as a table, JSON or CSV.
+//
+// Pure: no I/O. Thread-safe.
+#ifndef GPUPIPE_CLIENT_BENCH_BENCH_REPORT_H_
+#define GPUPIPE_CLIENT_BENCH_BENCH_REPORT_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "client/bench/load_driver.h"
+#include "nlohmann/json.hpp"
+
+namespace gpupipe {
+namespace bench {
+
+struct Percentiles {
+  double p50 = 0, p90 = 0, p99 = 0, max = 0, mean = 0;
+};
+// Nearest-rank percentiles of `values` (all zero when empty).
+Percentiles PercentilesOf(std::vector<double> values);
+
+struct EntrySummary {
+  std::string label;
+  int64_t requests = 0;  // that succeeded
+  Percentiles latency_us;
+};
+
+struct ServiceSummary {
+  std::string service;   // "gpupipe" or "echo"
+  int64_t requests = 0;  // completed in the window, failed ones included
+  int64_t errors = 0;
+  int64_t mismatches = 0;
+  int64_t missed = 0;  // open loop: not sent
+  double seconds = 0;
+  double throughput = 0;   // successful requests per second
+  Percentiles latency_us;  // of successful requests, at the client
+  // Medians over successful jobs, from their Timing (gpupipe only): queue, device, the server's
+  // whole time, and the rest of the client's latency (transport, both ends' RPC work).
+  double queue_us = 0, device_us = 0, server_us = 0, transport_us = 0;
+  double kernels_per_job = 0;         // kernels launched per job (a batch's shared among its jobs)
+  double batched_fraction = 0;        // of jobs that shared a launch
+  double mean_batch_jobs = 0;         // jobs per launch, over jobs
+  std::vector<EntrySummary> entries;  // per mix entry
+  std::map<std::string, int64_t> error_messages;  // the most common, counted
+  std::map<std::string, int64_t> lanes;           // jobs per lane (Timing.stream)
+};
+
+// Summarizes one load of `service`; `labels[e]` names mix entry e.
+ServiceSummary Summarize(const std::string& service, const LoadResult& result,
+                         const std::vector<std::string>& labels);
+
+struct BenchPoint {
+  int concurrency = 0;  // closed loop
+  double rate = 0;      // open loop (requests per second)
+  ServiceSummary gpupipe;
+  std::optional<ServiceSummary> echo;
+};
+
+struct BenchReport {
+  std::string target;
+  std::string backend;
+  std::string server_version;
+  int channels = 0;
+  double warmup_seconds = 0;
+  double duration_seconds = 0;
+  std::vector<std::string> mix;  // entry labels, with weights
+  std::vector<BenchPoint> points;
+};
+
+nlohmann::json ReportJson(const BenchReport& report);
+// One header line, then one line per point and service.
+std::string ReportCsv(const BenchReport& report);
+// A table for a terminal.
+std::string ReportText(const BenchReport& report);
+
+}  // namespace bench
+}  // namespace gpupipe
+
+#endif  // GPUPIPE_CLIENT_BENCH_BENCH_REPORT_H_

@@ -1,0 +1,57 @@
+// The echo floor (echo_floor.proto): a server in this process on a loopback port, and the
+// Issuer that loads it with the same concurrency and message sizes as the job service.
+//
+// Thread-safety: EchoFloor and the Issuer may be used from any thread.
+#ifndef GPUPIPE_CLIENT_BENCH_ECHO_FLOOR_H_
+#define GPUPIPE_CLIENT_BENCH_ECHO_FLOOR_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "client/bench/load_driver.h"
+
+namespace gpupipe {
+namespace bench {
+
+class EchoFloor {
+ public:
+  // Serves EchoFloor on 127.0.0.1, on a port the system picks.
+  static absl::StatusOr<std::unique_ptr<EchoFloor>> Start();
+  ~EchoFloor();  // shuts the server down
+
+  const std::string& target() const { return target_; }
+
+ private:
+  struct Server;
+  explicit EchoFloor(std::unique_ptr<Server> server, std::string target);
+  std::unique_ptr<Server> server_;
+  std::string target_;
+};
+
+// Per mix entry: the bytes a request carries and the bytes it asks back.
+struct EchoSizes {
+  int64_t request_bytes = 0;
+  int64_t reply_bytes = 0;
+};
+
+// Sends request n on channel n % channels (each a connection of its own) to `target`.
+// Outcome::ok when the reply carried the size asked; the Issuer must outlive the load.
+class EchoIssuer {
+ public:
+  EchoIssuer(const std::string& target, int channels, const std::vector<EchoSizes>& sizes,
+             double deadline_seconds);
+  ~EchoIssuer();
+  Issuer issuer();
+
+ private:
+  struct State;
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace bench
+}  // namespace gpupipe
+
+#endif  // GPUPIPE_CLIENT_BENCH_ECHO_FLOOR_H_
