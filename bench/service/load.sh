@@ -9,7 +9,10 @@
 #   batched     the daemon's defaults (batching on), concurrency 1, 64 and 256, plus the lanes'
 #               timeline of the last point
 #   high_idle   the job at high priority alone, concurrency 1 (its idle p99)
-#   flood       255 low for every high job, concurrency 256 (the high job's p99 under flood)
+#   probe       the same high-priority job from a client process of its own, concurrency 1,
+#               while another process floods low-priority jobs at concurrency 256 (flood_low)
+#   flood       one process, 255 low for every high job, concurrency 256: the high job's p99
+#               when it shares its client process (and its gRPC threads) with the flood
 # and a drawn timeline of one large chunked job (gpupipe submit --timeline).
 #
 # usage: bench/service/load.sh [BUNDLE_OR_BUILD_BIN_DIR]
@@ -63,6 +66,15 @@ stop_daemon
 start_daemon
 bench batched --ops "$OPS" --concurrency 1,64,256 --timeline "$OUT/lanes.svg"
 bench high_idle --ops "$OPS" --priority high --concurrency 1
+# The flood runs a second longer than the probe on each side, so the probe sees it throughout.
+timeout 300 "$cli" --target "$target" --client-id flood bench --ops "$OPS" --priority low \
+  --concurrency 256 --duration $((DURATION + 2)) --warmup 1 --no-echo --json \
+  > "$OUT/flood_low.json" 2> "$OUT/flood_low.stderr" &
+flood_pid=$!
+sleep 2
+bench probe --ops "$OPS" --priority high --concurrency 1 --no-echo
+wait "$flood_pid"
+echo "load.sh: flood_low exit $?" >&2
 printf 'weight=255; priority=low; ops=%s\nweight=1; priority=high; ops=%s\n' "$OPS" "$OPS" \
   > "$OUT/flood.mix"
 bench flood --mix "$OUT/flood.mix" --concurrency 256
@@ -73,4 +85,5 @@ python3 -c "import numpy as np; np.save('$OUT/big.npy', np.random.default_rng().
        --timeline "$OUT/job-timeline.svg" > "$OUT/submit.txt" 2>&1
 rm -f "$OUT/big.npy"
 stop_daemon
+tar -C "$OUT" -czf "$OUT.tgz" .
 python3 "$here/load_report.py" "$OUT"

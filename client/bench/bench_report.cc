@@ -37,9 +37,14 @@ nlohmann::json SummaryJson(const ServiceSummary& s) {
   }
   nlohmann::json entries = nlohmann::json::array();
   for (const EntrySummary& e : s.entries) {
-    entries.push_back({{"entry", e.label},
-                       {"requests", e.requests},
-                       {"latency_us", PercentilesJson(e.latency_us)}});
+    nlohmann::json entry = {{"entry", e.label},
+                             {"requests", e.requests},
+                             {"latency_us", PercentilesJson(e.latency_us)}};
+    if (s.service == "gpupipe") {
+      entry["queue_us"] = e.queue_us;
+      entry["server_us"] = e.server_us;
+    }
+    entries.push_back(std::move(entry));
   }
   j["entries"] = entries;
   j["error_messages"] = s.error_messages;
@@ -80,6 +85,7 @@ ServiceSummary Summarize(const std::string& service, const LoadResult& result,
   s.seconds = result.seconds;
   std::vector<double> latency, queue, device, server, transport;
   std::vector<std::vector<double>> by_entry(labels.size());
+  std::vector<std::vector<double>> entry_queue(labels.size()), entry_server(labels.size());
   double kernels = 0, batch_jobs = 0;
   int64_t batched = 0;
   for (const Sample& sample : result.samples) {
@@ -95,6 +101,10 @@ ServiceSummary Summarize(const std::string& service, const LoadResult& result,
       by_entry[static_cast<size_t>(sample.entry)].push_back(sample.latency_us);
     }
     if (service != "gpupipe") continue;
+    if (sample.entry >= 0 && static_cast<size_t>(sample.entry) < by_entry.size()) {
+      entry_queue[static_cast<size_t>(sample.entry)].push_back(o.queue_us);
+      entry_server[static_cast<size_t>(sample.entry)].push_back(o.server_us);
+    }
     queue.push_back(o.queue_us);
     device.push_back(o.device_us);
     server.push_back(o.server_us);
@@ -128,6 +138,8 @@ ServiceSummary Summarize(const std::string& service, const LoadResult& result,
     entry.label = labels[e];
     entry.requests = static_cast<int64_t>(by_entry[e].size());
     entry.latency_us = PercentilesOf(by_entry[e]);
+    entry.queue_us = Median(entry_queue[e]);
+    entry.server_us = Median(entry_server[e]);
     s.entries.push_back(std::move(entry));
   }
   return s;
@@ -219,8 +231,11 @@ std::string ReportText(const BenchReport& report) {
     }
     if (p.gpupipe.entries.size() > 1) {
       for (const EntrySummary& e : p.gpupipe.entries) {
-        absl::StrAppendFormat(&out, "%-17s   %s: %d jobs, p50 %.0f us, p99 %.0f us\n", "", e.label,
-                              e.requests, e.latency_us.p50, e.latency_us.p99);
+        absl::StrAppendFormat(&out,
+                              "%-17s   %s: %d jobs, p50 %.0f us, p99 %.0f us (queue %.0f us, "
+                              "server %.0f us)\n",
+                              "", e.label, e.requests, e.latency_us.p50, e.latency_us.p99,
+                              e.queue_us, e.server_us);
       }
     }
     for (const auto& [message, count] : p.gpupipe.error_messages) {

@@ -27,6 +27,7 @@ struct EntrySummary {
   std::string label;
   int64_t requests = 0;  // that succeeded
   Percentiles latency_us;
+  double queue_us = 0, server_us = 0;  // medians, from the jobs' Timing (gpupipe only)
 };
 
 struct ServiceSummary {
