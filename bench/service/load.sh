@@ -5,7 +5,8 @@
 #
 # The job is one row of 1024 float32 through affine, relu and softmax. Scenarios, each on a
 # freshly started daemon:
-#   unbatched   --batch-window-us 0, concurrency 1 and 64
+#   unbatched   --batch-window-us 0, concurrency 1 and 64, beside the floor as a unary call and
+#               as a server-streaming call with one reply (the shape of Submit)
 #   batched     the daemon's defaults (batching on), concurrency 1, 64 and 256, plus the lanes'
 #               timeline of the last point
 #   high_idle   the job at high priority alone, concurrency 1 (its idle p99)
@@ -60,7 +61,7 @@ bench() {
 
 OPS='affine(alpha=2, beta=1) | relu | softmax'
 start_daemon --batch-window-us 0
-bench unbatched --ops "$OPS" --concurrency 1,64
+bench unbatched --ops "$OPS" --concurrency 1,64 --echo-stream
 stop_daemon
 
 start_daemon

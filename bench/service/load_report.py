@@ -63,10 +63,27 @@ def main():
     for name, report in reports.items():
         for p in (report or {}).get("points", []):
             lines.append(row(name, p))
-    lines += ["", "- **queue, device, server**: medians of the jobs' own Timing: accepted until "
+    lines.append("")
+    for name, report in reports.items():
+        for p in (report or {}).get("points", []):
+            s = p.get("echo_stream")
+            if s:
+                lines.append(f"- {name}, concurrency {p['concurrency']}: the floor as a "
+                             f"server-streaming call with one reply (Submit's shape): "
+                             f"{s['throughput']:,.0f} calls/s, p50 {s['latency_us']['p50']:.0f} "
+                             f"us, p99 {s['latency_us']['p99']:.0f} us.")
+    lines += ["- **accept**: the daemon's work on a request before its job was accepted "
+              "(decoding, validation, planning, admission), median "
+              + ", ".join(f"{n} {p['gpupipe']['breakdown_us'].get('accept', 0):.0f} us"
+                          f" at {p['concurrency']}"
+                          for n, r in reports.items() for p in (r or {}).get("points", [])
+                          if n in ("unbatched", "batched")) + ".",
+              "- **queue, device, server**: medians of the jobs' own Timing: accepted until "
               "a lane took the job; its copies and kernels (a batched job's share); accepted "
               "until its result was handed to gRPC. **transport**: the client's latency less "
-              "the server's time: both ends' RPC work and the loopback.", ""]
+              "the accept and server times: both ends' RPC work and the loopback (the floor "
+              "pays the same). The floor serves from a process of its own, as the daemon "
+              "does.", ""]
 
     targets = []
     unb1, unb64 = point(reports["unbatched"], 1), point(reports["unbatched"], 64)

@@ -26,7 +26,8 @@ nlohmann::json SummaryJson(const ServiceSummary& s) {
                       {"throughput", s.throughput},
                       {"latency_us", PercentilesJson(s.latency_us)}};
   if (s.service == "gpupipe") {
-    j["breakdown_us"] = {{"queue", s.queue_us},
+    j["breakdown_us"] = {{"accept", s.accept_us},
+                         {"queue", s.queue_us},
                          {"device", s.device_us},
                          {"server", s.server_us},
                          {"transport", s.transport_us}};
@@ -83,7 +84,7 @@ ServiceSummary Summarize(const std::string& service, const LoadResult& result,
   s.requests = static_cast<int64_t>(result.samples.size());
   s.missed = result.missed;
   s.seconds = result.seconds;
-  std::vector<double> latency, queue, device, server, transport;
+  std::vector<double> latency, accept, queue, device, server, transport;
   std::vector<std::vector<double>> by_entry(labels.size());
   std::vector<std::vector<double>> entry_queue(labels.size()), entry_server(labels.size());
   double kernels = 0, batch_jobs = 0;
@@ -105,10 +106,11 @@ ServiceSummary Summarize(const std::string& service, const LoadResult& result,
       entry_queue[static_cast<size_t>(sample.entry)].push_back(o.queue_us);
       entry_server[static_cast<size_t>(sample.entry)].push_back(o.server_us);
     }
+    accept.push_back(o.accept_us);
     queue.push_back(o.queue_us);
     device.push_back(o.device_us);
     server.push_back(o.server_us);
-    transport.push_back(std::max(0.0, sample.latency_us - o.server_us));
+    transport.push_back(std::max(0.0, sample.latency_us - o.server_us - o.accept_us));
     const int jobs = std::max(o.batch_jobs, 1);
     kernels += static_cast<double>(o.kernels) / jobs;
     batch_jobs += jobs;
@@ -125,6 +127,7 @@ ServiceSummary Summarize(const std::string& service, const LoadResult& result,
   s.throughput = s.seconds > 0 ? ok / s.seconds : 0;
   s.latency_us = PercentilesOf(latency);
   if (service == "gpupipe" && ok > 0) {
+    s.accept_us = Median(accept);
     s.queue_us = Median(queue);
     s.device_us = Median(device);
     s.server_us = Median(server);
@@ -158,6 +161,7 @@ nlohmann::json ReportJson(const BenchReport& report) {
     if (p.echo) {
       point["echo"] = SummaryJson(*p.echo);
       const ServiceSummary& e = *p.echo;
+      if (p.echo_stream) point["echo_stream"] = SummaryJson(*p.echo_stream);
       point["vs_echo"] = {
           {"throughput", e.throughput > 0 ? p.gpupipe.throughput / e.throughput : 0},
           {"p50", e.latency_us.p50 > 0 ? p.gpupipe.latency_us.p50 / e.latency_us.p50 : 0},
@@ -183,6 +187,7 @@ std::string ReportCsv(const BenchReport& report) {
   for (const BenchPoint& p : report.points) {
     std::vector<const ServiceSummary*> services = {&p.gpupipe};
     if (p.echo) services.push_back(&*p.echo);
+    if (p.echo_stream) services.push_back(&*p.echo_stream);
     for (const ServiceSummary* s : services) {
       absl::StrAppendFormat(&out,
                             "%s,%g,%s,%d,%d,%d,%d,%.3f,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,"
@@ -204,16 +209,17 @@ std::string ReportText(const BenchReport& report) {
                                  report.channels == 1 ? "" : "s", ", ", report.duration_seconds,
                                  " s measured after ", report.warmup_seconds, " s warm-up\n");
   for (const std::string& m : report.mix) absl::StrAppend(&out, "  mix: ", m, "\n");
-  absl::StrAppendFormat(&out, "\n%-17s %-8s %10s %9s %9s %9s %9s %7s %9s %9s %9s %8s %7s\n", "load",
-                        "service", "req/s", "p50 us", "p90 us", "p99 us", "max us", "errors",
-                        "queue us", "device us", "transp us", "krn/job", "batch");
+  absl::StrAppendFormat(&out, "\n%-17s %-11s %10s %9s %9s %9s %9s %7s %9s %9s %9s %8s %7s\n",
+                        "load", "service", "req/s", "p50 us", "p90 us", "p99 us", "max us",
+                        "errors", "queue us", "device us", "transp us", "krn/job", "batch");
   for (const BenchPoint& p : report.points) {
     std::vector<const ServiceSummary*> services = {&p.gpupipe};
     if (p.echo) services.push_back(&*p.echo);
+    if (p.echo_stream) services.push_back(&*p.echo_stream);
     for (const ServiceSummary* s : services) {
       const bool job = s->service == "gpupipe";
       absl::StrAppendFormat(
-          &out, "%-17s %-8s %10.0f %9.0f %9.0f %9.0f %9.0f %7d %9s %9s %9s %8s %7s\n", LoadName(p),
+          &out, "%-17s %-11s %10.0f %9.0f %9.0f %9.0f %9.0f %7d %9s %9s %9s %8s %7s\n", LoadName(p),
           s->service, s->throughput, s->latency_us.p50, s->latency_us.p90, s->latency_us.p99,
           s->latency_us.max, s->errors + s->mismatches,
           job ? absl::StrFormat("%.0f", s->queue_us) : "-",

@@ -41,7 +41,8 @@ struct ServiceSummary {
   Percentiles latency_us;  // of successful requests, at the client
   // Medians over successful jobs, from their Timing (gpupipe only): queue, device, the server's
   // whole time, and the rest of the client's latency (transport, both ends' RPC work).
-  double queue_us = 0, device_us = 0, server_us = 0, transport_us = 0;
+  // Accept: the daemon's work on the request before the job was accepted.
+  double accept_us = 0, queue_us = 0, device_us = 0, server_us = 0, transport_us = 0;
   double kernels_per_job = 0;         // kernels launched per job (a batch's shared among its jobs)
   double batched_fraction = 0;        // of jobs that shared a launch
   double mean_batch_jobs = 0;         // jobs per launch, over jobs
@@ -59,6 +60,7 @@ struct BenchPoint {
   double rate = 0;      // open loop (requests per second)
   ServiceSummary gpupipe;
   std::optional<ServiceSummary> echo;
+  std::optional<ServiceSummary> echo_stream;  // the floor as a streaming call
 };
 
 struct BenchReport {

@@ -31,18 +31,41 @@ class EchoFloor {
   std::string target_;
 };
 
+// The floor in a process of its own, as the daemon is: `binary` run with `argument`, which
+// must serve EchoFloor (ServeEchoFloorProcess) and report its port. Stops it when destroyed.
+class EchoFloorProcess {
+ public:
+  static absl::StatusOr<std::unique_ptr<EchoFloorProcess>> Start(const std::string& binary,
+                                                                 const std::string& argument);
+  ~EchoFloorProcess();
+  const std::string& target() const { return target_; }
+
+ private:
+  EchoFloorProcess(int pid, int stdin_fd, std::string target)
+      : pid_(pid), stdin_fd_(stdin_fd), target_(std::move(target)) {}
+  int pid_;
+  int stdin_fd_;
+  std::string target_;
+};
+
+// The child's side of EchoFloorProcess: serves the floor, writes its port and a newline to
+// stdout, and returns (0) once stdin reaches its end, the parent's signal to stop.
+int ServeEchoFloorProcess();
+
 // Per mix entry: the bytes a request carries and the bytes it asks back.
 struct EchoSizes {
   int64_t request_bytes = 0;
   int64_t reply_bytes = 0;
 };
 
-// Sends request n on channel n % channels (each a connection of its own) to `target`.
-// Outcome::ok when the reply carried the size asked; the Issuer must outlive the load.
+// Sends request n on channel n % channels (each a connection of its own) to `target`, as a
+// unary call, or with `streaming` as a server-streaming call with one reply (the shape of a
+// job's Submit). Outcome::ok when the reply carried the size asked; the Issuer must outlive
+// the load.
 class EchoIssuer {
  public:
   EchoIssuer(const std::string& target, int channels, const std::vector<EchoSizes>& sizes,
-             double deadline_seconds);
+             double deadline_seconds, bool streaming = false);
   ~EchoIssuer();
   Issuer issuer();
 

@@ -35,6 +35,7 @@ Outcome OutcomeOf(const absl::StatusOr<client::JobResult>& result) {
   }
   outcome.ok = true;
   const v1::Timing& t = result->timing;
+  outcome.accept_us = t.accept_us();
   outcome.queue_us = t.queue_us();
   outcome.device_us = t.h2d_us() + t.compute_us() + t.d2h_us();
   outcome.server_us = t.total_us() + t.result_stream_us();

@@ -24,6 +24,7 @@ struct Outcome {
   bool mismatch = false;  // a result that differs from the first result of the same input
   std::string error;      // why it failed (when !ok)
   // From the job's Timing; zero for the echo, which has none.
+  double accept_us = 0;  // the request received until the job was accepted
   double queue_us = 0;   // accepted until a lane took it
   double device_us = 0;  // copies in, kernels, copies out
   double server_us = 0;  // accepted until the result was on the host, plus its streaming

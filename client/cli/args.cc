@@ -104,6 +104,7 @@ const std::map<std::string, OptionSpec>& Options() {
       {"--requests", {true, {"bench"}}},
       {"--channels", {true, {"bench"}}},
       {"--no-echo", {false, {"bench"}}},
+      {"--echo-stream", {false, {"bench"}}},
       {"--csv", {false, {"bench"}}},
   };
   return *options;
@@ -287,6 +288,8 @@ absl::StatusOr<Args> ParseBench(Args args, const std::map<std::string, std::stri
     b.timeline_svg = *v;
   }
   b.echo = given.count("--no-echo") == 0;
+  b.echo_stream = given.count("--echo-stream") != 0;
+  if (b.echo_stream && !b.echo) return Usage("--echo-stream and --no-echo: choose one");
   b.csv = given.count("--csv") != 0;
   if (b.csv && args.json) return Usage("--csv and --json: choose one");
   return args;
@@ -792,6 +795,8 @@ std::string BenchHelp() {
       kMaxBenchChannels,
       ")\n"
       "  --no-echo            leave the echo floor out\n"
+      "  --echo-stream        also measure the floor as a server-streaming call with one\n"
+      "                       reply, the shape of a job's Submit (echo-stream)\n"
       "  --csv                CSV (one line per point and service) instead of the table\n"
       "  --timeline FILE.svg  draw the daemon's lanes over the last point's final second\n"
       "                       (from its stats: a bar per launch, batches marked)\n"

@@ -66,6 +66,7 @@ struct BenchArgs {
   int64_t requests = 0;         // --requests: end a point after this many (0: by duration)
   int channels = 4;             // --channels: connections, each its own client
   bool echo = true;             // --no-echo leaves the floor out
+  bool echo_stream = false;     // --echo-stream: also the floor of a streaming call
   bool csv = false;             // --csv: CSV instead of the table
   std::string timeline_svg;     // --timeline FILE.svg: the daemon's lanes during the last point
 };

@@ -79,14 +79,22 @@ absl::StatusOr<BenchOutput> RunBench(const BenchArgs& args, const std::string& t
   out.report.warmup_seconds = args.warmup_seconds;
   out.report.duration_seconds = args.duration_seconds;
 
-  std::unique_ptr<bench::EchoFloor> floor;
+  std::unique_ptr<bench::EchoFloorProcess> floor;
   std::unique_ptr<bench::EchoIssuer> echo;
+  std::unique_ptr<bench::EchoIssuer> echo_stream;
   if (args.echo) {
-    absl::StatusOr<std::unique_ptr<bench::EchoFloor>> started = bench::EchoFloor::Start();
+    // The floor serves from a process of its own, as the daemon does, so that both pay the
+    // same hops between processes.
+    absl::StatusOr<std::unique_ptr<bench::EchoFloorProcess>> started =
+        bench::EchoFloorProcess::Start("/proc/self/exe", kEchoFloorCommand);
     if (!started.ok()) return started.status();
     floor = *std::move(started);
     echo = std::make_unique<bench::EchoIssuer>(floor->target(), args.channels, sizes,
                                                deadline_seconds);
+    if (args.echo_stream) {
+      echo_stream = std::make_unique<bench::EchoIssuer>(floor->target(), args.channels, sizes,
+                                                        deadline_seconds, /*streaming=*/true);
+    }
   }
   std::vector<client::JobClient*> raw;
   for (const auto& c : clients) raw.push_back(c.get());
@@ -123,6 +131,13 @@ absl::StatusOr<BenchOutput> RunBench(const BenchArgs& args, const std::string& t
       point.echo = bench::Summarize(
           "echo", bench::RunLoad(config, echo->issuer(), ProgressLine(progress, name + " echo")),
           labels);
+    }
+    if (echo_stream) {
+      point.echo_stream =
+          bench::Summarize("echo-stream",
+                           bench::RunLoad(config, echo_stream->issuer(),
+                                          ProgressLine(progress, name + " echo-stream")),
+                           labels);
     }
     if (progress) std::cerr << "\r\033[K" << std::flush;
     out.failed |= point.gpupipe.errors > 0 || point.gpupipe.mismatches > 0;

@@ -15,6 +15,10 @@
 namespace gpupipe {
 namespace cli {
 
+// The hidden command that makes this binary serve the bench's echo floor
+// (bench::ServeEchoFloorProcess); main() runs it before anything else.
+inline constexpr char kEchoFloorCommand[] = "__echo-floor";
+
 // Makes the client of channel i (a connection of its own, a client-id of its own).
 using ConnectChannel = std::function<absl::StatusOr<std::unique_ptr<client::JobClient>>(int i)>;
 

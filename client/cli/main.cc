@@ -27,6 +27,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "client/bench/echo_floor.h"
 #include "client/cli/args.h"
 #include "client/cli/bench_command.h"
 #include "client/cli/timeline_svg.h"
@@ -553,6 +554,9 @@ int RunStats(const Args& args, const Reporter& reporter) {
 }
 
 int Main(int argc, char** argv) {
+  if (argc == 2 && std::string(argv[1]) == kEchoFloorCommand) {
+    return bench::ServeEchoFloorProcess();
+  }
   // As the daemon: no deadlock-cycle checks on every gRPC lock (bench runs thousands of calls).
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   const std::vector<std::string> argv_vec(argv + 1, argv + argc);

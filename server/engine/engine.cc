@@ -71,6 +71,9 @@ RegionHooks RegionHooksOf(Backend* backend) {
   return hooks;
 }
 
+struct QueuedJob;
+double AcceptMicros(const QueuedJob& job);
+
 struct QueuedJob {
   std::string id;
   AdmissionTicket ticket;
@@ -82,6 +85,11 @@ struct QueuedJob {
   Clock::time_point accepted_at;
   std::string batch_key;  // scheduling/batching.h; empty: runs alone
 };
+
+double AcceptMicros(const QueuedJob& job) {
+  const Clock::time_point received = job.spec.received_at;
+  return received == Clock::time_point{} ? 0 : MicrosBetween(received, job.accepted_at);
+}
 
 // One run on a lane, for EngineStats::lane_activity.
 struct LaneRun {
@@ -649,6 +657,7 @@ class Engine::Impl {
       QueuedJob& job = *members[i];
       const int64_t out_bytes = job.plan.output_elements * DTypeSize(job.plan.output_dtype);
       JobTiming t = MemberTiming(timing, job.input->size(), out_bytes, batch_bytes, n);
+      t.accept_us = AcceptMicros(job);
       t.queue_us = MicrosBetween(job.accepted_at, started);
       t.total_us = MicrosBetween(job.accepted_at, timing.output_ready);
       t.result_stream_us = MicrosBetween(timing.output_ready, finished);
@@ -672,6 +681,7 @@ class Engine::Impl {
   void Run(QueuedJob& job, Priority priority, int lane) {
     JobTiming timing;
     const Clock::time_point started = Clock::now();
+    timing.accept_us = AcceptMicros(job);
     timing.queue_us = MicrosBetween(job.accepted_at, started);
     timing.bytes_in = job.input->size();
     const JobInterrupt interrupt(*job.sink, job.spec.deadline, &stop_running_);

@@ -290,6 +290,7 @@ v1::JobEvent EncodeTiming(const std::string& job_id, const engine::JobTiming& t)
   v1::JobEvent event;
   event.set_job_id(job_id);
   v1::Timing* timing = event.mutable_timing();
+  timing->set_accept_us(t.accept_us);
   timing->set_queue_us(t.queue_us);
   timing->set_h2d_us(t.h2d_us);
   timing->set_compute_us(t.compute_us);

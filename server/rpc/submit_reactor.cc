@@ -16,6 +16,7 @@ SubmitReactor::SubmitReactor(engine::Engine* engine, grpc::CallbackServerContext
     : context_(context),
       calls_(calls),
       stream_(std::make_shared<EventStream>(this, static_cast<size_t>(max_queued_events))) {
+  const auto received = std::chrono::steady_clock::now();
   if (calls_ != nullptr) calls_->Begin();
   if (request->compact_events()) stream_->AllowCompactEvents();
   if (watch != nullptr) watch->Watch(stream_);
@@ -30,6 +31,7 @@ SubmitReactor::SubmitReactor(engine::Engine* engine, grpc::CallbackServerContext
         spec.ok() ? DecodeJobRegions(*request) : engine::JobRegions{};
     if (spec.ok() && regions.ok()) {
       ApplyCallContext(*context, *caller, &*spec);
+      spec->received_at = received;
       // The request lives until the call ends and nothing reads its bytes after this point, so
       // the input is moved out instead of copied (it can be tens of MiB).
       std::string input =

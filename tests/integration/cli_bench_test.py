@@ -68,7 +68,8 @@ def test_bench_json_has_every_point_and_its_echo_floor(target, tmp_path):
                 assert s["latency_us"][q] > 0
             assert s["latency_us"]["p50"] <= s["latency_us"]["p99"] <= s["latency_us"]["max"]
         job = point["gpupipe"]
-        assert set(job["breakdown_us"]) == {"queue", "device", "server", "transport"}
+        assert set(job["breakdown_us"]) == {"accept", "queue", "device", "server", "transport"}
+        assert job["breakdown_us"]["accept"] > 0
         assert len(job["entries"]) == 2 and all(e["requests"] > 0 for e in job["entries"])
         assert point["vs_echo"]["throughput"] > 0
     root = ET.parse(svg).getroot()
@@ -81,9 +82,9 @@ def test_bench_json_has_every_point_and_its_echo_floor(target, tmp_path):
 def test_bench_csv_and_the_batches_it_caused(target):
     before = json.loads(gpupipe(target, "stats", "--json"))["batching"].get("batched_jobs", 0)
     out = gpupipe(target, "bench", "--ops", "relu", "--shape", "1x256", "--concurrency", "32",
-                  "--duration", "1", "--warmup", "0.2", "--csv")
+                  "--duration", "1", "--warmup", "0.2", "--csv", "--echo-stream")
     rows = list(csv.DictReader(io.StringIO(out)))
-    assert [r["service"] for r in rows] == ["gpupipe", "echo"]
+    assert [r["service"] for r in rows] == ["gpupipe", "echo", "echo-stream"]
     assert all(float(r["throughput"]) > 0 and r["errors"] == "0" for r in rows)
     stats = json.loads(gpupipe(target, "stats", "--json"))
     # 32 jobs in flight over a few lanes: lanes find several waiting and take them at once.

@@ -21,6 +21,9 @@ struct AcceptedInfo {
 
 // Where the time of one job went. Device phases come from CUDA events on the job's stream.
 struct JobTiming {
+  // The request received until the job was accepted: decoding, validation, planning and
+  // admission (0 where the submitter did not say when it received the request).
+  double accept_us = 0;
   double queue_us = 0;
   double h2d_us = 0;
   double compute_us = 0;

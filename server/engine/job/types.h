@@ -68,6 +68,8 @@ struct JobSpec {
   // caller stops waiting for it (the job then ends with DEADLINE_EXCEEDED, queued or running).
   std::string client;
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+  // When the service received the request (JobTiming::accept_us); unset: not known.
+  std::chrono::steady_clock::time_point received_at;
 };
 
 const char* DTypeName(DType dtype);  // "float32", ...
