@@ -52,9 +52,10 @@ def main():
                   f"{any_report['warmup_seconds']:g} s warm-up. Job: "
                   f"{any_report['mix'][0]}. Every result was compared with the first result "
                   "of the same input (8 random inputs per entry). The floor (**echo**) is a "
-                  "unary gRPC call served by the bench process on loopback, carrying the "
-                  "job's input bytes and returning its output's, at the same concurrency, "
-                  "measured right after each point.", ""]
+                  "unary gRPC call served on loopback by a process the bench starts, "
+                  "carrying the job's input bytes and returning its output's, at the same "
+                  "concurrency and over as many connections, measured right after each "
+                  "point.", ""]
     lines += ["| scenario | concurrency | jobs/s | echo calls/s | p50 us | echo p50 us | "
               "p99 us | echo p99 us | queue us | device us | server us | transport us | "
               "kernels/job | jobs/launch | errors |",
