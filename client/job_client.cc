@@ -31,16 +31,18 @@ absl::Status ReadJobEvents(Stream& stream, grpc::ClientContext& context,
   absl::Status stream_error;
   v1::JobEvent event;
   while (stream.Read(&event)) {
-    absl::Status s = assembler.Add(event);
+    // The parts of a CompleteJob one by one, each seen by `on_event` once the assembler took
+    // it, as separate events would be (so a failed job's Accepted is still seen).
+    absl::Status s = event.has_complete() && assembler.accepted()
+                         ? absl::DataLossError("protocol error: CompleteJob after other events")
+                         : ForEachEvent(event, [&](const v1::JobEvent& part) {
+                             absl::Status added = assembler.Add(part);
+                             if (added.ok() && on_event) on_event(part);
+                             return added;
+                           });
     if (!s.ok()) {
       stream_error = std::move(s);
       break;
-    }
-    if (on_event) {
-      ForEachEvent(event, [&](const v1::JobEvent& part) {
-        on_event(part);
-        return absl::OkStatus();
-      }).IgnoreError();
     }
   }
   if (!stream_error.ok()) {

@@ -8,6 +8,7 @@
 #include <functional>
 #include <limits>
 #include <mutex>
+#include <optional>
 #include <new>
 #include <random>
 #include <thread>
@@ -111,6 +112,7 @@ class Engine::Impl {
         admission_(options_.admission),
         regions_(options_.regions, RegionHooksOf(backend_.get())),
         started_at_(Clock::now()) {
+    options_.batching.max_member_output_bytes = options_.limits.max_chunk_bytes;
     std::random_device rd;
     id_prefix_ = absl::StrFormat("%06x", rd() & 0xffffff);
     const int64_t pool_bytes = options_.limits.input_ring_total_bytes;
@@ -512,21 +514,36 @@ class Engine::Impl {
 
   void WorkerLoop(Priority priority, int lane) {
     auto& queue = queues_[static_cast<int>(priority)];
+    const size_t max_jobs = static_cast<size_t>(std::max(options_.batching.max_jobs, 1));
     for (;;) {
-      std::vector<std::unique_ptr<QueuedJob>> jobs;
+      std::unique_ptr<QueuedJob> alone;
+      std::vector<std::unique_ptr<QueuedJob>> batch;
       {
         std::unique_lock<std::mutex> lock(mu_);
         level_cv_[static_cast<int>(priority)].wait(lock,
                                                    [&] { return stopping_ || !queue.empty(); });
         if (queue.empty()) return;  // stopping and nothing left
-        jobs.push_back(queue.Pop());
-        StartLocked(*jobs.back());
-        if (!jobs.front()->batch_key.empty()) GatherBatchLocked(lock, queue, &jobs);
+        alone = queue.Pop();
+        StartLocked(*alone);
+        if (!alone->batch_key.empty()) {
+          // Room for a whole batch before another job leaves the queue, so that gathering
+          // allocates nothing that could fail halfway.
+          try {
+            batch.reserve(max_jobs);
+          } catch (const std::bad_alloc&) {
+          }
+          if (batch.capacity() >= max_jobs) {
+            batch.push_back(std::move(alone));
+            GatherBatchLocked(lock, queue, &batch);
+          }
+        }
       }
-      if (jobs.size() == 1) {
-        Run(*jobs.front(), priority, lane);
+      if (alone) {
+        Run(*alone, priority, lane);
+      } else if (batch.size() == 1) {
+        Run(*batch.front(), priority, lane);
       } else {
-        RunBatch(jobs, priority, lane);
+        RunBatch(batch, priority, lane);
       }
     }
   }
@@ -535,6 +552,7 @@ class Engine::Impl {
   void StartLocked(QueuedJob& job) {
     admission_.Started(job.ticket);
     running_.insert(&job);
+    ++running_at_[static_cast<int>(job.spec.priority)];
   }
 
   // With mu_ held (through `lock`): adds to `jobs` (one batchable job) the queued jobs that
@@ -546,27 +564,34 @@ class Engine::Impl {
     const std::string key = jobs->front()->batch_key;
     const size_t max_jobs = static_cast<size_t>(policy.max_jobs);
     int64_t bytes = jobs->front()->input->size();
+    // `jobs` has room for max_jobs (WorkerLoop), and TakeFronts allocates before it takes
+    // anything, so a failed allocation leaves every job where it was.
     const auto take_more = [&] {
-      std::vector<std::unique_ptr<QueuedJob>> more =
-          queue.TakeFronts(max_jobs - jobs->size(), [&](const std::unique_ptr<QueuedJob>& job) {
-            if (job->batch_key != key || bytes + job->input->size() > policy.max_bytes) {
-              return false;
-            }
-            bytes += job->input->size();
-            return true;
-          });
+      std::vector<std::unique_ptr<QueuedJob>> more;
+      try {
+        more =
+            queue.TakeFronts(max_jobs - jobs->size(), [&](const std::unique_ptr<QueuedJob>& job) {
+              if (job->batch_key != key || bytes + job->input->size() > policy.max_bytes) {
+                return false;
+              }
+              bytes += job->input->size();
+              return true;
+            });
+      } catch (const std::bad_alloc&) {
+        return;
+      }
       for (std::unique_ptr<QueuedJob>& job : more) {
         StartLocked(*job);
         jobs->push_back(std::move(job));
       }
     };
     take_more();
-    // Wait only while the lane has nothing else to do (its queue is empty) and others could
-    // still come: a job alone in the daemon never waits.
+    // Wait only while the lane has nothing else to do (its queue is empty) and others of its
+    // level are running, whose clients may send more: a job alone never waits.
+    const int level = static_cast<int>(jobs->front()->spec.priority);
     const Clock::time_point until = Clock::now() + std::chrono::microseconds(policy.window_us);
     while (jobs->size() < max_jobs && !stopping_ && queue.empty() &&
-           in_flight_.load() > static_cast<int64_t>(jobs->size())) {
-      const int level = static_cast<int>(jobs->front()->spec.priority);
+           running_at_[level] > static_cast<int>(jobs->size())) {
       ++gatherers_[level];
       const bool timed_out = level_cv_[level].wait_until(lock, until) == std::cv_status::timeout;
       --gatherers_[level];
@@ -581,6 +606,12 @@ class Engine::Impl {
   void RunBatch(std::vector<std::unique_ptr<QueuedJob>>& jobs, Priority priority, int lane) {
     const Clock::time_point started = Clock::now();
     std::vector<QueuedJob*> members;
+    try {
+      members.reserve(jobs.size());
+    } catch (...) {
+      for (std::unique_ptr<QueuedJob>& job : jobs) Run(*job, priority, lane);
+      return;
+    }
     for (std::unique_ptr<QueuedJob>& job : jobs) {
       const JobInterrupt interrupt(*job->sink, job->spec.deadline, &stop_running_);
       if (absl::Status why = interrupt.Check(); !why.ok()) {
@@ -591,54 +622,28 @@ class Engine::Impl {
       }
       members.push_back(job.get());
     }
-    if (members.size() <= 1) {
+    std::optional<PreparedBatch> batch;
+    if (members.size() > 1) {
+      try {
+        batch = PrepareBatch(members);
+      } catch (...) {
+        batch.reset();
+      }
+    }
+    if (!batch) {
+      // Alone, or the batch could not be formed (it never fails for jobs that plan alone, but
+      // no job is lost for it): each runs alone.
       for (QueuedJob* job : members) Run(*job, priority, lane);
       return;
     }
-    std::string stacked;
-    std::vector<BatchMember> outputs;
-    int64_t rows = 0;
-    int64_t out_offset = 0;
-    Clock::time_point deadline = Clock::time_point::min();
+    JobTiming timing;
+    timing.bytes_in = batch->input->size();
+    const JobInterrupt interrupt(*batch->sink, batch->spec.deadline, &stop_running_);
     absl::Status status;
     try {
-      for (QueuedJob* job : members) {
-        const int64_t size = job->input->size();
-        absl::StatusOr<InputChunk> bytes = job->input->Acquire(0, ByteRange{0, size});
-        if (!bytes.ok()) {
-          status = bytes.status();
-          break;
-        }
-        stacked.append(bytes->data, static_cast<size_t>(size));
-        job->input->Release(0);
-        rows += size / (job->spec.shape.back() * DTypeSize(job->spec.dtype));
-        const int64_t out_bytes = job->plan.output_elements * DTypeSize(job->plan.output_dtype);
-        outputs.push_back({job->sink, out_offset, out_bytes});
-        out_offset += out_bytes;
-        deadline = std::max(deadline, job->spec.deadline);
-      }
-    } catch (...) {
-      status = FromException(std::current_exception());
-    }
-    const JobSpec spec = BatchSpec(members.front()->spec, rows, deadline);
-    absl::StatusOr<Plan> plan = status.ok() ? PlanJob(spec) : status;
-    absl::StatusOr<ChunkLayout> layout =
-        plan.ok() ? ChooseLayout(spec, *plan, *backend_, options_.chunk_policy) : plan.status();
-    if (!layout.ok()) {
-      // The batch cannot be formed (it never fails for jobs that plan alone, but a job is not
-      // lost for it): each runs alone.
-      for (QueuedJob* job : members) Run(*job, priority, lane);
-      return;
-    }
-    auto sink = std::make_shared<BatchSink>(std::move(outputs));
-    std::shared_ptr<InputSource> input = InputSource::Complete(std::move(stacked));
-    const int64_t batch_bytes = input->size();
-    JobTiming timing;
-    timing.bytes_in = batch_bytes;
-    const JobInterrupt interrupt(*sink, spec.deadline, &stop_running_);
-    try {
-      const ChunkJob chunk_job{spec,  *plan,     *layout, *input,
-                               *sink, interrupt, &timing, options_.limits.max_chunk_bytes};
+      const ChunkJob chunk_job{
+          batch->spec,  batch->plan, batch->layout, *batch->input,
+          *batch->sink, interrupt,   &timing,       options_.limits.max_chunk_bytes};
       status =
           RunChunkPipeline(chunk_job, backend_->lane(priority, lane), gate_, options_.chunk_policy);
     } catch (...) {
@@ -655,20 +660,69 @@ class Engine::Impl {
     NoteLaneRun(priority, lane, started, finished, n, status.ok());
     for (size_t i = 0; i < members.size(); ++i) {
       QueuedJob& job = *members[i];
-      const int64_t out_bytes = job.plan.output_elements * DTypeSize(job.plan.output_dtype);
-      JobTiming t = MemberTiming(timing, job.input->size(), out_bytes, batch_bytes, n);
-      t.accept_us = AcceptMicros(job);
-      t.queue_us = MicrosBetween(job.accepted_at, started);
-      t.total_us = MicrosBetween(job.accepted_at, timing.output_ready);
-      t.result_stream_us = MicrosBetween(timing.output_ready, finished);
-      t.gbps =
-          t.total_us > 0 ? static_cast<double>(t.bytes_in + t.bytes_out) / (t.total_us * 1e3) : 0;
       // A member whose reader left ends with its own reason, whatever the others got.
-      absl::Status own = sink->member_status(i);
-      const absl::Status& job_status = own.ok() ? status : own;
-      if (job_status.ok()) job.sink->OnTiming(t);
+      const absl::Status own = batch->sink->member_status(i);
+      const absl::Status job_status = own.ok() ? status : own;
+      JobTiming t;
+      try {
+        const int64_t out_bytes = job.plan.output_elements * DTypeSize(job.plan.output_dtype);
+        t = MemberTiming(timing, job.input->size(), out_bytes, batch->input->size(), n);
+        t.accept_us = AcceptMicros(job);
+        t.queue_us = MicrosBetween(job.accepted_at, started);
+        t.total_us = MicrosBetween(job.accepted_at, timing.output_ready);
+        t.result_stream_us = MicrosBetween(timing.output_ready, finished);
+        t.gbps =
+            t.total_us > 0 ? static_cast<double>(t.bytes_in + t.bytes_out) / (t.total_us * 1e3) : 0;
+        if (job_status.ok()) job.sink->OnTiming(t);
+      } catch (...) {
+        // The job's result is out; only its timing is lost.
+      }
       Finish(job, job_status, t, /*started=*/true);
     }
+  }
+
+  // A batch ready to run: the stacked input, the job it runs as, and its sink.
+  struct PreparedBatch {
+    JobSpec spec;
+    Plan plan;
+    ChunkLayout layout;
+    std::shared_ptr<InputSource> input;
+    std::shared_ptr<BatchSink> sink;
+  };
+
+  // Stacks `members`' inputs and plans the batch; nullopt where it cannot be formed. May throw
+  // (an allocation); nothing is lost then, as the members are untouched.
+  std::optional<PreparedBatch> PrepareBatch(const std::vector<QueuedJob*>& members) {
+    std::string stacked;
+    std::vector<BatchMember> outputs;
+    outputs.reserve(members.size());
+    int64_t rows = 0;
+    int64_t out_offset = 0;
+    Clock::time_point deadline = Clock::time_point::min();
+    for (QueuedJob* job : members) {
+      const int64_t size = job->input->size();
+      absl::StatusOr<InputChunk> bytes = job->input->Acquire(0, ByteRange{0, size});
+      if (!bytes.ok()) return std::nullopt;
+      stacked.append(bytes->data, static_cast<size_t>(size));
+      job->input->Release(0);
+      rows += size / (job->spec.shape.back() * DTypeSize(job->spec.dtype));
+      const int64_t out_bytes = job->plan.output_elements * DTypeSize(job->plan.output_dtype);
+      outputs.push_back({job->sink, out_offset, out_bytes});
+      out_offset += out_bytes;
+      deadline = std::max(deadline, job->spec.deadline);
+    }
+    PreparedBatch batch;
+    batch.spec = BatchSpec(members.front()->spec, rows, deadline);
+    absl::StatusOr<Plan> plan = PlanJob(batch.spec);
+    if (!plan.ok()) return std::nullopt;
+    absl::StatusOr<ChunkLayout> layout =
+        ChooseLayout(batch.spec, *plan, *backend_, options_.chunk_policy);
+    if (!layout.ok()) return std::nullopt;
+    batch.plan = *std::move(plan);
+    batch.layout = *std::move(layout);
+    batch.input = InputSource::Complete(std::move(stacked));
+    batch.sink = std::make_shared<BatchSink>(std::move(outputs));
+    return batch;
   }
 
   void NoteLaneRun(Priority priority, int lane, Clock::time_point start, Clock::time_point end,
@@ -738,7 +792,7 @@ class Engine::Impl {
       // Before the client hears of it, so that its next job finds its share free.
       std::lock_guard<std::mutex> lock(mu_);
       admission_.Ended(job.ticket, started);
-      running_.erase(&job);
+      if (running_.erase(&job) > 0) --running_at_[static_cast<int>(job.spec.priority)];
     }
     job.sink->OnDone(status);
     const JobRecord record{job.id, job.spec, backend_->name(), status, timing};
@@ -763,6 +817,7 @@ class Engine::Impl {
   // (gatherers_) for more.
   std::array<std::condition_variable, kPriorityLevels> level_cv_;
   std::array<int, kPriorityLevels> gatherers_{};
+  std::array<int, kPriorityLevels> running_at_{};  // jobs taken by lanes, per level
   std::condition_variable idle_;
   bool stopping_ = false;
   bool stopping_accepting_ = false;

@@ -138,6 +138,7 @@ inline std::vector<std::pair<std::string, std::vector<engine::OpSpec>>> BatchOpF
       {"mean", {{OpKind::kMean}}},
       {"norm2", {{OpKind::kNorm2}}},
       {"argmax", {{OpKind::kArgmax}}},
+      {"sum|abs", {{OpKind::kSum}, {OpKind::kAbs}}},
       {"affine|relu|softmax", {affine, {OpKind::kRelu}, {OpKind::kSoftmax}}},
       {"l2normalize", {{OpKind::kL2Normalize}}},
       {"standardize", {{OpKind::kStandardize}}},
@@ -302,6 +303,34 @@ inline void ExpectBatchLimits(const BackendMaker& make) {
   EXPECT_EQ(sizes, (std::vector<int>{2, 2, 2, 2, 1}));
   EXPECT_TRUE(big->WaitDone());
   EXPECT_EQ(big->timing().batch_jobs, 1);
+}
+
+// A row op after a reduction works across the rows of one job: such jobs never batch, and each
+// gets the result it gets alone while others of the same ops wait beside it.
+inline void ExpectRowMixingPipelinesRunAlone(const BackendMaker& make) {
+  const auto e = MakeBatchingEngine(make, 1000);
+  const auto alone = MakeBatchingEngine(make, 0);
+  std::mt19937_64 rng(FreshSeed());
+  const std::vector<engine::OpSpec> ops = {{engine::OpKind::kSum}, {engine::OpKind::kSum}};
+  std::vector<engine::JobSpec> specs = {BatchJobSpec({2, 4}, ops), BatchJobSpec({3, 4}, ops),
+                                        BatchJobSpec({1, 4}, ops)};
+  std::vector<std::string> inputs, expected;
+  for (const engine::JobSpec& spec : specs) {
+    inputs.push_back(RandomInput(engine::DType::kFloat32, engine::ElementCount(spec.shape), rng));
+    auto sink = SubmitJob(*alone, spec, inputs.back());
+    EXPECT_TRUE(sink->WaitDone());
+    expected.push_back(sink->output());
+  }
+  auto blocker = BlockBatchLane(*e, engine::Priority::kNormal);
+  std::vector<std::shared_ptr<RecordingSink>> sinks;
+  for (size_t j = 0; j < specs.size(); ++j) sinks.push_back(SubmitJob(*e, specs[j], inputs[j]));
+  blocker->SetGateOpen(true);
+  for (size_t j = 0; j < specs.size(); ++j) {
+    EXPECT_TRUE(sinks[j]->WaitDone());
+    EXPECT_TRUE(sinks[j]->status().ok()) << sinks[j]->status();
+    EXPECT_EQ(sinks[j]->timing().batch_jobs, 1) << j;
+    EXPECT_TRUE(sinks[j]->output() == expected[j]) << j;
+  }
 }
 
 // With the lane free and nothing else in flight, a job does not wait for the window; with

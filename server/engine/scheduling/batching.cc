@@ -25,10 +25,20 @@ std::string BatchKey(const JobSpec& spec, const Plan& plan, const ChunkLayout& l
                      int64_t input_bytes, bool inline_input, bool output_to_region,
                      const BatchPolicy& policy) {
   if (!policy.enabled() || !inline_input || output_to_region) return "";
-  if (spec.profile || spec.timeline || spec.dry_run || spec.shape.empty()) return "";
+  if (spec.profile || spec.timeline || spec.explain || spec.dry_run || spec.shape.empty()) {
+    return "";
+  }
   if (layout.mode != ChunkLayout::Mode::kRows || layout.chunk_count != 1) return "";
   if (input_bytes <= 0 || input_bytes > policy.max_bytes) return "";
-  if (plan.output_elements <= 0) return "";
+  const int64_t output_bytes = plan.output_elements * DTypeSize(plan.output_dtype);
+  if (plan.output_elements <= 0 || output_bytes > policy.max_member_output_bytes) return "";
+  // A reduction drops the last axis: an op along the last axis after it works across rows,
+  // which stacking would mix up. Elementwise ops after it still work on each value alone.
+  bool reduced = false;
+  for (const PlanStep& step : plan.steps) {
+    if (reduced && step.kind != StepKind::kElementwise) return "";
+    reduced |= step.reduces();
+  }
   std::string key =
       absl::StrCat(DTypeName(spec.dtype), "|", PriorityName(spec.priority), "|", spec.shape.back(),
                    "|", StagingName(spec.staging), "|", spec.stages, "|",

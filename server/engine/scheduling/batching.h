@@ -3,11 +3,12 @@
 // (copies, kernels, events) instead of N.
 //
 // What may batch (BatchKey): jobs of one priority whose inputs came whole in their requests,
-// whose results go back as messages (no regions), which ask for no per-job profile or
-// timeline, which fit one chunk, and whose inputs have rank >= 1; they batch with jobs that
-// have the same ops and parameters, dtype, row length (last dimension) and launch options.
-// Every op works on each row alone (elementwise ops on each element, the others along the
-// last axis), so stacking rows changes no row's result.
+// whose results go back as messages (no regions) and fit one message, which ask for no
+// per-job plan, profile or timeline, which fit one chunk, whose inputs have rank >= 1, and
+// whose pipelines have no row op after a reduction; they batch with jobs that have the same
+// ops and parameters, dtype, row length (last dimension) and launch options. Each op of such
+// a pipeline works on each row alone (elementwise ops on each element, the others along the
+// input's last axis), so stacking rows changes no row's result.
 //
 // Policy (the engine's worker): a lane that takes a batchable job also takes the matching jobs
 // queued behind it (ClientQueue::TakeFronts: clients keep their order and their turns), up to
@@ -35,6 +36,10 @@ struct BatchPolicy {
   int64_t window_us = 0;
   int max_jobs = 64;                     // jobs in one batch at most
   int64_t max_bytes = int64_t{4} << 20;  // input bytes of one batch at most
+  // A member's result fits one result message, so handing it over never waits for its reader:
+  // a client that stops reading cannot hold up the other jobs of its batch. (The engine sets
+  // it from Limits::max_chunk_bytes.)
+  int64_t max_member_output_bytes = (int64_t{1} << 20) - 4096;
   bool enabled() const { return window_us > 0 && max_jobs > 1; }
 };
 

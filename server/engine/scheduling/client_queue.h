@@ -7,6 +7,7 @@
 // Thread safety: none; the engine holds its lock around every call.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <deque>
 #include <string>
@@ -55,6 +56,7 @@ class ClientQueue {
   template <typename Take>
   std::vector<Job> TakeFronts(size_t max, Take&& take) {
     std::vector<Job> taken;
+    taken.reserve(std::min(max, size_));  // allocates before anything is taken
     bool progress = true;
     while (taken.size() < max && progress && size_ > 0) {
       progress = false;

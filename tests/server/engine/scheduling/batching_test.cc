@@ -38,6 +38,10 @@ TEST(BatchingEngine, ACancelInsideABatchEndsOnlyThatJob) {
 
 TEST(BatchingEngine, BatchesKeepTheirLimits) { testing::ExpectBatchLimits(kOneLane); }
 
+TEST(BatchingEngine, PipelinesThatMixRowsRunAloneWithTheirOwnResults) {
+  testing::ExpectRowMixingPipelinesRunAlone(kOneLane);
+}
+
 TEST(BatchingEngine, TheWindowHoldsAJobOnlyWhileOthersAreInFlight) {
   testing::ExpectTheWindowOnlyHoldsJobsWhenOthersAreInFlight(kOneLane, kTwoLanes);
 }
@@ -87,6 +91,25 @@ TEST_F(BatchKeyTest, AnythingThatChangesTheResultOrTheLaunchChangesTheKey) {
   EXPECT_NE(Key(other, 512), key) << "staging";
 }
 
+TEST_F(BatchKeyTest, ARowOpAfterAReductionRunsAlone) {
+  // sum | sum on [2, 4] sums the row sums: stacked with other jobs' rows it would add theirs.
+  EXPECT_EQ(Key(testing::BatchJobSpec({2, 4}, {{OpKind::kSum}, {OpKind::kSum}}), 32), "");
+  EXPECT_EQ(Key(testing::BatchJobSpec({2, 4}, {{OpKind::kMax}, {OpKind::kSoftmax}}), 32), "");
+  EXPECT_EQ(Key(testing::BatchJobSpec({2, 4}, {{OpKind::kArgmax}, {OpKind::kCumsum}}), 32), "");
+  // Elementwise ops after a reduction, and row ops before one, still batch.
+  EXPECT_NE(Key(testing::BatchJobSpec({2, 4}, {{OpKind::kSum}, {OpKind::kRelu}}), 32), "");
+  EXPECT_NE(Key(testing::BatchJobSpec({2, 4}, {{OpKind::kCumsum}, {OpKind::kMax}}), 32), "");
+}
+
+TEST_F(BatchKeyTest, AResultOverOneMessageRunsAlone) {
+  // A member's result fits one result message, so a reader that stops reading cannot hold up
+  // the others of its batch.
+  policy_.max_bytes = int64_t{4} << 20;
+  policy_.max_member_output_bytes = 4096;
+  EXPECT_NE(Key(testing::BatchJobSpec({4, 256}, {{OpKind::kRelu}}), 4096), "");
+  EXPECT_EQ(Key(testing::BatchJobSpec({8, 256}, {{OpKind::kRelu}}), 8192), "");
+}
+
 TEST_F(BatchKeyTest, JobsThatMustRunAloneHaveNoKey) {
   const JobSpec base = testing::BatchJobSpec({2, 64}, {{OpKind::kRelu}});
   EXPECT_EQ(Key(base, 8192), "") << "over max_bytes";
@@ -100,6 +123,9 @@ TEST_F(BatchKeyTest, JobsThatMustRunAloneHaveNoKey) {
   JobSpec timed = base;
   timed.timeline = true;
   EXPECT_EQ(Key(timed, 512), "");
+  JobSpec explained = base;
+  explained.explain = true;
+  EXPECT_EQ(Key(explained, 512), "") << "its plan would not be the batch's";
   EXPECT_EQ(Key(testing::BatchJobSpec({}, {{OpKind::kRelu}}), 4), "") << "a scalar";
   policy_.window_us = 0;
   EXPECT_EQ(Key(base, 512), "") << "batching off";

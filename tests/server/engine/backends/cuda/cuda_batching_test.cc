@@ -39,6 +39,10 @@ TEST_F(CudaBatching, ACancelInsideABatchEndsOnlyThatJob) {
 
 TEST_F(CudaBatching, BatchesKeepTheirLimits) { testing::ExpectBatchLimits(one_lane_); }
 
+TEST_F(CudaBatching, PipelinesThatMixRowsRunAloneWithTheirOwnResults) {
+  testing::ExpectRowMixingPipelinesRunAlone(one_lane_);
+}
+
 TEST_F(CudaBatching, TheWindowHoldsAJobOnlyWhileOthersAreInFlight) {
   testing::ExpectTheWindowOnlyHoldsJobsWhenOthersAreInFlight(one_lane_, two_lanes_);
 }
