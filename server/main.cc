@@ -186,11 +186,14 @@ int Run(const DaemonOptions& options) {
   engine::Backend& backend = *selection->backend;
   std::string where = backend.name();
   if (auto device = backend.device()) {
-    where = absl::StrFormat("cuda device %d (%s, %d SMs, %.1f GiB, compute %s, stream priorities "
-                            "%d..%d)",
-                            device->ordinal, device->name, device->multiprocessors,
-                            device->memory_bytes / double(1 << 30), device->compute_capability,
-                            device->greatest_stream_priority, device->least_stream_priority);
+    where = absl::StrFormat(
+        "cuda device %d (%s, %d SMs, %.1f GiB, compute %s, stream priorities %d..%d; kernels: "
+        "%s, %s)",
+        device->ordinal, device->name, device->multiprocessors,
+        device->memory_bytes / double(1 << 30), device->compute_capability,
+        device->greatest_stream_priority, device->least_stream_priority, device->kernel_code,
+        device->features.empty() ? "no sm_90 features (pdl and bulk modes run without them)"
+                                 : absl::StrJoin(device->features, ", "));
   }
   Log(absl::StrFormat("backend %s: %s", where, selection->reason));
   if (options.backend == engine::BackendChoice::kAuto && backend.name() == "cpu" &&

@@ -411,6 +411,12 @@ std::string RenderDescribeText(const v1::DescribeResponse& d) {
                                         " SMs, ", FormatBytes(dev.memory_bytes()), ")"));
     text += Line("", absl::StrCat("driver ", dev.driver_version(), ", runtime ",
                                   dev.runtime_version()));
+    if (!dev.kernel_code().empty()) {
+      text += Line("", absl::StrCat("kernels: ", dev.kernel_code(), " (",
+                                    dev.features().empty() ? "no sm_90 features"
+                                                           : absl::StrJoin(dev.features(), ", "),
+                                    ")"));
+    }
     text += Line("streams", absl::StrCat("device priorities ", dev.least_stream_priority(),
                                          " (least) to ", dev.greatest_stream_priority(),
                                          " (greatest)"));

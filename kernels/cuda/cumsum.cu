@@ -402,9 +402,11 @@ cudaError_t Dispatch(const In* d_in, typename OutOf<In>::type* d_out, int64_t ro
       break;
   }
   // float32 takes the streamed look-back (cumsum_streamed.cu, measured there against this
-  // file's LookbackKernel for every type), the other types LookbackKernel.
-  constexpr bool kStreamed = std::is_same_v<In, float>;
-  const int64_t tile = kStreamed ? detail::kStreamedTile : kLookbackTile<In>;
+  // file's LookbackKernel for every type) where the device runs it, the other types and older
+  // devices LookbackKernel.
+  const bool streamed =
+      std::is_same_v<In, float> && detail::StreamedLookbackRuns(launch.config());
+  const int64_t tile = streamed ? detail::kStreamedTile : kLookbackTile<In>;
   const int64_t tiles_per_row = detail::CeilDiv(cols, tile);
   const int64_t batch_rows = LookbackRowsPerBatch(rows, cols, tile);
   for (int64_t row0 = 0; row0 < rows; row0 += batch_rows) {
@@ -415,10 +417,13 @@ cudaError_t Dispatch(const In* d_in, typename OutOf<In>::type* d_out, int64_t ro
     cudaError_t err = launch("cumsum.init", LookbackInitKernel, init_grid, kThreads,
                              static_cast<unsigned long long*>(d_workspace), words);
     if (err != cudaSuccess) return err;
-    if constexpr (kStreamed) {
-      err = detail::LaunchStreamedLookback(d_in, d_out, row0, cols, tiles_per_row, tiles,
-                                           d_carry, d_workspace, launch);
-    } else {
+    if constexpr (std::is_same_v<In, float>) {
+      if (streamed) {
+        err = detail::LaunchStreamedLookback(d_in, d_out, row0, cols, tiles_per_row, tiles,
+                                             d_carry, d_workspace, launch);
+      }
+    }
+    if (!streamed) {
       err = launch("cumsum.lookback", LookbackKernel<In>, tiles, kLookbackThreads, d_in, d_out,
                    row0, cols, tiles_per_row, d_carry, d_workspace);
     }

@@ -199,6 +199,14 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
                            int64_t cols, int64_t tiles_per_row, int64_t tiles, int slots,
                            unsigned spin_max_ns, typename ItemTraits<In>::Acc* d_carry,
                            void* d_workspace) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  // Built for a target without bulk copies: the host never launches it there
+  // (StreamedLookbackRuns). The names only the body below uses count as used.
+  (void)kStreamLookbackWarp;
+  (void)kStreamWindows;
+  (void)&ComputeBarrier;
+  __trap();
+#else
   using Acc = typename ItemTraits<In>::Acc;
   using Bits = typename ItemTraits<In>::Bits;
   using Out = typename OutOf<In>::type;
@@ -468,9 +476,15 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
     }
   }
   detail::AllowDependentGrids();
+#endif
 }
 
 }  // namespace
+
+bool StreamedLookbackRuns(const LaunchConfig& config) {
+  return config.arch >= kBulkCopyArch &&
+         StreamSmemBytes<float>(kStreamSlots) <= static_cast<size_t>(config.max_smem_per_block);
+}
 
 cudaError_t LaunchStreamedLookback(const float* d_in, float* d_out, int64_t row0, int64_t cols,
                                    int64_t tiles_per_row, int64_t tiles, float* d_carry,

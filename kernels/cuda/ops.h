@@ -82,7 +82,16 @@ struct LaunchConfig {
   Staging staging = Staging::kPipeline;
   int stages = 2;         // kMinStages..kMaxStages: buffers in flight of the staged strategies
   bool pdl = true;        // every launch carries the Programmatic Dependent Launch attribute
+                          // (where `arch` has PDL; else the kernels launch in plain order)
   int multiprocessors = 132;  // of the target device; sizes persistent grids
+  // What the target device runs of this build (kernels/cuda/device_caps.h): the architecture
+  // level that chooses the paths (DeviceCaps::feature_arch: sm_90 paths such as kBulk, the
+  // streamed cumsum and PDL need >= 90), and the shared memory one block may opt in to (the
+  // shared-memory row paths take rows that fit). 0: the current device's, queried once per
+  // device. An explicit kBulk where `arch` is below 90 returns cudaErrorNotSupported; kAuto
+  // never chooses it there.
+  int arch = 0;
+  int max_smem_per_block = 0;
   KernelProfile* profile = nullptr;  // optional, see KernelProfile
 };
 
@@ -125,8 +134,8 @@ cudaError_t RowArgmax(const void* d_in, ElementType in_type, int64_t* d_out, int
 // the input's type. One kernel when a row fits in registers (cols up to 8192), or, with rows
 // enough for a block each, in one block's shared memory (up to 192 KiB of compute-type
 // values: 49149 float32 or 49145 float16 or 24575 float64 columns, a few less for rows that
-// start unaligned); otherwise two kernels per batch of rows (statistics, then normalization),
-// as many batches as the workspace needs.
+// start unaligned; less where config.max_smem_per_block is smaller); otherwise two kernels per
+// batch of rows (statistics, then normalization), as many batches as the workspace needs.
 cudaError_t RowSoftmax(const void* d_in, ElementType in_type, void* d_out, int64_t rows,
                        int64_t cols, const EwProgram& pre, void* d_workspace,
                        size_t workspace_bytes, const LaunchConfig& config,
@@ -147,8 +156,9 @@ cudaError_t RowNormalize(const void* d_in, ElementType in_type, void* d_out, int
 // What the op with these arguments launches, one entry per kernel launch in launch order
 // (batches included), computed by the same dispatch code that launches (nothing is enqueued
 // and no CUDA call is made; config.stream is ignored). Empty for arguments the op would reject,
-// and for Elementwise with n == 0 (or a type the op does not accept). Kernel names are
-// "<op>.<kernel>":
+// and for Elementwise with n == 0 (or a type the op does not accept). A config.arch or
+// max_smem_per_block of 0 is the current device's, which costs a query the first time.
+// Kernel names are "<op>.<kernel>":
 //   elementwise.<staging>, with <staging> direct | pipeline | pipeline-thread | primitives |
 //     bulk (config.staging, kAuto resolved by the tuning table for the element type);
 //   <kind>.rows (one kernel), or <kind>.partials + <kind>.combine (split rows), with <kind>

@@ -413,7 +413,7 @@ cudaError_t DispatchRowNormalize(const S* d_in, S* d_out, int64_t rows, int64_t 
 
   // Enough rows for a block each (PlanRows would not split them) that fit in shared memory:
   // one kernel, one read of the input.
-  if (!plan.group && plan.splits == 1 && detail::FitsSmemRow<S>(cols)) {
+  if (!plan.group && plan.splits == 1 && detail::FitsSmemRow<S>(cols, launch.config())) {
     constexpr auto kKernel = NormSmemRowsKernel<S>;
     if (!launch.describing()) {
       if (const cudaError_t err = detail::OptInSmemRow<kKernel>(); err != cudaSuccess) return err;

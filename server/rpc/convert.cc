@@ -384,6 +384,8 @@ v1::DescribeResponse EncodeDescription(const engine::EngineDescription& d,
     device->set_greatest_stream_priority(d.device->greatest_stream_priority);
     device->set_driver_version(d.device->driver_version);
     device->set_runtime_version(d.device->runtime_version);
+    device->set_kernel_code(d.device->kernel_code);
+    for (const std::string& feature : d.device->features) device->add_features(feature);
     for (const engine::PriorityLevel& level : d.levels) {
       v1::PriorityMapping* m = device->add_priorities();
       m->set_priority(EncodePriority(level.priority));

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/cuda/device_caps.h"
 #include "kernels/cuda/ops.h"
 
 namespace gpupipe::kernels::cuda::detail {
@@ -23,6 +24,21 @@ inline constexpr int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b;
 
 inline bool IsAligned(const void* p, uintptr_t bytes) {
   return (reinterpret_cast<uintptr_t>(p) & (bytes - 1)) == 0;
+}
+
+// config.arch and config.max_smem_per_block, with 0 standing for the current device's.
+inline int EffectiveArch(const LaunchConfig& config) { return ResolveArch(config.arch); }
+inline int EffectiveSmemLimit(const LaunchConfig& config) {
+  return ResolveSmemLimit(config.max_smem_per_block);
+}
+
+// `config` with arch and max_smem_per_block filled in, so that dispatch code reads them as
+// plain values.
+inline LaunchConfig WithDeviceCaps(const LaunchConfig& config) {
+  LaunchConfig out = config;
+  out.arch = EffectiveArch(config);
+  out.max_smem_per_block = EffectiveSmemLimit(config);
+  return out;
 }
 
 // Checks the parts of a LaunchConfig every op relies on. The NULL stream (0 or the explicit
@@ -42,6 +58,11 @@ inline cudaError_t ValidateShapeConfig(const LaunchConfig& config) {
   if (config.stages < kMinStages || config.stages > kMaxStages) return cudaErrorInvalidValue;
   if (config.multiprocessors < 1 || config.multiprocessors > kMaxMultiprocessors) {
     return cudaErrorInvalidValue;
+  }
+  if (config.arch < 0 || config.max_smem_per_block < 0) return cudaErrorInvalidValue;
+  // Bulk copies are compiled out of code for older targets: running them there would trap.
+  if (config.staging == Staging::kBulk && EffectiveArch(config) < kBulkCopyArch) {
+    return cudaErrorNotSupported;
   }
   return cudaSuccess;
 }
@@ -132,11 +153,13 @@ cudaError_t LaunchKernel(void (*kernel)(KernelParams...), dim3 grid, dim3 block,
 // pointers are null (hence Advance below).
 class Launcher {
  public:
-  Launcher(const LaunchConfig& config, int* kernels) : config_(config), kernels_(kernels) {
+  // Holds `config` with the device's capabilities filled in (WithDeviceCaps).
+  Launcher(const LaunchConfig& config, int* kernels)
+      : config_(WithDeviceCaps(config)), kernels_(kernels) {
     if (kernels_ != nullptr) *kernels_ = 0;
   }
   Launcher(const LaunchConfig& config, std::vector<KernelLaunchInfo>* describe)
-      : config_(config), describe_(describe) {}
+      : config_(WithDeviceCaps(config)), describe_(describe) {}
 
   const LaunchConfig& config() const { return config_; }
   bool describing() const { return describe_ != nullptr; }
@@ -158,7 +181,8 @@ class Launcher {
     }
     cudaError_t err =
         LaunchKernel(kernel, dim3(static_cast<unsigned>(grid)), dim3(threads),
-                     dynamic_smem_bytes, config_.stream, config_.pdl,
+                     dynamic_smem_bytes, config_.stream,
+                     config_.pdl && config_.arch >= kPdlArch,
                      std::forward<Args>(args)...);
     if (err == cudaSuccess && kernels_ != nullptr) ++*kernels_;
     KernelProfile* profile = config_.profile;
@@ -169,7 +193,7 @@ class Launcher {
   }
 
  private:
-  const LaunchConfig& config_;
+  const LaunchConfig config_;
   int* kernels_ = nullptr;
   std::vector<KernelLaunchInfo>* describe_ = nullptr;
 };

@@ -42,19 +42,33 @@ constexpr int64_t SmemRowBytes(int64_t cols) {
   const int64_t bytes = (cols + kVecElems<S> - 1) * static_cast<int64_t>(sizeof(ComputeOf<S>));
   return (bytes + 15) / 16 * 16;
 }
-template <typename S>
-constexpr bool FitsSmemRow(int64_t cols) {
-  return SmemRowBytes<S>(cols) <= kSmemRowMaxBytes;
+// Shared memory of a block's opt-in limit left to the kernels' own static shared memory (their
+// block reductions' partials), which the opt-in limit also counts.
+inline constexpr int64_t kSmemRowStaticReserve = 2048;
+
+// The longest row, in bytes, a device whose blocks may opt in to `smem_per_block` bytes holds:
+// kSmemRowMaxBytes where the device has room (sm_80: 163 KiB a block; sm_86, sm_89 and sm_120:
+// 99 KiB), what it has otherwise.
+inline int64_t SmemRowLimit(int smem_per_block) {
+  const int64_t room = int64_t{smem_per_block} - kSmemRowStaticReserve;
+  return room < kSmemRowMaxBytes ? room : kSmemRowMaxBytes;
 }
 
-// Opts `Kernel` in to kSmemRowMaxBytes of dynamic shared memory, once per process (a
-// function-local static: cudaFuncSetAttribute is not a stream operation and never
+// Whether a row of `cols` elements of S takes the shared-memory path on config's device.
+template <typename S>
+bool FitsSmemRow(int64_t cols, const LaunchConfig& config) {
+  return SmemRowBytes<S>(cols) <= SmemRowLimit(EffectiveSmemLimit(config));
+}
+
+// Opts `Kernel` in to the current device's SmemRowLimit of dynamic shared memory, once per
+// process (a function-local static: cudaFuncSetAttribute is not a stream operation and never
 // synchronizes, but it need not run on every launch). Applies to the current device; the
 // daemon owns one.
 template <auto Kernel>
 cudaError_t OptInSmemRow() {
-  static const cudaError_t err = cudaFuncSetAttribute(
-      Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmemRowMaxBytes));
+  static const cudaError_t err =
+      cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(SmemRowLimit(CurrentDeviceCaps().max_smem_per_block)));
   return err;
 }
 

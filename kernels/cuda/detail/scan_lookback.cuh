@@ -218,6 +218,11 @@ using TileStatus = std::conditional_t<sizeof(Acc) == 4, PackedStatus<Acc>, Split
 // Elements a tile of the streamed kernel (float32).
 inline constexpr int64_t kStreamedTile = 8192;
 
+// Whether `config`'s device runs the streamed kernel: it needs bulk copies (sm_90) and its
+// shared memory (more than sm_86, sm_89 and sm_120 give a block). `config` has its device
+// capabilities resolved (Launcher::config()).
+bool StreamedLookbackRuns(const LaunchConfig& config);
+
 // Launches the streamed look-back scan over the rows [row0, row0 + tiles / tiles_per_row) of
 // d_in (cols a row, kStreamedTile-element tiles): a persistent grid of at most one block an SM
 // that takes its tiles from the counter at the head of d_workspace, which, like every tile's

@@ -18,6 +18,7 @@
 #include <cstdint>
 
 #include "kernels/common/element_type.h"
+#include "kernels/cuda/device_caps.h"
 #include "kernels/cuda/ops.h"
 
 namespace gpupipe::kernels::cuda::tuning {
@@ -162,7 +163,9 @@ struct StagingChoice {
 
 // The strategy and depth a launch with `config` uses for `rows` x `cols` (elementwise: 1 x n):
 // config's own unless it asks for kAuto, then the last table entry for (family, type) whose
-// size class matches; direct where none does.
+// size class matches; direct where none does. The table was measured on an sm_90 device: an
+// entry naming kBulk on a config.arch below kBulkCopyArch (which has no bulk copies) gives
+// direct, the strategy the table falls back to wherever it has no measurement.
 inline StagingChoice ResolveStaging(const LaunchConfig& config, StagingFamily family,
                                     ElementType type, int64_t rows, int64_t cols) {
   if (config.staging != Staging::kAuto) return {config.staging, config.stages};
@@ -173,6 +176,9 @@ inline StagingChoice ResolveStaging(const LaunchConfig& config, StagingFamily fa
         (e.size_class == SizeClass::kAny || e.size_class == size_class)) {
       choice = {e.staging, e.stages > 0 ? e.stages : config.stages};
     }
+  }
+  if (choice.staging == Staging::kBulk && ResolveArch(config.arch) < kBulkCopyArch) {
+    return {Staging::kDirect, config.stages};
   }
   return choice;
 }

@@ -38,6 +38,8 @@ struct DeviceDescription {
   int greatest_stream_priority = 0;
   std::string driver_version;
   std::string runtime_version;
+  std::string kernel_code;            // Device.kernel_code
+  std::vector<std::string> features;  // Device.features
 };
 
 struct GraphCacheStats {

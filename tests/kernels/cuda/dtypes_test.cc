@@ -34,6 +34,7 @@
 
 #include "common/float16.h"
 #include "kernels/cpu/reference_ops.h"
+#include "kernels/cuda/device_caps.h"
 #include "kernels/cuda/ops.h"
 #include "tests/testing/random_tensor.h"
 #include "tests/testing/cuda_device.h"
@@ -395,6 +396,8 @@ std::vector<LaunchConfig> Configs(cudaStream_t stream, int mp) {
   }
   // The other staged strategies, each at a small and a large stage count.
   for (Staging staging : {Staging::kPipelineThread, Staging::kPrimitives, Staging::kBulk}) {
+    // Bulk copies need sm_90 code (kernels/cuda/device_caps.h).
+    if (staging == Staging::kBulk && !CurrentDeviceCaps().bulk_copy()) continue;
     for (int stages : {1, 3}) {
       c.staging = staging;
       c.stages = stages;

@@ -36,6 +36,23 @@
 
 namespace gpupipe::kernels::cuda::detail {
 
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+// Device code for a target without bulk copies or mbarrier transaction counts: the kernels
+// that stage with kBulk are still instantiated, but the host never launches them there
+// (ValidateShapeConfig refuses kBulk below kBulkCopyArch, ResolveStaging never picks it), so
+// their stager only traps.
+__device__ __forceinline__ void WaitParity(uint64_t*, int64_t) { __trap(); }
+
+class BulkStager {
+ public:
+  __device__ BulkStager(StagingSmem&, const TileGeometry&) { __trap(); }
+  template <typename Consume>
+  __device__ __forceinline__ void ForEach(const uint4*, int64_t, int64_t, int64_t, Consume&&) {
+    __trap();
+  }
+  __device__ __forceinline__ void Quit() { __trap(); }
+};
+#else
 __device__ __forceinline__ void WaitParity(uint64_t* bar, int64_t phase) {
   const uint32_t parity = static_cast<uint32_t>(phase & 1);
   while (!::cuda::ptx::mbarrier_try_wait_parity(bar, parity)) {
@@ -126,5 +143,6 @@ class BulkStager {
   TileGeometry g_;
   int64_t used_ = 0;  // tiles staged by earlier ForEach calls
 };
+#endif
 
 }  // namespace gpupipe::kernels::cuda::detail

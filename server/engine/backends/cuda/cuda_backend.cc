@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "kernels/cuda/device_caps.h"
 #include "kernels/cuda/ops.h"
 #include "server/engine/backends/cuda/copy_pool.h"
 #include "server/engine/backends/cuda/cuda_lane.h"
@@ -22,12 +23,56 @@ namespace {
 
 std::string VersionString(int v) { return absl::StrCat(v / 1000, ".", (v % 1000) / 10); }
 
+// The driver is older than the CUDA runtime linked into this build needs. The runtime's major
+// version names the driver branch to install (README, "Deploy").
+absl::Status InsufficientDriverError() {
+  int driver = 0;
+  cudaDriverGetVersion(&driver);
+  cudaGetLastError();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "the NVIDIA driver supports CUDA ", driver > 0 ? VersionString(driver) : "(none found)",
+      ", but this build of gpupiped uses CUDA ", VersionString(CUDART_VERSION),
+      ": install a driver for CUDA ", CUDART_VERSION / 1000,
+      " or newer (README, \"Deploy\"), or run a build made with an older CUDA toolkit"));
+}
+
+// The device's capabilities, or why this build cannot run on it.
+absl::StatusOr<kernels::cuda::DeviceCaps> QueryCaps(int device, const cudaDeviceProp& prop) {
+  kernels::cuda::DeviceCaps caps;
+  const cudaError_t err = kernels::cuda::QueryDeviceCaps(device, &caps);
+  if (err == cudaErrorInsufficientDriver || err == cudaErrorUnsupportedPtxVersion) {
+    return InsufficientDriverError();
+  }
+  if (err != cudaSuccess) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "this build's kernels cannot run on CUDA device ", device, " (", prop.name, ", ",
+        kernels::cuda::ArchName(prop.major * 10 + prop.minor), "): ", cudaGetErrorName(err),
+        "; it carries code for ", kernels::cuda::BuiltCudaArchitectures(),
+        " (CMake's CUDA architectures): rebuild with CMAKE_CUDA_ARCHITECTURES including ",
+        prop.major * 10 + prop.minor, ", or with PTX of an architecture at most that"));
+  }
+  return caps;
+}
+
+// Device.kernel_code: which code of the fat binary the driver loaded. SASS older than its
+// device runs as it is (sm_80 SASS on an sm_86); PTX older than the SASS it became was
+// compiled for the device, by the driver when the build has no SASS for it.
+std::string KernelCode(const kernels::cuda::DeviceCaps& caps) {
+  using kernels::cuda::ArchName;
+  if (caps.ptx_arch < caps.binary_arch) {
+    return absl::StrCat("compute_", caps.ptx_arch, " PTX, compiled for ",
+                        ArchName(caps.binary_arch));
+  }
+  return absl::StrCat(ArchName(caps.binary_arch), " SASS");
+}
+
 class CudaBackend final : public Backend {
  public:
   static absl::StatusOr<std::unique_ptr<Backend>> Create(const CudaBackendOptions& options) {
     int count = 0;
     if (cudaError_t err = cudaGetDeviceCount(&count); err != cudaSuccess) {
       cudaGetLastError();
+      if (err == cudaErrorInsufficientDriver) return InsufficientDriverError();
       return absl::UnavailableError(absl::StrCat("no usable CUDA device: ", cudaGetErrorName(err),
                                                  " (", cudaGetErrorString(err), ")"));
     }
@@ -56,6 +101,10 @@ class CudaBackend final : public Backend {
                         device_priority_[static_cast<int>(priority)], ")");
   }
 
+  // Every mode is accepted on every device: staging and launch modes choose how, never what,
+  // so a job written for a fleet runs on each of its GPUs. Where the device lacks what a mode
+  // needs (DeviceCaps), the lane runs the nearest mode it has and the job's Timing says so
+  // (LaunchConfigFor).
   std::vector<Staging> stagings() const override {
     return {Staging::kAuto,           Staging::kDirect,     Staging::kPipeline,
             Staging::kPipelineThread, Staging::kPrimitives, Staging::kBulk};
@@ -68,10 +117,10 @@ class CudaBackend final : public Backend {
   PlanDescription Describe(const JobSpec& spec, const Plan& plan) const override {
     const kernels::cuda::LaunchConfig config = LaunchConfigFor(spec, nullptr, launch_defaults_);
     PlanDescription d = DescribePlan(plan, config);
-    d.launch = spec.launch == LaunchMode::kAuto
-                   ? "auto (pdl; graph-pdl once the shape repeats on a lane)"
-                   : LaunchModeName(spec.launch);
-    d.staging = StagingLabel(config);
+    d.launch = spec.launch != LaunchMode::kAuto ? LaunchLabel(spec.launch, launch_defaults_)
+               : caps_.pdl() ? "auto (pdl; graph-pdl once the shape repeats on a lane)"
+                             : "auto (stream; graph once the shape repeats on a lane)";
+    d.staging = StagingLabel(config, spec.staging);
     return d;
   }
 
@@ -176,12 +225,19 @@ class CudaBackend final : public Backend {
     device_.greatest_stream_priority = greatest;
     device_.driver_version = VersionString(driver);
     device_.runtime_version = VersionString(runtime);
+    absl::StatusOr<kernels::cuda::DeviceCaps> caps = QueryCaps(options_.device, prop);
+    if (!caps.ok()) return caps.status();
+    caps_ = *caps;
+    device_.kernel_code = KernelCode(caps_);
+    if (caps_.bulk_copy()) device_.features.push_back("bulk-copy");
+    if (caps_.pdl()) device_.features.push_back("pdl");
 
     // Numerically lower is higher priority; greatest <= least.
     device_priority_[static_cast<int>(Priority::kLow)] = least;
     device_priority_[static_cast<int>(Priority::kNormal)] = least + (greatest - least) / 2;
     device_priority_[static_cast<int>(Priority::kHigh)] = greatest;
-    launch_defaults_ = {options_.device, device_.multiprocessors, options_.default_stages};
+    launch_defaults_ = {options_.device, device_.multiprocessors, options_.default_stages,
+                        caps_.feature_arch(), caps_.max_smem_per_block};
 
     LanePoolOptions pool;
     pool.device = options_.device;
@@ -212,11 +268,12 @@ class CudaBackend final : public Backend {
             pool_->slot_bytes(), *copier_, &faults_, launch_defaults_));
       }
     }
-    return WarmUpLanes(*pool_, options_.default_stages, device_.multiprocessors);
+    return WarmUpLanes(*pool_, options_.default_stages, caps_);
   }
 
   CudaBackendOptions options_;
   DeviceDescription device_;
+  kernels::cuda::DeviceCaps caps_;
   std::array<int, kPriorityLevels> device_priority_{};
   CudaLaunchDefaults launch_defaults_;
   std::unique_ptr<CopyPool> copier_;  // stages pageable inputs into pinned memory

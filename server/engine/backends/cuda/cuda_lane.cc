@@ -18,9 +18,21 @@ namespace {
 
 // `auto` launches a shape's first job on a lane with PDL and every later one as a cached graph
 // with PDL edges: replaying graph-pdl was the fastest mode in every case of
-// bench/results/planner-h200.md, while a capture costs a one-off shape more than it saves.
-LaunchMode ResolveLaunch(LaunchMode mode) {
-  return mode == LaunchMode::kAuto ? LaunchMode::kPdl : mode;
+// bench/results/planner-h200.md, while a capture costs a one-off shape more than it saves. A
+// device without PDL (`pdl` false) gets the same without it: stream, then graph. Explicit PDL
+// modes never reach a lane there (CudaBackend::launch_modes).
+LaunchMode ResolveLaunch(LaunchMode mode, bool pdl) {
+  switch (mode) {
+    case LaunchMode::kAuto:
+    case LaunchMode::kPdl: return pdl ? LaunchMode::kPdl : LaunchMode::kStream;
+    case LaunchMode::kGraphPdl: return pdl ? LaunchMode::kGraphPdl : LaunchMode::kGraph;
+    default: return mode;
+  }
+}
+
+constexpr char kNeedsSm90[] = " (pdl needs sm_90 code)";
+LaunchMode RepeatedShapeLaunch(bool pdl) {
+  return pdl ? LaunchMode::kGraphPdl : LaunchMode::kGraph;
 }
 
 kernels::cuda::Staging KernelStaging(Staging staging) {
@@ -42,21 +54,34 @@ kernels::cuda::LaunchConfig LaunchConfigFor(const JobSpec& spec, cudaStream_t st
   kernels::cuda::LaunchConfig config;
   config.stream = stream;
   config.staging = KernelStaging(spec.staging);
+  if (config.staging == kernels::cuda::Staging::kBulk &&
+      defaults.arch < kernels::cuda::kBulkCopyArch) {
+    config.staging = kernels::cuda::Staging::kPipeline;
+  }
   config.stages = spec.stages > 0 ? spec.stages : defaults.stages;
-  const LaunchMode launch = ResolveLaunch(spec.launch);
+  const LaunchMode launch = ResolveLaunch(spec.launch, defaults.pdl());
   config.pdl = launch == LaunchMode::kPdl || launch == LaunchMode::kGraphPdl;
   config.multiprocessors = defaults.multiprocessors;
+  config.arch = defaults.arch;
+  config.max_smem_per_block = defaults.max_smem_per_block;
   return config;
 }
 
-std::string StagingLabel(const kernels::cuda::LaunchConfig& config) {
+std::string StagingLabel(const kernels::cuda::LaunchConfig& config, Staging requested) {
   switch (config.staging) {
     case kernels::cuda::Staging::kDirect:
     case kernels::cuda::Staging::kAuto: return kernels::cuda::StagingName(config.staging);
     default: break;
   }
-  return absl::StrCat(kernels::cuda::StagingName(config.staging), "(stages=", config.stages,
-                      ")");
+  return absl::StrCat(kernels::cuda::StagingName(config.staging), "(stages=", config.stages, ")",
+                      requested == Staging::kBulk && config.staging != kernels::cuda::Staging::kBulk
+                          ? " (bulk needs sm_90 code)"
+                          : "");
+}
+
+std::string LaunchLabel(LaunchMode requested, const CudaLaunchDefaults& defaults) {
+  const LaunchMode launch = ResolveLaunch(requested, defaults.pdl());
+  return absl::StrCat(LaunchModeName(launch), launch != requested ? kNeedsSm90 : "");
 }
 
 CudaLane::CudaLane(Lane& lane, std::string name, int64_t slot_bytes, CopyPool& copier,
@@ -85,7 +110,7 @@ absl::Status CudaLane::Begin(const JobSpec& spec, const Plan& plan, const ChunkL
   staging_busy_until_ = {};
   job_number_ = faults_ != nullptr ? ++faults_->jobs : 0;
   timing->stream = name_;
-  timing->staging = StagingLabel(config_);
+  timing->staging = StagingLabel(config_, spec.staging);
   GPUPIPE_CUDA_RETURN(cudaSetDevice(defaults_.device), "cudaSetDevice");
   if (spec.profile && layout.chunk_count > 0) {
     const size_t kernels = DescribePlan(ChunkAt(plan, layout, 0).plan, config_).kernels.size();
@@ -210,11 +235,11 @@ absl::Status CudaLane::LaunchChunk(const Chunk& chunk, int s) {
   if (layout_->mode == ChunkLayout::Mode::kSplitRowResize) return LaunchSplitRowPiece(chunk, s);
   const Plan& plan = chunk.plan;
   kernels::cuda::LaunchConfig config = config_;
-  LaunchMode launch = ResolveLaunch(spec_->launch);
+  LaunchMode launch = ResolveLaunch(spec_->launch, defaults_.pdl());
   const std::string topology = absl::StrCat("slot", s, ";", PlanTopologyKey(plan, config));
   if (spec_->launch == LaunchMode::kAuto && !spec_->profile &&
       lane_.graphs->SeenBefore(topology)) {
-    launch = LaunchMode::kGraphPdl;
+    launch = RepeatedShapeLaunch(defaults_.pdl());
   }
   if (chunk.index == 0) first_launch_ = launch;
   const bool use_graph =
@@ -380,10 +405,15 @@ void CudaLane::End(const absl::Status& status, JobTiming* timing) {
 void CudaLane::DescribeLaunch(JobTiming* timing) const {
   timing->kernels = kernels_;
   timing->launch = LaunchModeName(first_launch_);
+  if (spec_->launch != LaunchMode::kAuto &&
+      ResolveLaunch(spec_->launch, defaults_.pdl()) != spec_->launch) {
+    absl::StrAppend(&timing->launch, kNeedsSm90);
+  }
   if (spec_->launch == LaunchMode::kAuto) {
     if (graph_chunks_ > 0 && graph_chunks_ < layout_->chunk_count) {
-      absl::StrAppend(&timing->launch, " (auto; graph-pdl for ", graph_chunks_, " of ",
-                      layout_->chunk_count, " chunks)");
+      absl::StrAppend(&timing->launch, " (auto; ",
+                      LaunchModeName(RepeatedShapeLaunch(defaults_.pdl())), " for ", graph_chunks_,
+                      " of ", layout_->chunk_count, " chunks)");
     } else {
       absl::StrAppend(&timing->launch, " (auto)");
     }

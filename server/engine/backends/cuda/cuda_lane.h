@@ -18,6 +18,7 @@
 #include <chrono>
 #include <string>
 
+#include "kernels/cuda/device_caps.h"
 #include "kernels/cuda/ops.h"
 #include "server/engine/backends/backend.h"
 #include "server/engine/backends/cuda/copy_pool.h"
@@ -39,15 +40,27 @@ struct CudaLaunchDefaults {
   int device = 0;
   int multiprocessors = 0;
   int stages = 2;  // staged strategies' buffers when the job does not ask
+  // The device's kernels::cuda::DeviceCaps: the level that chooses the kernels' paths, and the
+  // shared memory a block may opt in to.
+  int arch = 0;
+  int max_smem_per_block = 0;
+  bool pdl() const { return arch >= kernels::cuda::kPdlArch; }
 };
 
 // The kernel library's launch configuration for `spec` on `stream`. `auto` launches build PDL
-// kernels (launched one by one or, once the shape repeats on a lane, from a graph).
+// kernels (launched one by one or, once the shape repeats on a lane, from a graph). On a
+// device without sm_90 code (defaults.arch below 90) PDL modes launch without PDL (pdl as
+// stream, graph-pdl as graph) and bulk staging stages with `pipeline`, the nearest strategy it
+// has: the same results, reported by the labels below.
 kernels::cuda::LaunchConfig LaunchConfigFor(const JobSpec& spec, cudaStream_t stream,
                                             const CudaLaunchDefaults& defaults);
 // "direct", "<strategy>(stages=N)", or "auto" (each op resolves it from the kernel library's
-// tuning table; the kernel names in the plan say what it chose).
-std::string StagingLabel(const kernels::cuda::LaunchConfig& config);
+// tuning table; the kernel names in the plan say what it chose), with "(bulk needs sm_90
+// code)" where `requested` was bulk and `config` stages otherwise.
+std::string StagingLabel(const kernels::cuda::LaunchConfig& config, Staging requested);
+// The name of the mode `requested` (not auto) launches as, with "(pdl needs sm_90 code)"
+// where that is not `requested`.
+std::string LaunchLabel(LaunchMode requested, const CudaLaunchDefaults& defaults);
 
 class CudaLane final : public LaneExecutor {
  public:

@@ -8,7 +8,8 @@
 namespace gpupipe::engine {
 namespace {
 
-absl::Status WarmUpLane(const Lane& lane, int64_t slot_bytes, int stages, int multiprocessors) {
+absl::Status WarmUpLane(const Lane& lane, int64_t slot_bytes, int stages,
+                        const kernels::cuda::DeviceCaps& caps) {
   namespace cuda = kernels::cuda;
   using kernels::ElementType;
   kernels::EwProgram program;
@@ -25,11 +26,15 @@ absl::Status WarmUpLane(const Lane& lane, int64_t slot_bytes, int stages, int mu
     for (cuda::Staging staging : {cuda::Staging::kDirect, cuda::Staging::kPipeline,
                                   cuda::Staging::kPipelineThread, cuda::Staging::kPrimitives,
                                   cuda::Staging::kBulk}) {
+      if (staging == cuda::Staging::kBulk && !caps.bulk_copy()) continue;
       cuda::LaunchConfig config;
       config.stream = stream;
       config.staging = staging;
       config.stages = stages;
-      config.multiprocessors = multiprocessors;
+      config.pdl = caps.pdl();
+      config.multiprocessors = caps.multiprocessors;
+      config.arch = caps.feature_arch();
+      config.max_smem_per_block = caps.max_smem_per_block;
       void* ws = lane.d_workspace;
       const size_t ws_bytes = lane.workspace_bytes;
       GPUPIPE_CUDA_RETURN(cuda::Elementwise(d_a, type, d_b, n, program, config), "warm-up");
@@ -54,11 +59,10 @@ absl::Status WarmUpLane(const Lane& lane, int64_t slot_bytes, int stages, int mu
 
 }  // namespace
 
-absl::Status WarmUpLanes(LanePool& pool, int stages, int multiprocessors) {
+absl::Status WarmUpLanes(LanePool& pool, int stages, const kernels::cuda::DeviceCaps& caps) {
   for (const auto& level : pool.lanes()) {
     for (const Lane& lane : level) {
-      if (absl::Status s = WarmUpLane(lane, pool.slot_bytes(), stages, multiprocessors);
-          !s.ok()) {
+      if (absl::Status s = WarmUpLane(lane, pool.slot_bytes(), stages, caps); !s.ok()) {
         return s;
       }
     }

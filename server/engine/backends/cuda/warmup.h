@@ -4,13 +4,14 @@
 #pragma once
 
 #include "absl/status/status.h"
+#include "kernels/cuda/device_caps.h"
 #include "server/engine/backends/cuda/lane_pool.h"
 
 namespace gpupipe::engine {
 
-// Every staging strategy of every element type's elementwise, reduce, argmax, normalize and
-// softmax kernels, on zeros in each lane's first slot; `stages` and `multiprocessors` as jobs
-// launch them.
-absl::Status WarmUpLanes(LanePool& pool, int stages, int multiprocessors);
+// Every staging strategy the device runs (`caps`) of every element type's elementwise,
+// reduce, argmax, normalize and softmax kernels, on zeros in each lane's first slot; `stages`
+// as jobs launch them.
+absl::Status WarmUpLanes(LanePool& pool, int stages, const kernels::cuda::DeviceCaps& caps);
 
 }  // namespace gpupipe::engine

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "common/float16.h"
+#include "kernels/cuda/device_caps.h"
 #include "server/engine/backends/cpu/cpu_backend.h"
 #include "server/engine/backends/cuda/cuda_backend.h"
 #include "server/engine/engine.h"
@@ -534,13 +535,47 @@ TEST_F(CudaLaunchModesTest, AutoCapturesAGraphOnceAShapeRepeats) {
   auto first = Run(spec, x);
   auto second = Run(spec, x);
   auto third = Run(spec, x);
-  EXPECT_EQ(first->timing().launch, "pdl (auto)");
+  // Without sm_90 code, the same without PDL.
+  const bool pdl = kernels::cuda::CurrentDeviceCaps().pdl();
+  EXPECT_EQ(first->timing().launch, pdl ? "pdl (auto)" : "stream (auto)");
   EXPECT_EQ(first->timing().graph, "");
-  EXPECT_EQ(second->timing().launch, "graph-pdl (auto)");
+  EXPECT_EQ(second->timing().launch, pdl ? "graph-pdl (auto)" : "graph (auto)");
   EXPECT_EQ(second->timing().graph, "miss");
   EXPECT_EQ(third->timing().graph, "hit");
   EXPECT_EQ(second->output(), first->output());
   EXPECT_EQ(third->output(), first->output());
+}
+
+// Modes that need sm_90 code run on every device: where the code has them as asked, else as
+// the nearest mode it has, with the same results, and the job's Timing says which.
+TEST_F(CudaLaunchModesTest, Sm90ModesRunAsTheNearestModeTheCodeHas) {
+  const uint64_t seed = gpupipe::testing::FreshSeed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::vector<float> x = gpupipe::testing::RandomFloats(64 * 3000, seed);
+  const kernels::cuda::DeviceCaps& caps = kernels::cuda::CurrentDeviceCaps();
+  JobSpec spec;
+  spec.shape = {64, 3000};
+  spec.ops = {{OpKind::kAffine, 0.5, 1}, {OpKind::kRelu}};
+  spec.launch = LaunchMode::kStream;
+  spec.staging = Staging::kDirect;
+  const std::string want = Run(spec, x)->output();
+  spec.staging = Staging::kBulk;
+  spec.stages = 2;
+  for (LaunchMode launch : {LaunchMode::kPdl, LaunchMode::kGraphPdl}) {
+    spec.launch = launch;
+    auto got = Run(spec, x);
+    ASSERT_TRUE(got->status().ok()) << got->status();
+    EXPECT_EQ(got->output(), want) << LaunchModeName(launch);
+    const JobTiming t = got->timing();
+    if (caps.pdl()) {
+      EXPECT_EQ(t.launch, LaunchModeName(launch));
+    } else {
+      EXPECT_EQ(t.launch, std::string(launch == LaunchMode::kPdl ? "stream" : "graph") +
+                              " (pdl needs sm_90 code)");
+    }
+    EXPECT_EQ(t.staging,
+              caps.bulk_copy() ? "bulk(stages=2)" : "pipeline(stages=2) (bulk needs sm_90 code)");
+  }
 }
 
 TEST_F(CudaLaunchModesTest, ProfileTimesEveryStepAndExplainMatchesTheLaunches) {
