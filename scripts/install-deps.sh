@@ -9,6 +9,7 @@ packages=(
   libgrpc++-dev libgrpc-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libgtest-dev libgmock-dev nlohmann-json3-dev
   python3 python3-numpy python3-grpcio python3-protobuf python3-pytest python3-venv procps
+  python3-yaml  # deploy/check_deploy.py, the deployment files' checker
   clang libclang-rt-dev openssl
   prometheus  # promtool and a Prometheus server, for the metrics endpoint's tests
 )
