@@ -53,6 +53,16 @@ absl::Status ReadJobEvents(Stream& stream, grpc::ClientContext& context,
   return stream_error;
 }
 
+// The arguments of every channel Create makes for `target` (ServiceConfigJson).
+grpc::ChannelArguments ChannelArgs(const ChannelTarget& target) {
+  grpc::ChannelArguments args;
+  args.SetServiceConfigJSON(ServiceConfigJson(/*health_checks=*/target.balanced));
+  // On by default in this gRPC, but the policy above and the transparent retry of calls that
+  // never reached a daemon depend on it.
+  args.SetInt(GRPC_ARG_ENABLE_RETRIES, 1);
+  return args;
+}
+
 }  // namespace
 
 absl::Status FromGrpcStatus(const grpc::Status& status) {
@@ -63,22 +73,8 @@ absl::Status FromGrpcStatus(const grpc::Status& status) {
                       status.error_message());
 }
 
-std::string TargetWithPort(const std::string& target) {
-  if (target.find("://") != std::string::npos || target.rfind("unix:", 0) == 0 ||
-      target.rfind("dns:", 0) == 0 || target.rfind("ipv4:", 0) == 0 ||
-      target.rfind("ipv6:", 0) == 0) {
-    return target;
-  }
-  if (!target.empty() && target.front() == '[') {  // [v6] or [v6]:port
-    return target.back() == ']' ? absl::StrCat(target, ":", kDefaultPort) : target;
-  }
-  const size_t colons = std::count(target.begin(), target.end(), ':');
-  return colons == 0 ? absl::StrCat(target, ":", kDefaultPort) : target;
-}
-
 absl::StatusOr<std::unique_ptr<JobClient>> JobClient::Create(const std::string& target,
                                                              ClientOptions options) {
-  if (target.empty()) return absl::InvalidArgumentError("target is empty (expected HOST:PORT)");
   if (!(options.deadline_seconds > 0) || !std::isfinite(options.deadline_seconds)) {
     return absl::InvalidArgumentError(
         absl::StrCat("deadline must be a positive number of seconds, got ",
@@ -87,6 +83,12 @@ absl::StatusOr<std::unique_ptr<JobClient>> JobClient::Create(const std::string& 
   if (options.tls_cert_pem.empty() != options.tls_key_pem.empty()) {
     return absl::InvalidArgumentError("a TLS client certificate and its key go together");
   }
+  if (options.submit_attempts < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("submit_attempts must be 1 or more, got ", options.submit_attempts));
+  }
+  absl::StatusOr<ChannelTarget> resolved = ResolveTarget(target);
+  if (!resolved.ok()) return resolved.status();
   std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
   if (!options.tls_ca_pem.empty() || !options.tls_cert_pem.empty()) {
     grpc::SslCredentialsOptions tls;
@@ -95,26 +97,36 @@ absl::StatusOr<std::unique_ptr<JobClient>> JobClient::Create(const std::string& 
     tls.pem_private_key = options.tls_key_pem;
     credentials = grpc::SslCredentials(tls);
   }
-  const std::string full_target = TargetWithPort(target);
-  grpc::ChannelArguments channel_args;
+  const ChannelTarget channel_target = *std::move(resolved);
+  grpc::ChannelArguments channel_args = ChannelArgs(channel_target);
   if (options.own_connection) channel_args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   std::shared_ptr<grpc::Channel> channel =
-      grpc::CreateCustomChannel(full_target, credentials, channel_args);
+      grpc::CreateCustomChannel(channel_target.uri, credentials, channel_args);
   auto client = std::make_unique<JobClient>(std::move(channel), options);
-  client->make_channel_ = [full_target, credentials](int i) {
+  client->target_ = channel_target;
+  client->make_channel_ = [channel_target, credentials](int i) {
     // A subchannel pool of its own gives the channel a connection of its own: the calls of a
     // split Run then move over separate HTTP/2 connections.
-    grpc::ChannelArguments args;
+    grpc::ChannelArguments args = ChannelArgs(channel_target);
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
     args.SetInt("gpupipe.run_call", i);
     return std::static_pointer_cast<grpc::ChannelInterface>(
-        grpc::CreateCustomChannel(full_target, credentials, args));
+        grpc::CreateCustomChannel(channel_target.uri, credentials, args));
   };
   return client;
 }
 
 JobClient::JobClient(std::shared_ptr<grpc::ChannelInterface> channel, ClientOptions options)
-    : options_(options), channel_(std::move(channel)), stub_(v1::JobService::NewStub(channel_)) {}
+    : options_(options), channel_(std::move(channel)), stub_(v1::JobService::NewStub(channel_)) {
+  options_.submit_attempts = std::max(options_.submit_attempts, 1);
+}
+
+absl::Status JobClient::CheckOneDaemon() const {
+  if (target_.addresses <= 1) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      "regions belong to one daemon, and this client balances over several: use a target that "
+      "names one");
+}
 
 absl::StatusOr<v1::StatsResponse> JobClient::GetStats(bool lane_activity) {
   grpc::ClientContext context;
@@ -160,6 +172,7 @@ absl::StatusOr<v1::DescribeResponse> JobClient::Describe() {
 absl::StatusOr<v1::RegisterRegionResponse> JobClient::RegisterRegion(const std::string& shm_name,
                                                                      int64_t size,
                                                                      const std::string& lease_id) {
+  if (absl::Status one = CheckOneDaemon(); !one.ok()) return one;
   v1::RegisterRegionRequest request;
   request.set_shm_name(shm_name);
   return Register(std::move(request), size, lease_id);
@@ -168,6 +181,7 @@ absl::StatusOr<v1::RegisterRegionResponse> JobClient::RegisterRegion(const std::
 absl::StatusOr<v1::RegisterRegionResponse> JobClient::RegisterRegionFd(int fd, int64_t size,
                                                                        const std::string& lease_id,
                                                                        std::string socket_path) {
+  if (absl::Status one = CheckOneDaemon(); !one.ok()) return one;
   if (socket_path.empty()) {
     absl::StatusOr<v1::DescribeResponse> description = Describe();
     if (!description.ok()) return description.status();
@@ -186,6 +200,7 @@ absl::StatusOr<v1::RegisterRegionResponse> JobClient::RegisterRegionFd(int fd, i
 
 absl::StatusOr<v1::RegisterRegionResponse> JobClient::RegisterCudaRegion(
     const std::string& handle, int64_t size, const std::string& lease_id) {
+  if (absl::Status one = CheckOneDaemon(); !one.ok()) return one;
   v1::RegisterRegionRequest request;
   request.set_cuda_ipc_handle(handle);
   return Register(std::move(request), size, lease_id);
@@ -210,6 +225,7 @@ RegionLease::~RegionLease() {
 }
 
 absl::StatusOr<std::unique_ptr<RegionLease>> JobClient::HoldRegions() {
+  if (absl::Status one = CheckOneDaemon(); !one.ok()) return one;
   auto context = std::make_unique<grpc::ClientContext>();
   // No deadline: the call lasts as long as the lease. The client-id and token as every call's.
   SetDeadline(context.get());
@@ -232,8 +248,6 @@ absl::Status JobClient::UnregisterRegion(const std::string& region_id) {
 
 absl::StatusOr<JobResult> JobClient::Submit(const v1::SubmitRequest& request,
                                             EventCallback on_event, ResultSink* sink) {
-  grpc::ClientContext context;
-  SetDeadline(&context);
   // Compact events save both ends work on small jobs; a request that cannot be small is not
   // copied to ask for them.
   std::optional<v1::SubmitRequest> compact;
@@ -242,22 +256,42 @@ absl::StatusOr<JobResult> JobClient::Submit(const v1::SubmitRequest& request,
     compact = request;
     compact->set_compact_events(true);
   }
-  std::unique_ptr<grpc::ClientReader<v1::JobEvent>> reader =
-      stub_->Submit(&context, compact ? *compact : request);
-  ResultAssembler assembler(request.dry_run(), sink, request.has_output_region());
-  const absl::Status stream_error = ReadJobEvents(*reader, context, assembler, on_event);
-  const grpc::Status rpc_status = reader->Finish();
-  // A failed Done is the job's own verdict and carries the server's message; report it even
-  // though the RPC then fails with the same status.
-  if (!stream_error.ok()) return stream_error;
-  if (!rpc_status.ok()) return FromGrpcStatus(rpc_status);
-  return assembler.Finish();
+  std::chrono::system_clock::time_point deadline;  // the first call's, kept by every call
+  for (int attempt = 1;; ++attempt) {
+    grpc::ClientContext context;
+    SetDeadline(&context);
+    if (attempt == 1) {
+      deadline = context.deadline();
+    } else {
+      context.set_deadline(deadline);
+    }
+    std::unique_ptr<grpc::ClientReader<v1::JobEvent>> reader =
+        stub_->Submit(&context, compact ? *compact : request);
+    ResultAssembler assembler(request.dry_run(), sink, request.has_output_region());
+    const absl::Status stream_error = ReadJobEvents(*reader, context, assembler, on_event);
+    const grpc::Status rpc_status = reader->Finish();
+    if (stream_error.ok() && !assembler.accepted() && attempt < options_.submit_attempts &&
+        RefusedBeforeAcceptance(rpc_status, context)) {
+      const std::chrono::milliseconds delay = SubmitRetryDelay(attempt + 1);
+      if (std::chrono::system_clock::now() + delay < deadline) {
+        std::this_thread::sleep_for(delay);
+        continue;
+      }
+    }
+    // A failed Done is the job's own verdict and carries the server's message; report it even
+    // though the RPC then fails with the same status.
+    if (!stream_error.ok()) return stream_error;
+    if (!rpc_status.ok()) return FromGrpcStatus(rpc_status);
+    absl::StatusOr<JobResult> result = assembler.Finish();
+    if (result.ok()) result->peer = context.peer();
+    return result;
+  }
 }
 
 void JobClient::SubmitAsync(const v1::SubmitRequest& request, SubmitDone done) {
   StartSubmitCall(
       stub_.get(), [this](grpc::ClientContext* context) { SetDeadline(context); }, request,
-      std::move(done));
+      std::move(done), options_.submit_attempts);
 }
 
 absl::StatusOr<JobResult> JobClient::Run(const v1::SubmitRequest& spec, int64_t input_bytes,
@@ -265,6 +299,12 @@ absl::StatusOr<JobResult> JobClient::Run(const v1::SubmitRequest& spec, int64_t 
                                          UploadProgress on_progress, ResultSink* sink,
                                          int streams) {
   if (streams < 0) return absl::InvalidArgumentError("Run: streams must be 0 (auto) or more");
+  if (streams > 1 && target_.balanced) {
+    return absl::FailedPreconditionError(
+        "Run: the calls of a split run must reach one daemon, and this client balances over "
+        "several: use one call, or a target that names one daemon");
+  }
+  if (target_.balanced) streams = 1;
   if (streams == 0) {
     streams = make_channel_ ? CallsForUpload(input_bytes, ServerMaxRunStreams()) : 1;
     if (streams > 1) streams = std::min(streams, ServerMaxRunStreams());

@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "client/result_assembler.h"
 #include "client/submit_call.h"
+#include "client/targets.h"
 #include "gpupipe/v1/gpupipe.grpc.pb.h"
 #include "gpupipe/v1/gpupipe.pb.h"
 
@@ -38,14 +39,11 @@ struct ClientOptions {
   // among the channels of a process that go to the same target with the same settings; a load
   // generator wants one per client, as separate processes would have.
   bool own_connection = false;
+  // The calls Submit and SubmitAsync make for one job at most (1: no second call). A job is
+  // sent again only when the daemon refused it before accepting it (RefusedBeforeAcceptance:
+  // it is draining or shutting down), after SubmitRetryDelay, within the first call's deadline.
+  int submit_attempts = 3;
 };
-
-// The daemon's port when a target names only a host.
-inline constexpr int kDefaultPort = 50051;
-
-// `target` with the default port added where it names a host without one ("gpu7" ->
-// "gpu7:50051", "[::1]" -> "[::1]:50051"); URIs ("dns:///...", "unix:...") as they are.
-std::string TargetWithPort(const std::string& target);
 
 // Called with every event of a Submit stream, in order, after the event was checked.
 using EventCallback = std::function<void(const v1::JobEvent&)>;
@@ -87,9 +85,19 @@ class RegionLease {
 
 class JobClient {
  public:
-  // Connects lazily to `target` ("host:port", a host alone for port 50051, or any gRPC target
-  // URI), over TLS where `options` has TLS settings, else plaintext; fails only on invalid
-  // arguments, never because the server is down: that shows on the first call as UNAVAILABLE.
+  // Connects lazily to `target` (see targets.h: "host:port", a host alone for port 50051, any
+  // gRPC target URI, or several daemons: "host:port,host:port" or "dns:///name:port"), over
+  // TLS where `options` has TLS settings, else plaintext. Fails on invalid arguments and on a
+  // name in a list that does not resolve (UNAVAILABLE), never because a server is down: that
+  // shows on the first call as UNAVAILABLE.
+  //
+  // Every channel it makes balances calls over the target's addresses (round_robin), retries
+  // the calls that change nothing (Describe, GetStats) on UNAVAILABLE up to 5 attempts with
+  // backoff (gRPC's retry policy, ServiceConfigJson), and lets gRPC retry transparently a call
+  // that never reached a server. A balanced target (ChannelTarget::balanced) also has each
+  // daemon's health watched (gpupipe.v1.JobService), so a daemon that drains (SIGTERM) gets no
+  // new calls; a single daemon is not watched, so that it still answers for itself while it
+  // drains (stats, health, "the server is shutting down").
   static absl::StatusOr<std::unique_ptr<JobClient>> Create(const std::string& target,
                                                            ClientOptions options = {});
 
@@ -115,6 +123,14 @@ class JobClient {
   // ResultSink; a sink's error cancels the job and is returned) and the result holds none.
   // `on_event` sees each event after the sink took its bytes. With request.output_region set,
   // the bytes are in the region once this returns OK, and the result holds none.
+  // JobResult::peer names the daemon that ran the job.
+  //
+  // At most once: a job is sent again (up to ClientOptions::submit_attempts calls, each a new
+  // call that a balanced channel gives to the next daemon) only when its call failed
+  // UNAVAILABLE before any event, with the daemon's mark that it accepted no job
+  // (RefusedBeforeAcceptance), or never reached a daemon (gRPC retries those itself). A job
+  // whose daemon dies or stops it after accepting it fails with that daemon's UNAVAILABLE and
+  // is not sent again: it may have run.
   absl::StatusOr<JobResult> Submit(const v1::SubmitRequest& request, EventCallback on_event = {},
                                    ResultSink* sink = nullptr);
 
@@ -123,14 +139,17 @@ class JobClient {
   // request is copied; the client must outlive the call.
   void SubmitAsync(const v1::SubmitRequest& request, SubmitDone done);
 
-  // Runs one job through the streaming upload RPC (Run): `spec` is the job with an input that
+  // Runs one job through the streaming upload RPC (Run), never sent twice: `spec` is the job
+  // with an input that
   // has shape and dtype but no data; `read` supplies the input's `input_bytes` bytes in order,
   // in kUploadChunkBytes pieces, on upload threads, while this thread reads the job's events,
   // so results that come back during the upload are consumed. Results, errors and `sink` as
   // for Submit; a failing `read` cancels the RPC and its error is returned.
   // `streams`: the calls to split the job over (RunRequest.stripes), each on a connection of
   // its own where this client made its channel (Create); 0 chooses from the input's size and
-  // the server's Limits.max_run_streams (CallsForUpload).
+  // the server's Limits.max_run_streams (CallsForUpload). Every call of a split run must reach
+  // the same daemon: a balanced client makes one call (0), and refuses more with
+  // FAILED_PRECONDITION.
   absl::StatusOr<JobResult> Run(const v1::SubmitRequest& spec, int64_t input_bytes,
                                 const InputReader& read, EventCallback on_event = {},
                                 UploadProgress on_progress = {}, ResultSink* sink = nullptr,
@@ -139,7 +158,9 @@ class JobClient {
   // Registers the shared-memory object `shm_name` (its first `size` bytes; 0: all of it) as a
   // region this client's jobs may name in SubmitRequest.input_region and output_region, and
   // unregisters it. The daemon must run on this host and see the object (same IPC namespace).
-  // With a `lease_id` (HoldRegions), the region goes when the lease does.
+  // With a `lease_id` (HoldRegions), the region goes when the lease does. A region belongs to
+  // one daemon, so a client of a list of several (ChannelTarget::addresses > 1) refuses every
+  // region call with FAILED_PRECONDITION (a dns: name used with regions must name one daemon).
   absl::StatusOr<v1::RegisterRegionResponse> RegisterRegion(const std::string& shm_name,
                                                             int64_t size = 0,
                                                             const std::string& lease_id = "");
@@ -161,6 +182,8 @@ class JobClient {
   absl::Status UnregisterRegion(const std::string& region_id);
 
   const ClientOptions& options() const { return options_; }
+  // Whether calls may reach several daemons (Create's ChannelTarget::balanced).
+  bool balanced() const { return target_.balanced; }
 
  private:
   // The deadline, the client-id and the token of a call.
@@ -174,7 +197,11 @@ class JobClient {
   absl::StatusOr<v1::RegisterRegionResponse> Register(v1::RegisterRegionRequest request,
                                                       int64_t size, const std::string& lease_id);
 
+  // FAILED_PRECONDITION for a client of several listed daemons (regions need one).
+  absl::Status CheckOneDaemon() const;
+
   ClientOptions options_;
+  ChannelTarget target_;  // where Create made the channel; a single target otherwise
   std::shared_ptr<grpc::ChannelInterface> channel_;
   std::unique_ptr<v1::JobService::Stub> stub_;
   // Makes the channel of call i > 0 of a split Run, a connection of its own; null where the

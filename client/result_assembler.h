@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -37,6 +38,9 @@ struct JobResult {
   bool dry_run = false;   // the job was only planned; `output` holds no data
   // The request named an output region: the bytes are there, and `output` holds none.
   bool output_in_region = false;
+  // The daemon that ran the job, as grpc::ClientContext::peer() spells its address
+  // ("ipv4:10.0.0.7:50051"): set by JobClient::Submit and SubmitAsync, empty otherwise.
+  std::string peer;
 };
 
 // Takes a running job's output bytes from a ResultAssembler instead of the assembler keeping

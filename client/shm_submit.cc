@@ -116,6 +116,7 @@ bool RegionsUnavailable(const absl::Status& status) {
 
 bool IsLocalTarget(const std::string& target) {
   std::string t = target;
+  if (absl::StrContains(t, ',')) return false;
   if (absl::StartsWith(t, "unix:") || absl::StartsWith(t, "unix-abstract:")) return true;
   for (const char* scheme : {"dns:///", "dns:", "ipv4:", "ipv6:"}) {
     if (absl::StartsWith(t, scheme)) {

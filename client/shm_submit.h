@@ -40,7 +40,8 @@ absl::StatusOr<JobResult> SubmitThroughSharedMemory(JobClient& client, v1::Submi
 bool RegionsUnavailable(const absl::Status& status);
 
 // Whether `target` names this host: a Unix socket, localhost, or a loopback address (with or
-// without a port or a dns:/ipv4:/ipv6: scheme).
+// without a port or a dns:/ipv4:/ipv6: scheme). Never a list of several daemons: a region
+// belongs to one.
 bool IsLocalTarget(const std::string& target);
 
 }  // namespace client

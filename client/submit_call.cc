@@ -1,31 +1,52 @@
 #include "client/submit_call.h"
 
+#include <algorithm>
+#include <memory>
 #include <utility>
 
 #include "client/job_client.h"
+#include "grpcpp/alarm.h"
 
 namespace gpupipe {
 namespace client {
 namespace {
 
-v1::SubmitRequest WithCompactEvents(v1::SubmitRequest request) {
-  request.set_compact_events(true);
-  return request;
-}
+// What the calls of one job share.
+struct Job {
+  v1::JobService::Stub* stub;
+  std::function<void(grpc::ClientContext*)> prepare;
+  v1::SubmitRequest request;  // with compact events; read by every call
+  int attempts = 1;
+  std::chrono::system_clock::time_point deadline;  // the first call's
+  SubmitDone done;
+};
 
-// Owns itself from StartCall to OnDone, where it reports and deletes itself.
+// One call of a job. Owns itself from Start to OnDone, where it reports, or hands the job to
+// the next call, and deletes itself.
 class SubmitCall final : public grpc::ClientReadReactor<v1::JobEvent> {
  public:
-  SubmitCall(const v1::SubmitRequest& request, SubmitDone done)
-      : request_(WithCompactEvents(request)),
-        assembler_(request.dry_run(), nullptr, request.has_output_region()),
-        done_(std::move(done)) {}
+  SubmitCall(std::shared_ptr<Job> job, int attempt)
+      : job_(std::move(job)),
+        attempt_(attempt),
+        assembler_(job_->request.dry_run(), nullptr, job_->request.has_output_region()) {}
 
-  void Start(v1::JobService::Stub* stub, const std::function<void(grpc::ClientContext*)>& prepare) {
-    if (prepare) prepare(&context_);
-    stub->async()->Submit(&context_, &request_, this);
+  void Start() {
+    if (job_->prepare) job_->prepare(&context_);
+    if (attempt_ == 1) {
+      job_->deadline = context_.deadline();
+    } else {
+      context_.set_deadline(job_->deadline);
+    }
+    job_->stub->async()->Submit(&context_, &job_->request, this);
     StartRead(&event_);
     StartCall();
+  }
+
+  // Starts after `delay`, on a gRPC thread. The alarm has fired before the call can end and
+  // delete it; gRPC holds its own reference to the alarm until the callback, which touches
+  // nothing of this call after Start, has returned.
+  void StartAfter(std::chrono::milliseconds delay) {
+    alarm_.Set(std::chrono::system_clock::now() + delay, [this](bool) { Start(); });
   }
 
   void OnReadDone(bool ok) override {
@@ -39,31 +60,60 @@ class SubmitCall final : public grpc::ClientReadReactor<v1::JobEvent> {
   }
 
   void OnDone(const grpc::Status& status) override {
+    if (stream_error_.ok() && !assembler_.accepted() && attempt_ < job_->attempts &&
+        RefusedBeforeAcceptance(status, context_)) {
+      const std::chrono::milliseconds delay = SubmitRetryDelay(attempt_ + 1);
+      if (std::chrono::system_clock::now() + delay < job_->deadline) {
+        (new SubmitCall(job_, attempt_ + 1))->StartAfter(delay);
+        delete this;
+        return;
+      }
+    }
     // As JobClient::Submit: a failed Done carries the job's own verdict.
     absl::StatusOr<JobResult> result = !stream_error_.ok()
                                            ? absl::StatusOr<JobResult>(stream_error_)
                                        : !status.ok() ? FromGrpcStatus(status)
                                                       : assembler_.Finish();
-    SubmitDone done = std::move(done_);
+    if (result.ok()) result->peer = context_.peer();
+    std::shared_ptr<Job> job = std::move(job_);
     delete this;
-    done(std::move(result));
+    job->done(std::move(result));
   }
 
  private:
+  std::shared_ptr<Job> job_;
+  const int attempt_;
   grpc::ClientContext context_;
-  v1::SubmitRequest request_;
+  grpc::Alarm alarm_;
   v1::JobEvent event_;
   ResultAssembler assembler_;
   absl::Status stream_error_;
-  SubmitDone done_;
 };
 
 }  // namespace
 
+bool RefusedBeforeAcceptance(const grpc::Status& status, const grpc::ClientContext& context) {
+  if (status.error_code() != grpc::StatusCode::UNAVAILABLE) return false;
+  const auto& trailers = context.GetServerTrailingMetadata();
+  const auto mark = trailers.find(kAcceptedMetadataKey);
+  return mark != trailers.end() && mark->second == "0";
+}
+
+std::chrono::milliseconds SubmitRetryDelay(int attempt) {
+  return std::chrono::milliseconds(std::min(50 << std::clamp(attempt - 2, 0, 5), 1000));
+}
+
 void StartSubmitCall(v1::JobService::Stub* stub,
                      const std::function<void(grpc::ClientContext*)>& prepare,
-                     const v1::SubmitRequest& request, SubmitDone done) {
-  (new SubmitCall(request, std::move(done)))->Start(stub, prepare);
+                     const v1::SubmitRequest& request, SubmitDone done, int attempts) {
+  auto job = std::make_shared<Job>();
+  job->stub = stub;
+  job->prepare = prepare;
+  job->request = request;
+  job->request.set_compact_events(true);
+  job->attempts = std::max(attempts, 1);
+  job->done = std::move(done);
+  (new SubmitCall(std::move(job), 1))->Start();
 }
 
 }  // namespace client

@@ -1,9 +1,15 @@
 // One Submit call on gRPC's callback API: the events feed a ResultAssembler as they arrive, and
 // no thread waits for the job. JobClient::SubmitAsync is its public face; load generators and
 // event loops use it to keep many jobs in flight with few threads.
+//
+// Also the rule by which a job is sent again, which JobClient::Submit shares: only a call the
+// daemon refused before accepting the job. gRPC's own retry policy cannot tell: a small job's
+// Accepted event is held back until its result (compact events), so a call that failed with
+// no event may still have run its job.
 #ifndef GPUPIPE_CLIENT_SUBMIT_CALL_H_
 #define GPUPIPE_CLIENT_SUBMIT_CALL_H_
 
+#include <chrono>
 #include <functional>
 
 #include "absl/status/statusor.h"
@@ -13,15 +19,30 @@
 namespace gpupipe {
 namespace client {
 
-// Called exactly once per call, on a gRPC thread, with what JobClient::Submit would return.
+// The trailing metadata key of a Submit call the daemon refused before it accepted a job (the
+// value "0"; gpupipe.proto, JobService.Submit).
+inline constexpr char kAcceptedMetadataKey[] = "gpupipe-accepted";
+
+// Whether a finished Submit call that delivered no event may be sent again: it failed
+// UNAVAILABLE (the daemon drains, shuts down or lost its device) and the daemon marked it as
+// having accepted no job (kAcceptedMetadataKey). `context` is the call's, after it finished.
+bool RefusedBeforeAcceptance(const grpc::Status& status, const grpc::ClientContext& context);
+
+// The wait before call `attempt` (2, 3, ...) of a job: 50 ms, doubling, at most 1 s. Short: a
+// balanced channel sends the next call to another daemon.
+std::chrono::milliseconds SubmitRetryDelay(int attempt);
+
+// Called exactly once per job, on a gRPC thread, with what JobClient::Submit would return.
 // It must not block for long: it holds one of gRPC's callback threads.
 using SubmitDone = std::function<void(absl::StatusOr<JobResult>)>;
 
-// Starts `request` on `stub`, `prepare` setting up the call's context (deadline, metadata).
-// The request is copied. `stub` must outlive the call (until `done` returned).
+// Starts `request` on `stub`, `prepare` setting up each call's context (deadline, metadata),
+// and makes up to `attempts` calls for it as JobClient::Submit does, each after the last ended
+// (the wait on a gRPC timer, not a thread); every call keeps the first call's deadline. The
+// request is copied. `stub` must outlive the job (until `done` returned).
 void StartSubmitCall(v1::JobService::Stub* stub,
                      const std::function<void(grpc::ClientContext*)>& prepare,
-                     const v1::SubmitRequest& request, SubmitDone done);
+                     const v1::SubmitRequest& request, SubmitDone done, int attempts = 1);
 
 }  // namespace client
 }  // namespace gpupipe

@@ -22,6 +22,7 @@ nlohmann::json SummaryJson(const ServiceSummary& s) {
                       {"errors", s.errors},
                       {"mismatches", s.mismatches},
                       {"missed", s.missed},
+                      {"sent", s.sent},
                       {"seconds", s.seconds},
                       {"throughput", s.throughput},
                       {"latency_us", PercentilesJson(s.latency_us)}};
@@ -35,6 +36,7 @@ nlohmann::json SummaryJson(const ServiceSummary& s) {
     j["batched_fraction"] = s.batched_fraction;
     j["mean_batch_jobs"] = s.mean_batch_jobs;
     j["lanes"] = s.lanes;
+    j["daemons"] = s.daemons;
   }
   nlohmann::json entries = nlohmann::json::array();
   for (const EntrySummary& e : s.entries) {
@@ -50,6 +52,13 @@ nlohmann::json SummaryJson(const ServiceSummary& s) {
   j["entries"] = entries;
   j["error_messages"] = s.error_messages;
   return j;
+}
+
+// "ipv4:10.0.0.7:50051<is>102<sep>ipv4:10.0.0.8:50051<is>99".
+std::string DaemonCounts(const ServiceSummary& s, const char* is, const char* sep) {
+  return absl::StrJoin(s.daemons, sep, [is](std::string* out, const auto& daemon) {
+    absl::StrAppend(out, daemon.first, is, daemon.second);
+  });
 }
 
 std::string LoadName(const BenchPoint& p) {
@@ -83,6 +92,7 @@ ServiceSummary Summarize(const std::string& service, const LoadResult& result,
   s.service = service;
   s.requests = static_cast<int64_t>(result.samples.size());
   s.missed = result.missed;
+  s.sent = result.sent;
   s.seconds = result.seconds;
   std::vector<double> latency, accept, queue, device, server, transport;
   std::vector<std::vector<double>> by_entry(labels.size());
@@ -98,6 +108,7 @@ ServiceSummary Summarize(const std::string& service, const LoadResult& result,
       continue;
     }
     latency.push_back(sample.latency_us);
+    if (!o.daemon.empty()) ++s.daemons[o.daemon];
     if (sample.entry >= 0 && static_cast<size_t>(sample.entry) < by_entry.size()) {
       by_entry[static_cast<size_t>(sample.entry)].push_back(sample.latency_us);
     }
@@ -173,6 +184,7 @@ nlohmann::json ReportJson(const BenchReport& report) {
           {"backend", report.backend},
           {"server_version", report.server_version},
           {"channels", report.channels},
+          {"balanced", report.balanced},
           {"warmup_seconds", report.warmup_seconds},
           {"duration_seconds", report.duration_seconds},
           {"mix", report.mix},
@@ -183,7 +195,7 @@ std::string ReportCsv(const BenchReport& report) {
   std::string out =
       "load,value,service,requests,errors,mismatches,missed,seconds,throughput,p50_us,p90_us,"
       "p99_us,max_us,queue_us,device_us,server_us,transport_us,kernels_per_job,"
-      "mean_batch_jobs\n";
+      "mean_batch_jobs,daemons\n";
   for (const BenchPoint& p : report.points) {
     std::vector<const ServiceSummary*> services = {&p.gpupipe};
     if (p.echo) services.push_back(&*p.echo);
@@ -191,13 +203,14 @@ std::string ReportCsv(const BenchReport& report) {
     for (const ServiceSummary* s : services) {
       absl::StrAppendFormat(&out,
                             "%s,%g,%s,%d,%d,%d,%d,%.3f,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,"
-                            "%.1f,%.1f,%.3f,%.2f\n",
+                            "%.1f,%.1f,%.3f,%.2f,%s\n",
                             p.rate > 0 ? "rate" : "concurrency",
                             p.rate > 0 ? p.rate : static_cast<double>(p.concurrency), s->service,
                             s->requests, s->errors, s->mismatches, s->missed, s->seconds,
                             s->throughput, s->latency_us.p50, s->latency_us.p90, s->latency_us.p99,
                             s->latency_us.max, s->queue_us, s->device_us, s->server_us,
-                            s->transport_us, s->kernels_per_job, s->mean_batch_jobs);
+                            s->transport_us, s->kernels_per_job, s->mean_batch_jobs,
+                            DaemonCounts(*s, "=", ";"));
     }
   }
   return out;
@@ -243,6 +256,10 @@ std::string ReportText(const BenchReport& report) {
                               "", e.label, e.requests, e.latency_us.p50, e.latency_us.p99,
                               e.queue_us, e.server_us);
       }
+    }
+    if (report.balanced || p.gpupipe.daemons.size() > 1) {
+      absl::StrAppendFormat(&out, "%-17s   per daemon: %s\n", "",
+                            DaemonCounts(p.gpupipe, " ", ", "));
     }
     for (const auto& [message, count] : p.gpupipe.error_messages) {
       absl::StrAppendFormat(&out, "%-17s   error x%d: %s\n", "", count, message);

@@ -36,6 +36,7 @@ struct ServiceSummary {
   int64_t errors = 0;
   int64_t mismatches = 0;
   int64_t missed = 0;  // open loop: not sent
+  int64_t sent = 0;    // requests sent, warm-up included (LoadResult::sent)
   double seconds = 0;
   double throughput = 0;   // successful requests per second
   Percentiles latency_us;  // of successful requests, at the client
@@ -49,6 +50,9 @@ struct ServiceSummary {
   std::vector<EntrySummary> entries;  // per mix entry
   std::map<std::string, int64_t> error_messages;  // the most common, counted
   std::map<std::string, int64_t> lanes;           // jobs per lane (Timing.stream)
+  // Successful jobs per daemon (Outcome::daemon, its address as gRPC names the peer); they sum
+  // to requests - errors (gpupipe only).
+  std::map<std::string, int64_t> daemons;
 };
 
 // Summarizes one load of `service`; `labels[e]` names mix entry e.
@@ -68,6 +72,7 @@ struct BenchReport {
   std::string backend;
   std::string server_version;
   int channels = 0;
+  bool balanced = false;  // the target names several daemons: the table shows each one's jobs
   double warmup_seconds = 0;
   double duration_seconds = 0;
   std::vector<std::string> mix;  // entry labels, with weights

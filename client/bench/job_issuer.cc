@@ -42,6 +42,7 @@ Outcome OutcomeOf(const absl::StatusOr<client::JobResult>& result) {
   outcome.kernels = t.kernels();
   outcome.batch_jobs = t.batch_jobs() > 0 ? t.batch_jobs() : 1;
   outcome.stream = t.stream();
+  outcome.daemon = result->peer;
   return outcome;
 }
 

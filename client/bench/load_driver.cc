@@ -49,6 +49,7 @@ class LoadRun : public std::enable_shared_from_this<LoadRun> {
     result.samples = std::move(samples_);
     result.seconds = std::max(0.0, MicrosBetween(window_start_, ended_at_) / 1e6);
     result.missed = missed_;
+    result.sent = next_;
     return result;
   }
 
@@ -94,8 +95,13 @@ class LoadRun : public std::enable_shared_from_this<LoadRun> {
     }
   }
 
-  // Sends one request; called with `lock` held, which it releases around the Issuer.
+  // Sends one request, unless the window has all the requests it needs (LoadConfig::requests);
+  // called with `lock` held, which it releases around the Issuer.
   void SendLocked(std::unique_lock<std::mutex>& lock) {
+    if (config_.requests > 0 && Clock::now() >= window_start_ &&
+        static_cast<int64_t>(samples_.size()) + outstanding_ >= config_.requests) {
+      return;
+    }
     const int64_t n = next_++;
     const int entry = static_cast<int>(pick_(rng_));
     ++outstanding_;

@@ -31,6 +31,7 @@ struct Outcome {
   int kernels = 0;       // kernels of the launch that ran it
   int batch_jobs = 0;    // jobs that launch served (1: the job alone)
   std::string stream;    // the lane that ran it
+  std::string daemon;    // the daemon that ran it (its address); empty for the echo
 };
 
 struct Sample {
@@ -49,7 +50,10 @@ struct LoadConfig {
   int max_outstanding = 10000;  // open loop: a request due beyond this many is missed
   double warmup_seconds = 1;
   double duration_seconds = 5;
-  int64_t requests = 0;      // > 0: the window ends after this many measured completions
+  // > 0: the window holds this many requests and ends when they completed. Once the window has
+  // begun, no request is sent beyond those it needs (every one in flight completes inside it),
+  // so with no warm-up exactly this many are sent.
+  int64_t requests = 0;
   std::vector<int> weights;  // of the mix's entries, which requests pick at random
   uint64_t seed = 1;
 };
@@ -58,6 +62,7 @@ struct LoadResult {
   std::vector<Sample> samples;  // completions inside the measured window
   double seconds = 0;           // the measured window's length
   int64_t missed = 0;           // open loop: requests not sent, over max_outstanding
+  int64_t sent = 0;             // requests sent, warm-up included
 };
 
 struct LoadProgress {

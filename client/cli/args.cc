@@ -613,7 +613,14 @@ std::string MainHelp() {
       "  --target HOST:PORT   daemon address; a host alone means port 50051 (default\n"
       "                       $GPUPIPE_TARGET, else ",
       kDefaultTarget,
-      ")\n"
+      ").\n"
+      "                       Several daemons: HOST:PORT,HOST:PORT,... (names resolved\n"
+      "                       once) or dns:///NAME:PORT (every address, followed as it\n"
+      "                       changes): calls go round-robin over those that serve, a\n"
+      "                       draining one gets no new jobs, and a job it refused is sent\n"
+      "                       to the next (never one it accepted). describe, stats and\n"
+      "                       health ask one of them; shared memory and split uploads\n"
+      "                       need a target that names one\n"
       "  --deadline SECONDS   give up on a call after this long (default 300)\n"
       "  --client-id ID       who the daemon counts this client as, within its address\n"
       "                       (per-client limits and fair share; default: the address)\n"
@@ -636,7 +643,8 @@ std::string HealthHelp() {
          "Asks the daemon's standard gRPC health service, which needs no token, whether it\n"
          "serves: the whole server, or --service NAME (gpupipe.v1.JobService). Prints\n"
          "SERVING, NOT_SERVING (starting, draining, or its device failed) or SERVICE_UNKNOWN,\n"
-         "and exits 0 only for SERVING: for scripts and container health checks.\n";
+         "and exits 0 only for SERVING: for scripts and container health checks. With several\n"
+         "daemons (--target A,B,...) it asks one that serves, and fails when none does.\n";
 }
 
 std::string StatsHelp() {
@@ -646,7 +654,8 @@ std::string StatsHelp() {
          "per priority the lanes, busy lanes, queued jobs, jobs ended (ok and failed), queue\n"
          "wait, device time and total time (p50 and p99 from histograms), bytes in and out;\n"
          "per client its active jobs, uploads, queued bytes and ended jobs; the memory pools;\n"
-         "the graph cache; calls refused before a job existed, by reason.\n"
+         "the graph cache; calls refused before a job existed, by reason. With several\n"
+         "daemons (--target A,B,...) one of them answers: ask each with a target of its own.\n"
          "\n"
          "options:\n"
          "  --watch SECONDS      show them again every SECONDS (0.1 to 86400) until stopped;\n"
@@ -776,7 +785,8 @@ std::string BenchHelp() {
       "plain unary gRPC echo that a process started by the bench serves on loopback with\n"
       "the same message sizes, the floor any gRPC service pays. Each job's result is\n"
       "checked against the first result of the same input; a difference is reported as a\n"
-      "mismatch and the exit status is 1.\n"
+      "mismatch. Failed jobs are counted as errors (with their messages); either makes the\n"
+      "exit status 1.\n"
       "\n"
       "A mix file has one entry per line, keys separated by ';', e.g.\n"
       "  weight=255; shape=1x1024; priority=low;  ops=affine(alpha=2) | relu | softmax\n"
@@ -791,10 +801,14 @@ std::string BenchHelp() {
       "  --rate R,...         open loop instead: R jobs per second, whatever is in flight\n"
       "  --duration SECONDS   measured time per point and service (default 5)\n"
       "  --warmup SECONDS     unmeasured time before it (default 1)\n"
-      "  --requests N         end a point after N measured jobs instead\n"
+      "  --requests N         a point of N measured jobs instead (with --warmup 0, exactly\n"
+      "                       N are sent)\n"
       "  --channels N         connections, each its own client (default 4; at most ",
       kMaxBenchChannels,
-      ")\n"
+      "); with\n"
+      "                       several daemons (--target A,B,...), each channel balances over\n"
+      "                       all of them, and the report counts the jobs each daemon ran\n"
+      "                       (\"per daemon\"; \"daemons\" in --json, a column in --csv)\n"
       "  --no-echo            leave the echo floor out\n"
       "  --echo-stream        also measure the floor as a server-streaming call with one\n"
       "                       reply, the shape of a job's Submit (echo-stream)\n"

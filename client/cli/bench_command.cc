@@ -76,6 +76,7 @@ absl::StatusOr<BenchOutput> RunBench(const BenchArgs& args, const std::string& t
   out.report.backend = description->backend();
   out.report.server_version = description->server_version();
   out.report.channels = args.channels;
+  out.report.balanced = clients[0]->balanced();
   out.report.warmup_seconds = args.warmup_seconds;
   out.report.duration_seconds = args.duration_seconds;
 

@@ -5,6 +5,7 @@
 // Thread safety: all methods may be called from any thread.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -16,21 +17,31 @@ class ActiveCalls {
   void Begin() {
     std::lock_guard<std::mutex> lock(mu_);
     ++calls_;
+    last_begin_ = std::chrono::steady_clock::now();
   }
   void End() {
     std::lock_guard<std::mutex> lock(mu_);
     if (--calls_ == 0) idle_.notify_all();
   }
-  // Waits until no call is in progress or `deadline` passes; true when none is.
-  bool WaitIdle(std::chrono::steady_clock::time_point deadline) {
+  // Waits until no call is in progress and none began for `quiet`, or `deadline` passes; true
+  // when none is in progress.
+  bool WaitIdle(std::chrono::steady_clock::time_point deadline,
+                std::chrono::steady_clock::duration quiet = {}) {
     std::unique_lock<std::mutex> lock(mu_);
-    return idle_.wait_until(lock, deadline, [&] { return calls_ == 0; });
+    for (;;) {
+      const auto now = std::chrono::steady_clock::now();
+      const auto quiet_at = last_begin_ + quiet;
+      if (calls_ == 0 && now >= quiet_at) return true;
+      if (now >= deadline) return calls_ == 0;
+      idle_.wait_until(lock, calls_ == 0 ? std::min(quiet_at, deadline) : deadline);
+    }
   }
 
  private:
   std::mutex mu_;
   std::condition_variable idle_;
   int calls_ = 0;
+  std::chrono::steady_clock::time_point last_begin_;
 };
 
 }  // namespace gpupipe::rpc

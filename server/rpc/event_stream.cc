@@ -48,6 +48,7 @@ void EventStream::OnAccepted(const engine::AcceptedInfo& info) {
   for (int64_t d : info.output_shape) bytes = d >= 0 && bytes >= 0 ? bytes * d : -1;
   std::unique_lock<std::mutex> lock(mu_);
   job_id_ = info.job_id;
+  accepted_ = true;
   output_bytes_ = bytes;
   accepted_held_ = compact_ && !hold_success_ && bytes >= 0 && bytes <= kSmallResultBytes;
   Push(std::move(lock), EncodeAccepted(info));
@@ -161,6 +162,11 @@ void EventStream::Abort(const grpc::Status& status) {
   MarkGone(
       absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message()));
   Pump(std::move(lock));
+}
+
+bool EventStream::accepted() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return accepted_;
 }
 
 bool EventStream::finishing() const {

@@ -70,6 +70,9 @@ class EventStream final : public engine::JobSink {
   void Cancel();
   // Finishes the call with `status` before any job was accepted (a rejected request).
   void FinishNow(const grpc::Status& status);
+  // Whether a job was accepted on this call (OnAccepted came), whether or not its Accepted
+  // event was sent yet.
+  bool accepted() const;
   // Ends the call with `status` whatever the job is doing (a broken upload): queued events
   // are dropped, OnChunk answers false from now on so the job stops, and the job's own Done
   // is not sent.
@@ -114,6 +117,7 @@ class EventStream final : public engine::JobSink {
   EventWriter* writer_;
   const size_t max_queued_;
   std::string job_id_;
+  bool accepted_ = false;       // OnAccepted came
   int64_t output_bytes_ = -1;   // from OnAccepted; -1 where the shape does not give it
   bool tail_held_ = false;      // the last result chunk waits for the Done
   bool accepted_held_ = false;  // the Accepted waits for the result (a small one)

@@ -82,10 +82,18 @@ class JobServiceImpl final : public v1::JobService::CallbackService {
   // with the calls this layer refused (no valid token) among the refusals.
   v1::StatsResponse Stats(bool with_clients = true, bool lane_activity = false) const;
 
-  // Waits until every Submit and Run call has finished (its last event and status sent) or
-  // `deadline` passes; true when none is left. For a shutdown, once the engine has drained.
+  // After the last Submit or Run call began, how long WaitForCalls waits for another.
+  static constexpr std::chrono::milliseconds kQuietBeforeStop{200};
+
+  // Waits until every Submit and Run call has finished (its last event and status sent) and
+  // none began for kQuietBeforeStop, or `deadline` passes; true when none is left. For a
+  // shutdown, once the engine has drained. The quiet time is for clients that balance over
+  // several daemons: they stop sending here once they see this daemon NOT_SERVING, and until
+  // then the engine refuses their jobs marked as not accepted, which they send elsewhere. A
+  // call that reached a server already shut down would be cancelled instead, unmarked (gRPC
+  // does not run it, but the client cannot know).
   bool WaitForCalls(std::chrono::steady_clock::time_point deadline) {
-    return active_calls_.WaitIdle(deadline);
+    return active_calls_.WaitIdle(deadline, kQuietBeforeStop);
   }
 
  private:

@@ -21,7 +21,7 @@ SubmitReactor::SubmitReactor(engine::Engine* engine, grpc::CallbackServerContext
   if (request->compact_events()) stream_->AllowCompactEvents();
   if (watch != nullptr) watch->Watch(stream_);
   if (!caller.ok()) {
-    stream_->FinishNow(ToGrpcStatus(caller.status()));
+    Refuse(ToGrpcStatus(caller.status()));
     return;
   }
   absl::Status status;
@@ -44,7 +44,14 @@ SubmitReactor::SubmitReactor(engine::Engine* engine, grpc::CallbackServerContext
   } catch (const std::bad_alloc&) {
     status = absl::ResourceExhaustedError("the server ran out of memory for this request");
   }
-  if (!status.ok()) stream_->FinishNow(ToGrpcStatus(status));
+  if (!status.ok()) Refuse(ToGrpcStatus(status));
+}
+
+void SubmitReactor::Refuse(const grpc::Status& status) {
+  // A failure after the engine accepted the job (it never returns one, but an exception could
+  // come late) goes unmarked: the job may have run.
+  if (!stream_->accepted()) context_->AddTrailingMetadata(kAcceptedMetadataKey, "0");
+  stream_->FinishNow(status);
 }
 
 void SubmitReactor::OnWriteDone(bool ok) { stream_->WriteDone(ok); }

@@ -1,7 +1,9 @@
 // JobClient against an in-process fake JobService that replays scripted events.
 #include "client/job_client.h"
 
+#include <future>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -21,10 +23,28 @@ class FakeJobService final : public v1::JobService::Service {
   std::vector<v1::JobEvent> events;
   grpc::Status final_status = grpc::Status::OK;
   v1::SubmitRequest last_request;
+  // The next `refusals` calls are refused UNAVAILABLE before any event, as a draining daemon
+  // refuses them, marked as having accepted no job unless `mark_refusals` is false.
+  int refusals = 0;
+  bool mark_refusals = true;
+  // The mark on the scripted call too (which a daemon never sends after an event).
+  bool mark_final = false;
+  int submits = 0;  // calls received
+  std::mutex mu;
 
-  grpc::Status Submit(grpc::ServerContext*, const v1::SubmitRequest* request,
+  grpc::Status Submit(grpc::ServerContext* context, const v1::SubmitRequest* request,
                       grpc::ServerWriter<v1::JobEvent>* writer) override {
-    last_request = *request;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      ++submits;
+      if (refusals > 0) {
+        --refusals;
+        if (mark_refusals) context->AddTrailingMetadata(kAcceptedMetadataKey, "0");
+        return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the server is shutting down");
+      }
+      last_request = *request;
+      if (mark_final) context->AddTrailingMetadata(kAcceptedMetadataKey, "0");
+    }
     for (const v1::JobEvent& e : events) writer->Write(e);
     return final_status;
   }
@@ -47,10 +67,10 @@ class JobClientTest : public ::testing::Test {
     server_ = builder.BuildAndStart();
     ASSERT_NE(server_, nullptr);
     ASSERT_GT(port, 0);
+    target_ = "127.0.0.1:" + std::to_string(port);
     ClientOptions options;
     options.deadline_seconds = 10;
-    absl::StatusOr<std::unique_ptr<JobClient>> client =
-        JobClient::Create("127.0.0.1:" + std::to_string(port), options);
+    absl::StatusOr<std::unique_ptr<JobClient>> client = JobClient::Create(target_, options);
     ASSERT_TRUE(client.ok()) << client.status();
     client_ = *std::move(client);
   }
@@ -86,6 +106,15 @@ class JobClientTest : public ::testing::Test {
     return e;
   }
 
+  // A job with a result of one float32.
+  void ScriptOneFloat() { Script({Accepted({1}), Chunk(0, std::string(4, 'x')), Done()}); }
+
+  int Submits() {
+    std::lock_guard<std::mutex> lock(service_.mu);
+    return service_.submits;
+  }
+
+  std::string target_;
   FakeJobService service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<JobClient> client_;
@@ -250,6 +279,81 @@ TEST(JobClientCreateTest, RejectsBadArguments) {
   ClientOptions options;
   options.deadline_seconds = 0;
   EXPECT_FALSE(JobClient::Create("127.0.0.1:1", options).ok());
+}
+
+TEST_F(JobClientTest, SubmitSendsAJobRefusedBeforeAcceptanceAgain) {
+  service_.refusals = 2;
+  ScriptOneFloat();
+  absl::StatusOr<JobResult> r = client_->Submit(v1::SubmitRequest());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(Submits(), 3);
+  EXPECT_EQ(r->output.data(), "xxxx");
+  EXPECT_THAT(r->peer, ::testing::StartsWith("ipv4:127.0.0.1:"));
+}
+
+TEST_F(JobClientTest, SubmitAsyncSendsAJobRefusedBeforeAcceptanceAgain) {
+  service_.refusals = 2;
+  ScriptOneFloat();
+  std::promise<absl::StatusOr<JobResult>> done;
+  client_->SubmitAsync(v1::SubmitRequest(),
+                       [&](absl::StatusOr<JobResult> r) { done.set_value(std::move(r)); });
+  absl::StatusOr<JobResult> r = done.get_future().get();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(Submits(), 3);
+  EXPECT_THAT(r->peer, ::testing::StartsWith("ipv4:127.0.0.1:"));
+}
+
+TEST_F(JobClientTest, SubmitGivesUpAfterItsAttempts) {
+  service_.refusals = 10;
+  absl::StatusOr<JobResult> r = client_->Submit(v1::SubmitRequest());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(r.status().message(), "the server is shutting down");
+  EXPECT_EQ(Submits(), ClientOptions().submit_attempts);
+
+  std::promise<absl::StatusOr<JobResult>> done;
+  client_->SubmitAsync(v1::SubmitRequest(),
+                       [&](absl::StatusOr<JobResult> r) { done.set_value(std::move(r)); });
+  EXPECT_EQ(done.get_future().get().status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(Submits(), 2 * ClientOptions().submit_attempts);
+}
+
+TEST_F(JobClientTest, SubmitAttemptsOfOneNeverSendsAgain) {
+  service_.refusals = 1;
+  ClientOptions options;
+  options.submit_attempts = 1;
+  auto client = JobClient::Create(target_, options);
+  ASSERT_TRUE(client.ok());
+  EXPECT_EQ((*client)->Submit(v1::SubmitRequest()).status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(Submits(), 1);
+  options.submit_attempts = 0;
+  EXPECT_EQ(JobClient::Create(target_, options).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(JobClientTest, AnUnmarkedUnavailableMayHaveRunAndIsNotSentAgain) {
+  service_.refusals = 1;
+  service_.mark_refusals = false;
+  ScriptOneFloat();
+  EXPECT_EQ(client_->Submit(v1::SubmitRequest()).status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(Submits(), 1);
+}
+
+TEST_F(JobClientTest, AJobWithAnEventIsNeverSentAgain) {
+  // Accepted, then the daemon stopped it: whatever the trailers say, it may have run.
+  service_.mark_final = true;
+  Script({Accepted({1})}, grpc::Status(grpc::StatusCode::UNAVAILABLE, "stopped"));
+  EXPECT_EQ(client_->Submit(v1::SubmitRequest()).status().code(), absl::StatusCode::kUnavailable);
+  std::promise<absl::StatusOr<JobResult>> done;
+  client_->SubmitAsync(v1::SubmitRequest(),
+                       [&](absl::StatusOr<JobResult> r) { done.set_value(std::move(r)); });
+  EXPECT_EQ(done.get_future().get().status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(Submits(), 2);
+}
+
+TEST(SubmitRetryDelayTest, ShortAndDoubling) {
+  EXPECT_EQ(SubmitRetryDelay(2).count(), 50);
+  EXPECT_EQ(SubmitRetryDelay(3).count(), 100);
+  EXPECT_EQ(SubmitRetryDelay(30).count(), 1000);
 }
 
 TEST(JobClientCreateTest, UnreachableServerIsUnavailable) {

@@ -10,9 +10,10 @@
 __path__ = __import__("pkgutil").extend_path(__path__, __name__)
 
 from .client import (  # noqa: E402
-    DTYPES, Client, JobError, Result, SHM_AUTO_BYTES, STREAM_AUTO_BYTES, is_local_target)
+    DTYPES, ChannelTarget, Client, JobError, Result, SHM_AUTO_BYTES, STREAM_AUTO_BYTES,
+    is_local_target, resolve_target)
 from .ops import OpsError  # noqa: E402
 
-__all__ = ["Client", "JobError", "OpsError", "Result", "DTYPES", "SHM_AUTO_BYTES",
-           "STREAM_AUTO_BYTES", "is_local_target"]
+__all__ = ["ChannelTarget", "Client", "JobError", "OpsError", "Result", "DTYPES",
+           "SHM_AUTO_BYTES", "STREAM_AUTO_BYTES", "is_local_target", "resolve_target"]
 __version__ = "0.1.0"

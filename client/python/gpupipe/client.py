@@ -1,9 +1,12 @@
 """gpupipe's Python client: jobs on NumPy arrays, streamed for large ones, through shared
 memory when the daemon runs on this host."""
 import dataclasses
+import json
 import os
+import re
 import socket
 import threading
+import time
 
 import grpc
 import numpy as np
@@ -42,6 +45,13 @@ STREAM_AUTO_BYTES = 32 << 20
 SPLIT_AUTO_BYTES = 64 << 20
 MAX_AUTO_STREAMS = 2
 
+# The daemon's port when a target names only a host.
+DEFAULT_PORT = 50051
+# The trailing metadata of a Submit call the daemon refused before it accepted a job (value
+# "0"; gpupipe.proto, JobService.Submit): the job did not run, and may be sent again.
+ACCEPTED_METADATA_KEY = "gpupipe-accepted"
+_URI_SCHEMES = ("dns:", "unix:", "unix-abstract:", "ipv4:", "ipv6:", "vsock:")
+
 
 class JobError(Exception):
     """A call or a job that failed: `code` is a grpc.StatusCode, `message` the server's."""
@@ -62,9 +72,163 @@ class Result:
     plan: "pb.Plan" = None   # with explain=True
 
 
+@dataclasses.dataclass
+class ChannelTarget:
+    uri: str                # what the channel is made for
+    balanced: bool = False  # calls may reach several daemons: a list, or a dns: name
+    addresses: int = 1      # the daemons a list names (a dns: name: 0, unknown)
+
+
+def _is_uri(target):
+    """Whether `target` is a URI gRPC resolves ("dns:", "unix:", ..., "scheme://...")."""
+    return bool(re.match(r"[A-Za-z][A-Za-z0-9+.-]*://", target)) or target.startswith(_URI_SCHEMES)
+
+
+def target_with_port(target):
+    """`target` with the default port added where it names a host without one ("gpu7" ->
+    "gpu7:50051", "[::1]" -> "[::1]:50051"); URIs as they are."""
+    if _is_uri(target):
+        return target
+    if target.startswith("["):
+        return f"{target}:{DEFAULT_PORT}" if target.endswith("]") else target
+    return f"{target}:{DEFAULT_PORT}" if ":" not in target else target
+
+
+def _parse_entry(text):
+    """(host, port) of one entry of a list."""
+    if text.startswith("["):
+        close = text.find("]")
+        if close < 0:
+            raise ValueError(f"target '{text}': no closing ']'")
+        host, rest = text[1:close], text[close + 1:]
+        if rest and not rest.startswith(":"):
+            raise ValueError(f"target '{text}': expected [ADDRESS]:PORT")
+        port = rest[1:]
+    else:
+        if text.count(":") > 1:
+            raise ValueError(f"target '{text}': an IPv6 address in a list takes brackets "
+                             "([::1]:50051)")
+        host, _, port = text.partition(":")
+    if not host:
+        raise ValueError(f"target '{text}': no host")
+    if not port:
+        return host, DEFAULT_PORT
+    if not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise ValueError(f"target '{text}': the port must be 1 to 65535, got '{port}'")
+    return host, int(port)
+
+
+def _addresses_of(text, host):
+    """(numeric, IPv4 addresses, IPv6 addresses) of an entry's host; a name is resolved now."""
+    for family in (socket.AF_INET, socket.AF_INET6):
+        try:
+            address = socket.inet_ntop(family, socket.inet_pton(family, host))
+        except OSError:
+            continue
+        return (True, [address], []) if family == socket.AF_INET else (True, [], [address])
+    try:
+        infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except OSError as e:
+        raise JobError(grpc.StatusCode.UNAVAILABLE,
+                       f"target '{text}': cannot resolve '{host}': {e}") from None
+    v4 = [info[4][0] for info in infos if info[0] == socket.AF_INET]
+    v6 = [info[4][0].split("%")[0] for info in infos if info[0] == socket.AF_INET6]
+    return False, v4, v6
+
+
+def resolve_target(target):
+    """`target` as a channel takes it (the rule of client/targets.h): a single target as it is
+    (a host alone gets port 50051); a comma-separated list of HOST:PORT entries as one static
+    address list URI ("ipv4:a:p,b:p" or "ipv6:[a]:p,[b]:p"), its names resolved once, now,
+    with getaddrinfo (a name to follow as DNS changes belongs in one dns:/// target). One
+    channel cannot mix IPv4 and IPv6: numeric entries set the list's family (both: ValueError),
+    names give their addresses of it (IPv4 where only names are listed and each has one).
+    ValueError for a malformed target, JobError(UNAVAILABLE) for a name that does not resolve."""
+    if not target:
+        raise ValueError("target is empty (expected HOST:PORT)")
+    if _is_uri(target):
+        dns = target.startswith("dns:")
+        listed = target.startswith(("ipv4:", "ipv6:"))
+        commas = target.count(",")
+        return ChannelTarget(target, dns or (listed and commas > 0),
+                             0 if dns else commas + 1 if listed else 1)
+    if "," not in target:
+        return ChannelTarget(target_with_port(target))
+    entries = []
+    for piece in (p.strip() for p in target.split(",")):
+        if not piece:
+            raise ValueError(f"target '{target}': an empty entry (expected HOST:PORT,HOST:PORT)")
+        if _is_uri(piece):
+            raise ValueError(f"target '{piece}': a list takes HOST:PORT entries; a URI goes "
+                             "alone (as dns:///NAME:PORT for every address of a name)")
+        entries.append((piece, *_parse_entry(piece)))
+    # Names are resolved once the whole list is known to be well formed.
+    entries = [(host, port, *_addresses_of(piece, host)) for piece, host, port in entries]
+    numeric_v4 = any(numeric and v4 for _, _, numeric, v4, _ in entries)
+    numeric_v6 = any(numeric and v6 for _, _, numeric, _, v6 in entries)
+    if numeric_v4 and numeric_v6:
+        raise ValueError(f"target '{target}': one channel cannot mix IPv4 and IPv6 addresses; "
+                         "list one family (or use a name with dns:///)")
+    use_v6 = numeric_v6 or (not numeric_v4 and any(not v4 for _, _, _, v4, _ in entries))
+    family = "IPv6" if use_v6 else "IPv4"
+    items = []
+    for host, port, _, v4, v6 in entries:
+        of_family = v6 if use_v6 else v4
+        if not of_family:
+            raise ValueError(f"target '{target}': '{host}' has no {family} address, and one "
+                             f"channel cannot mix IPv4 and IPv6 (the list's other entries are "
+                             f"{family})")
+        for address in of_family:
+            item = f"[{address}]:{port}" if use_v6 else f"{address}:{port}"
+            if item not in items:
+                items.append(item)
+    return ChannelTarget(("ipv6:" if use_v6 else "ipv4:") + ",".join(items), True, len(items))
+
+
+def service_config(health_checks):
+    """The channel's default service config, as the C++ client's (client/targets.h,
+    ServiceConfigJson): round_robin; Describe and GetStats, which change nothing, retried on
+    UNAVAILABLE; with `health_checks` (a balanced target), each daemon's health watched, so
+    that one draining gets no new calls."""
+    config = {
+        "loadBalancingConfig": [{"round_robin": {}}],
+        "methodConfig": [{
+            "name": [{"service": "gpupipe.v1.JobService", "method": "Describe"},
+                     {"service": "gpupipe.v1.JobService", "method": "GetStats"}],
+            "retryPolicy": {"maxAttempts": 5, "initialBackoff": "0.05s", "maxBackoff": "1s",
+                            "backoffMultiplier": 2, "retryableStatusCodes": ["UNAVAILABLE"]},
+        }],
+    }
+    if health_checks:
+        config["healthCheckConfig"] = {"serviceName": "gpupipe.v1.JobService"}
+    return json.dumps(config)
+
+
+def _channel_options(channel_target):
+    return [("grpc.service_config", service_config(channel_target.balanced)),
+            ("grpc.enable_retries", 1)]
+
+
+def submit_retry_delay(attempt):
+    """The wait before call `attempt` (2, 3, ...) of a job, in seconds: 50 ms, doubling, at
+    most 1 s (as the C++ client's SubmitRetryDelay)."""
+    return min(0.05 * 2 ** min(max(attempt - 2, 0), 5), 1.0)
+
+
+def refused_before_acceptance(err):
+    """Whether a Submit call that failed with `err` (a grpc.RpcError) before any event may be
+    sent again: UNAVAILABLE, marked by the daemon as having accepted no job."""
+    if err.code() != grpc.StatusCode.UNAVAILABLE:
+        return False
+    return any(k == ACCEPTED_METADATA_KEY and v == "0" for k, v in err.trailing_metadata() or ())
+
+
 def is_local_target(target):
-    """Whether `target` names this host: a Unix socket, localhost or a loopback address."""
+    """Whether `target` names this host: a Unix socket, localhost or a loopback address (never
+    a list of several daemons: a region belongs to one)."""
     t = target
+    if "," in t:
+        return False
     if t.startswith(("unix:", "unix-abstract:")):
         return True
     for scheme in ("dns:///", "dns:", "ipv4:", "ipv6:"):
@@ -140,27 +304,36 @@ class _Region:
 
 
 class Client:
-    """A connection to one gpupiped. Thread-safe: calls may run from several threads.
+    """A connection to gpupiped. Thread-safe: calls may run from several threads.
 
-    target: "host:port", a host alone (port 50051), or any gRPC target ("unix:///path").
+    target: "host:port", a host alone (port 50051), any gRPC target ("unix:///path"), or
+    several daemons: "host:port,host:port,..." (names resolved once, see resolve_target) or
+    "dns:///name:port". Calls go round-robin over the target's addresses; with several daemons,
+    a daemon that is not serving (draining) gets no new calls. Describe and stats are retried
+    on UNAVAILABLE; a job is sent again (up to `submit_attempts` calls) only when a daemon
+    refused it before accepting it, never once a daemon accepted it (at most once). Regions
+    (shared and CUDA arrays) and split runs need a target that names one daemon.
     transport: "auto" (shared memory for large arrays when the target is this host, else the
     connection), "grpc" or "shm"; each submit may override it.
     """
 
     def __init__(self, target="127.0.0.1:50051", *, transport="auto", client_id=None, token=None,
-                 tls_ca=None, tls_cert=None, tls_key=None, deadline=300.0):
+                 tls_ca=None, tls_cert=None, tls_key=None, deadline=300.0, submit_attempts=3):
         if transport not in ("auto", "grpc", "shm"):
             raise ValueError(f"transport: expected auto, grpc or shm, got {transport!r}")
-        if ":" not in target.replace("::", "") and not target.startswith(("unix", "dns")):
-            target += ":50051"
-        self.target = target
+        if submit_attempts < 1:
+            raise ValueError(f"submit_attempts: expected 1 or more, got {submit_attempts}")
+        self._resolved = resolve_target(target)
+        self.target = target_with_port(target) if "," not in target else target
         self.transport = transport
         self.deadline = deadline
+        self.submit_attempts = submit_attempts
+        options = _channel_options(self._resolved)
         if tls_ca or tls_cert or tls_key:
             creds = grpc.ssl_channel_credentials(tls_ca, tls_key, tls_cert)
-            self._channel = grpc.secure_channel(target, creds)
+            self._channel = grpc.secure_channel(self._resolved.uri, creds, options=options)
         else:
-            self._channel = grpc.insecure_channel(target)
+            self._channel = grpc.insecure_channel(self._resolved.uri, options=options)
         self._stub = pb_grpc.JobServiceStub(self._channel)
         self._metadata = []
         if client_id:
@@ -217,6 +390,10 @@ class Client:
     def _lease_for_regions(self):
         """The id of this client's region lease (HoldRegions), opened on first use: should
         this process die, the daemon unregisters every region of it at once."""
+        if self._resolved.addresses > 1:
+            raise JobError(grpc.StatusCode.FAILED_PRECONDITION,
+                           "regions belong to one daemon, and this client balances over "
+                           "several: use a target that names one")
         with self._lock:
             if self._lease is None:
                 call = self._stub.HoldRegions(pb.HoldRegionsRequest(), metadata=self._metadata)
@@ -362,8 +539,7 @@ class Client:
         request.input_region.CopyFrom(self._cuda_slice(array))
         if out is not None and _cuda.is_cuda_array(out):
             request.output_region.CopyFrom(self._cuda_slice(out))
-            result, shape, dtype = self._collect(self._events(self._stub.Submit, request), None,
-                                                 "cuda-ipc", with_bytes=False)
+            result, shape, dtype = self._submit_call(request, None, "cuda-ipc", with_bytes=False)
             _, out_shape, out_dtype, _ = _cuda.describe(out)
             if out_shape != shape or out_dtype != dtype:
                 raise ValueError(f"out: the result is {dtype} {shape}, out is {out_dtype} "
@@ -371,7 +547,7 @@ class Client:
             result.output = out
             return result
         # The result comes back over the connection, into `out` or a new NumPy array.
-        return self._collect(self._events(self._stub.Submit, request), out, "cuda-ipc")[0]
+        return self._submit_call(request, out, "cuda-ipc")[0]
 
     # ---- jobs -----------------------------------------------------------------------------
 
@@ -427,6 +603,10 @@ class Client:
                     raise
         if streams < 0:
             raise ValueError(f"streams: expected 0 (auto) or a number of calls, got {streams}")
+        if streams > 1 and self._resolved.balanced:
+            raise JobError(grpc.StatusCode.FAILED_PRECONDITION,
+                           "the calls of a split run must reach one daemon, and this client "
+                           "balances over several: use one call, or a target that names one")
         if array.nbytes > STREAM_AUTO_BYTES or streams > 0:
             if streams == 0:
                 streams = self._streams_for(array.nbytes)
@@ -434,16 +614,41 @@ class Client:
                 return self._submit_striped(array, request, out, streams)
             return self._submit_streamed(array, request, out)
         request.input.data = array.tobytes()
-        return self._collect(self._events(self._stub.Submit, request), out, "inline")[0]
+        return self._submit_call(request, out, "inline")[0]
 
-    def _events(self, method, request):
+    def _submit_call(self, request, out, transport, *, with_bytes=True):
+        """_collect of a Submit of `request`, sent again (a new call, which round_robin gives
+        to the next daemon) only where a daemon refused it before accepting it and no event
+        came: at most once, within the first call's deadline."""
+        deadline = time.monotonic() + self.deadline
+        for attempt in range(1, self.submit_attempts + 1):
+            seen = {"events": 0, "refused": False}
+            timeout = max(deadline - time.monotonic(), 0.0)
+            try:
+                return self._collect(self._events(self._stub.Submit, request, seen, timeout), out,
+                                     transport, with_bytes=with_bytes)
+            except JobError:
+                delay = submit_retry_delay(attempt + 1)
+                if (not seen["refused"] or seen["events"] or attempt == self.submit_attempts
+                        or time.monotonic() + delay >= deadline):
+                    raise
+                time.sleep(delay)
+
+    def _events(self, method, request, seen=None, timeout=None):
+        """The events of a call, CompleteJob events taken apart. `seen` (a dict), when given,
+        counts them ("events") and says whether the call was refused before acceptance."""
         try:
-            for event in method(request, timeout=self.deadline, metadata=self._metadata):
+            for event in method(request, timeout=self.deadline if timeout is None else timeout,
+                                metadata=self._metadata):
+                if seen is not None:
+                    seen["events"] += 1
                 if event.WhichOneof("event") == "complete":
                     yield from _complete_job_parts(event)
                 else:
                     yield event
         except grpc.RpcError as e:
+            if seen is not None:
+                seen["refused"] = refused_before_acceptance(e)
             raise JobError(e.code(), e.details()) from None
 
     def _submit_streamed(self, array, request, out):
@@ -457,7 +662,7 @@ class Client:
         return self._collect(self._events(self._stub.Run, requests()), out, "stream")[0]
 
     def _streams_for(self, nbytes):
-        if nbytes < SPLIT_AUTO_BYTES:
+        if nbytes < SPLIT_AUTO_BYTES or self._resolved.balanced:
             return 1
         with self._lock:
             limit = self._max_run_streams
@@ -474,10 +679,12 @@ class Client:
         with self._lock:
             while len(self._call_stubs) < n - 1:
                 # A subchannel pool of its own gives the channel a connection of its own.
-                options = [("grpc.use_local_subchannel_pool", 1),
-                           ("gpupipe.run_call", len(self._call_stubs) + 1)]
-                channel = (grpc.secure_channel(self.target, self._creds, options=options)
-                           if self._creds else grpc.insecure_channel(self.target, options=options))
+                options = _channel_options(self._resolved) + [
+                    ("grpc.use_local_subchannel_pool", 1),
+                    ("gpupipe.run_call", len(self._call_stubs) + 1)]
+                uri = self._resolved.uri
+                channel = (grpc.secure_channel(uri, self._creds, options=options)
+                           if self._creds else grpc.insecure_channel(uri, options=options))
                 self._call_channels.append(channel)
                 self._call_stubs.append(pb_grpc.JobServiceStub(channel))
             return [self._stub] + self._call_stubs[:n - 1]
@@ -592,16 +799,14 @@ class Client:
                 plan_only = pb.SubmitRequest()
                 plan_only.CopyFrom(request)
                 plan_only.dry_run = True
-                _, shape, dtype = self._collect(self._events(self._stub.Submit, plan_only), None,
-                                                "shm", with_bytes=False)
+                _, shape, dtype = self._submit_call(plan_only, None, "shm", with_bytes=False)
                 nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
                 result_shm = SharedMemory(max(nbytes, 1), "gpupipe-py-out")
                 temps.append([None, result_shm])
                 temps[-1][0] = self._register(result_shm)
                 out_slice = pb.RegionSlice(region_id=temps[-1][0], length=nbytes)
             request.output_region.CopyFrom(out_slice)
-            result, shape, dtype = self._collect(self._events(self._stub.Submit, request), None,
-                                                 "shm", with_bytes=False)
+            result, shape, dtype = self._submit_call(request, None, "shm", with_bytes=False)
             if result_shm is not None:
                 # The array keeps the mapping alive; the name and the registration go below.
                 count = int(np.prod(shape, dtype=np.int64))

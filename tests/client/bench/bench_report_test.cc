@@ -52,6 +52,38 @@ TEST(BenchReport, SummarizeCountsErrorsAndSharesABatchsKernels) {
   EXPECT_EQ(s.entries[0].requests, 4);
 }
 
+TEST(BenchReport, SuccessfulJobsAreCountedPerDaemonInEveryFormat) {
+  LoadResult r;
+  r.seconds = 1;
+  r.sent = 4;
+  for (const char* daemon : {"ipv4:127.0.0.1:7001", "ipv4:127.0.0.1:7002", "ipv4:127.0.0.1:7001"}) {
+    r.samples.push_back(Ok(100));
+    r.samples.back().outcome.daemon = daemon;
+  }
+  Sample failed;
+  failed.outcome.error = "UNAVAILABLE";
+  r.samples.push_back(failed);
+  BenchReport report;
+  report.balanced = true;
+  BenchPoint point;
+  point.concurrency = 2;
+  point.gpupipe = Summarize("gpupipe", r, {"e"});
+  EXPECT_EQ(point.gpupipe.errors, 1);
+  EXPECT_EQ(point.gpupipe.daemons, (std::map<std::string, int64_t>{{"ipv4:127.0.0.1:7001", 2},
+                                                                   {"ipv4:127.0.0.1:7002", 1}}));
+  report.points = {point};
+  const nlohmann::json j = ReportJson(report);
+  EXPECT_EQ(j["points"][0]["gpupipe"]["daemons"]["ipv4:127.0.0.1:7001"], 2);
+  EXPECT_EQ(j["points"][0]["gpupipe"]["sent"], 4);
+  EXPECT_EQ(j["balanced"], true);
+  EXPECT_NE(ReportCsv(report).find(",ipv4:127.0.0.1:7001=2;ipv4:127.0.0.1:7002=1\n"),
+            std::string::npos)
+      << ReportCsv(report);
+  EXPECT_NE(ReportText(report).find("per daemon: ipv4:127.0.0.1:7001 2, ipv4:127.0.0.1:7002 1"),
+            std::string::npos)
+      << ReportText(report);
+}
+
 TEST(BenchReport, JsonAndCsvCarryEveryPointAndTheFloor) {
   BenchReport report;
   report.target = "t";

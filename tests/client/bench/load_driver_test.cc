@@ -102,10 +102,23 @@ TEST(LoadDriver, RequestsEndTheWindowEarlyAndWeightsPickEntries) {
   config.weights = {1, 3};
   const LoadResult r = RunLoad(config, service.issuer());
   EXPECT_EQ(r.samples.size(), 300u);
+  EXPECT_EQ(r.sent, 300);  // none beyond what the window needs, with no warm-up
   EXPECT_LT(r.seconds, 10);
   const double share = static_cast<double>(service.by_entry_[1]) /
                        static_cast<double>(service.by_entry_[0] + service.by_entry_[1]);
   EXPECT_NEAR(share, 0.75, 0.1);
+}
+
+TEST(LoadDriver, RequestsBelowTheConcurrencySendNoMore) {
+  FakeService service(std::chrono::microseconds(100));
+  LoadConfig config;
+  config.concurrency = 8;
+  config.warmup_seconds = 0;
+  config.duration_seconds = 30;
+  config.requests = 5;
+  const LoadResult r = RunLoad(config, service.issuer());
+  EXPECT_EQ(r.samples.size(), 5u);
+  EXPECT_EQ(r.sent, 5);
 }
 
 }  // namespace
