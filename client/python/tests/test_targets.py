@@ -79,8 +79,10 @@ def refused(client):
 
 
 def test_jobs_refused_by_a_draining_daemon_run_once_on_another(monkeypatch):
-    draining = Daemon("--shutdown-grace-seconds", "60")
-    serving = Daemon()
+    # The CPU backend whatever GPUPIPE_BACKEND says (a later --backend wins): the costly job
+    # must still run while the daemon drains, and on a GPU it ends in a millisecond.
+    draining = Daemon("--shutdown-grace-seconds", "60", "--backend", "cpu")
+    serving = Daemon("--backend", "cpu")
     costly = threading.Thread(daemon=True, target=lambda: _run_costly(draining.target))
     try:
         costly.start()

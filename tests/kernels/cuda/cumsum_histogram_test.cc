@@ -550,8 +550,11 @@ INSTANTIATE_TEST_SUITE_P(Types, CumsumHistogramPerTypeTest, ::testing::ValuesIn(
                          ::gpupipe::testing::ElementTypeParamName);
 
 TEST(CumsumHistogramDescribe, PathsByShape) {
+  // Described for an sm_90 device with its shared memory, whatever code this build carries.
   LaunchConfig config;
   config.multiprocessors = 132;
+  config.arch = 90;
+  config.max_smem_per_block = 227 << 10;
   auto names = [](const std::vector<KernelLaunchInfo>& ks) {
     std::string s;
     for (const auto& k : ks) s += std::string(s.empty() ? "" : " ") + k.name;
@@ -572,6 +575,11 @@ TEST(CumsumHistogramDescribe, PathsByShape) {
   EXPECT_EQ(DescribeRowCumsum(ElementType::kFloat64, 1, int64_t{1} << 28, config)[1].blocks,
             32768);  // a block a tile of 8192
   EXPECT_TRUE(DescribeRowCumsum(ElementType::kInt64, 1, 10, config).empty());
+  // Code below sm_90 has no bulk copies: one long float32 row takes the block-a-tile path.
+  LaunchConfig sm80 = config;
+  sm80.arch = 80;
+  EXPECT_EQ(names(DescribeRowCumsum(ElementType::kFloat32, 1, int64_t{1} << 28, sm80)),
+            "cumsum.init cumsum.lookback");
   EXPECT_EQ(names(DescribeRowHistogram(ElementType::kFloat32, 1, int64_t{1} << 28, 256, false,
                                        config)),
             "histogram.zero histogram.split");

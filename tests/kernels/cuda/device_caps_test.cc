@@ -107,7 +107,8 @@ TEST_F(DeviceCapsTest, BulkStagingRunsOnlyWhereTheCodeHasIt) {
 // the two-kernel path, with the same results: modelled here with a smaller
 // max_smem_per_block on this device.
 TEST_F(DeviceCapsTest, SmallSharedMemoryTakesTheTwoKernelRowPath) {
-  const int64_t rows = 2 * caps_.multiprocessors, cols = 20000;  // 80 KB float32 rows
+  // Enough rows that none is split across blocks (a split row is never a shared-memory row).
+  const int64_t rows = 8 * caps_.multiprocessors, cols = 20000;  // 80 KB float32 rows
   const std::vector<float> in =
       gpupipe::testing::RandomFloats(rows * cols, gpupipe::testing::FreshSeed());
   float* d_in = nullptr;
