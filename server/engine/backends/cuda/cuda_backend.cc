@@ -23,15 +23,21 @@ namespace {
 
 std::string VersionString(int v) { return absl::StrCat(v / 1000, ".", (v % 1000) / 10); }
 
-// The driver is older than the CUDA runtime linked into this build needs. The runtime's major
-// version names the driver branch to install (README, "Deploy").
+// The runtime reports cudaErrorInsufficientDriver both when no driver is loaded at all and when
+// the driver is older than the CUDA runtime linked into this build needs. The first is a machine
+// without a GPU: UNAVAILABLE, so that --backend auto falls back to the CPU. The second is a
+// deployment error the operator must fix; the runtime's major version names the driver branch to
+// install (README, "Deploy").
 absl::Status InsufficientDriverError() {
   int driver = 0;
   cudaDriverGetVersion(&driver);
   cudaGetLastError();
+  if (driver <= 0) {
+    return absl::UnavailableError(
+        "no usable CUDA device: no NVIDIA driver is loaded (libcuda.so.1 was not found)");
+  }
   return absl::FailedPreconditionError(absl::StrCat(
-      "the NVIDIA driver supports CUDA ", driver > 0 ? VersionString(driver) : "(none found)",
-      ", but this build of gpupiped uses CUDA ", VersionString(CUDART_VERSION),
+      "the NVIDIA driver supports CUDA ", VersionString(driver), ", but this build of gpupiped uses CUDA ", VersionString(CUDART_VERSION),
       ": install a driver for CUDA ", CUDART_VERSION / 1000,
       " or newer (README, \"Deploy\"), or run a build made with an older CUDA toolkit"));
 }

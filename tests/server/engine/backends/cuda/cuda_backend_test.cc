@@ -7,8 +7,11 @@
 #include <cstring>
 #include <random>
 
+#include <cuda_runtime.h>
+
 #include "common/float16.h"
 #include "kernels/cuda/device_caps.h"
+#include "server/engine/backends/backend_factory.h"
 #include "server/engine/backends/cpu/cpu_backend.h"
 #include "server/engine/backends/cuda/cuda_backend.h"
 #include "server/engine/engine.h"
@@ -690,6 +693,27 @@ TEST_F(CudaBackendTest, CumsumAndHistogramMatchTheCpuBackendExactly) {
       }
     }
   }
+}
+
+// A machine without the NVIDIA driver has no GPU to offer: the backend is UNAVAILABLE (not a
+// driver-version error), and --backend auto runs on the CPU. Where a driver is loaded, the
+// driver-version path is the one that applies and this test has nothing to check.
+TEST(CudaBackendStart, WithoutADriverTheBackendIsUnavailableAndAutoFallsBackToTheCpu) {
+  int driver = 0;
+  cudaDriverGetVersion(&driver);
+  if (driver > 0) GTEST_SKIP() << "an NVIDIA driver is loaded (CUDA " << driver << ")";
+  absl::StatusOr<std::unique_ptr<Backend>> cuda = CreateCudaBackend(CudaBackendOptions{});
+  ASSERT_EQ(cuda.status().code(), absl::StatusCode::kUnavailable) << cuda.status();
+  EXPECT_NE(cuda.status().message().find("no NVIDIA driver"), std::string::npos) << cuda.status();
+
+  absl::StatusOr<BackendSelection> forced =
+      CreateBackend(BackendChoice::kCuda, CudaBackendOptions{}, CpuBackendOptions{});
+  EXPECT_EQ(forced.status().code(), absl::StatusCode::kUnavailable) << forced.status();
+  absl::StatusOr<BackendSelection> automatic =
+      CreateBackend(BackendChoice::kAuto, CudaBackendOptions{}, CpuBackendOptions{});
+  ASSERT_TRUE(automatic.ok()) << automatic.status();
+  EXPECT_EQ(automatic->backend->name(), "cpu");
+  EXPECT_NE(automatic->reason.find("no NVIDIA driver"), std::string::npos) << automatic->reason;
 }
 
 }  // namespace
