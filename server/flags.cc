@@ -108,6 +108,10 @@ Runs the gpupipe job service: a gRPC daemon that owns one GPU.
   --batch-max-jobs N         jobs in one batch at most (2 to 4096; default 64)
   --batch-max-kib N          input of one batch at most, in KiB; larger jobs run alone
                              (default 4096)
+  --direct-run-max-kib N     a job of at most N KiB of input and output, and little work,
+                             that finds an idle lane of its priority and nothing queued runs
+                             on the thread that received it, without two thread hand-offs
+                             (0: every job goes through the queue; default 64)
   --reader-idle-timeout-seconds N
                              a call whose client reads none of its job's events for N s
                              while one waits is cancelled, and its job ends with
@@ -288,6 +292,8 @@ absl::StatusOr<DaemonOptions> ParseFlags(const std::vector<std::string>& args) {
           {"--batch-window-us", 0, 1000000, [&](int64_t v) { o.batch_window_us = v; }},
           {"--batch-max-jobs", 2, 4096, [&](int64_t v) { o.batch_max_jobs = static_cast<int>(v); }},
           {"--batch-max-kib", 1, 1 << 20, [&](int64_t v) { o.batch_max_bytes = v << 10; }},
+          {"--direct-run-max-kib", 0, 1 << 20,
+           [&](int64_t v) { o.direct_run_max_bytes = v << 10; }},
           {"--max-stream-input-gib", 1, 1024,
            [&](int64_t v) { o.max_stream_input_bytes = v << 30; }},
           {"--max-queued-jobs", 1, 1 << 20,

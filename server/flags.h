@@ -35,6 +35,8 @@ struct DaemonOptions {
   int64_t batch_window_us = 100;
   int batch_max_jobs = 64;
   int64_t batch_max_bytes = int64_t{4} << 20;
+  // --direct-run-max-kib (engine/scheduling/direct_run.h; 0: off).
+  int64_t direct_run_max_bytes = int64_t{64} << 10;
   int64_t max_stream_input_bytes = int64_t{4} << 30;
   int max_queued_jobs = 1024;  // per priority level
   int64_t max_queued_bytes = int64_t{2} << 30;

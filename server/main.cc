@@ -220,6 +220,7 @@ int Run(const DaemonOptions& options) {
   engine_options.batching.window_us = options.batch_window_us;
   engine_options.batching.max_jobs = options.batch_max_jobs;
   engine_options.batching.max_bytes = options.batch_max_bytes;
+  engine_options.direct_run.max_bytes = options.direct_run_max_bytes;
   engine_options.admission.max_queued_jobs = options.max_queued_jobs;
   engine_options.admission.max_queued_bytes = options.max_queued_bytes;
   engine_options.admission.max_client_jobs = options.max_client_jobs;

@@ -485,6 +485,11 @@ std::string RenderDescribeText(const v1::DescribeResponse& d) {
                              : absl::StrCat("window ", b.window_us(), " us, at most ", b.max_jobs(),
                                             " jobs and ", FormatBytes(b.max_bytes()), " a batch"));
   }
+  text += Line("direct runs", d.direct_run_max_bytes() == 0
+                                  ? std::string("off")
+                                  : absl::StrCat("jobs of at most ",
+                                                 FormatBytes(d.direct_run_max_bytes()),
+                                                 " in and out, on an idle lane"));
   if (d.has_limits()) {
     const v1::Limits& l = d.limits();
     const std::string streamed =

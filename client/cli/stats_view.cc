@@ -170,6 +170,7 @@ std::string RenderStatsText(const v1::StatsResponse& s) {
                                                 static_cast<double>(b.batched_jobs()) /
                                                     static_cast<double>(b.batches()),
                                                 b.largest()));
+  text += Line("direct runs", absl::StrCat(s.direct_runs()));
   std::vector<std::pair<std::string, int64_t>> rejected(s.rejected().begin(), s.rejected().end());
   std::sort(rejected.begin(), rejected.end());
   std::vector<std::string> parts;

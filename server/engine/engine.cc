@@ -126,6 +126,10 @@ class Engine::Impl {
       }
     }
     for (const PriorityLevel& level : backend_->levels()) {
+      lane_state_[static_cast<size_t>(level.priority)].assign(static_cast<size_t>(level.lanes),
+                                                              LaneState::kIdle);
+    }
+    for (const PriorityLevel& level : backend_->levels()) {
       for (int lane = 0; lane < level.lanes; ++lane) {
         workers_.emplace_back([this, p = level.priority, lane] { WorkerLoop(p, lane); });
       }
@@ -142,13 +146,14 @@ class Engine::Impl {
   using HeldBytes =
       std::function<absl::StatusOr<int64_t>(const Plan& plan, const ChunkLayout& layout)>;
   // `output_to_region`: the sink writes the result into a region (such jobs do not batch).
+  // `thread`: whether the job may run on this thread (scheduling/direct_run.h).
   absl::Status Submit(JobSpec spec, int64_t input_size, InputPath path, const HeldBytes& held_bytes,
                       const TakeInput& take_input, std::shared_ptr<JobSink> sink,
-                      bool output_to_region = false) {
+                      bool output_to_region = false, SubmitThread thread = SubmitThread::kQueue) {
     absl::Status status;
     try {
       status = SubmitOrThrow(std::move(spec), input_size, path, held_bytes, take_input,
-                             std::move(sink), output_to_region);
+                             std::move(sink), output_to_region, thread);
     } catch (...) {
       status = FromException(std::current_exception());
     }
@@ -157,10 +162,11 @@ class Engine::Impl {
   }
 
   absl::Status SubmitWithRegions(JobSpec spec, std::string& inline_input, const JobRegions& regions,
-                                 std::shared_ptr<JobSink> sink) {
+                                 std::shared_ptr<JobSink> sink, SubmitThread thread) {
     absl::Status status;
     try {
-      status = SubmitWithRegionsOrThrow(std::move(spec), inline_input, regions, std::move(sink));
+      status = SubmitWithRegionsOrThrow(std::move(spec), inline_input, regions, std::move(sink),
+                                        thread);
     } catch (...) {
       status = FromException(std::current_exception());
     }
@@ -236,6 +242,7 @@ class Engine::Impl {
     d.admission = options_.admission;
     d.regions = options_.regions;
     d.batching = options_.batching;
+    d.direct_run = options_.direct_run;
     d.min_chunk_bytes = options_.chunk_policy.min_chunk_bytes;
     d.stagings = backend_->stagings();
     d.launch_modes = backend_->launch_modes();
@@ -249,6 +256,7 @@ class Engine::Impl {
     EngineStats stats;
     stats.backend = backend_->name();
     stats.batching = batch_counters_.snapshot();
+    stats.direct_runs = direct_runs_.load(std::memory_order_relaxed);
     if (lane_activity) {
       std::vector<LaneRun> runs;
       {
@@ -332,6 +340,9 @@ class Engine::Impl {
       if (t.joinable()) t.join();
     }
     workers_.clear();
+    // Direct runs are on their submitters' threads; the lanes they use must outlive them.
+    std::unique_lock<std::mutex> lock(mu_);
+    direct_runs_done_.wait(lock, [&] { return direct_runs_in_progress_ == 0; });
   }
 
   int64_t jobs_in_flight() const { return in_flight_.load(); }
@@ -345,7 +356,8 @@ class Engine::Impl {
  private:
   // Refusals before Submit proper are counted here; Submit counts its own.
   absl::Status SubmitWithRegionsOrThrow(JobSpec spec, std::string& inline_input,
-                                        const JobRegions& regions, std::shared_ptr<JobSink> sink) {
+                                        const JobRegions& regions, std::shared_ptr<JobSink> sink,
+                                        SubmitThread thread) {
     const auto refuse = [this](absl::Status status) {
       job_stats_.Refused(status);
       return status;
@@ -426,12 +438,13 @@ class Engine::Impl {
                               layout.mode != ChunkLayout::Mode::kSplitRow;
           return RegionInput(in_region, in_slice.offset, size, direct);
         },
-        std::move(job_sink), out_region != nullptr);
+        std::move(job_sink), out_region != nullptr, thread);
   }
 
   absl::Status SubmitOrThrow(JobSpec spec, int64_t input_size, InputPath path,
                              const HeldBytes& held_bytes, const TakeInput& take_input,
-                             std::shared_ptr<JobSink> sink, bool output_to_region) {
+                             std::shared_ptr<JobSink> sink, bool output_to_region,
+                             SubmitThread thread) {
     if (absl::Status s = ValidateJob(spec, input_size, options_.limits, path); !s.ok()) {
       return s;
     }
@@ -451,6 +464,11 @@ class Engine::Impl {
 
     int level = 0;
     bool wake_all = false;
+    int direct_lane = -1;  // the idle lane a direct run takes
+    const bool may_run_here =
+        thread == SubmitThread::kMayRun &&
+        DirectRunEligible(options_.direct_run, *plan, *layout, input_size,
+                          path == InputPath::kInline, output_to_region);
     auto job = std::make_unique<QueuedJob>();
     job->ticket = AdmissionTicket{spec.client, spec.priority, *held, path == InputPath::kStreamed};
     job->batch_key = BatchKey(spec, *plan, *layout, input_size, path == InputPath::kInline,
@@ -479,11 +497,21 @@ class Engine::Impl {
       if (job->spec.explain) job->sink->OnPlan(backend_->Describe(job->spec, job->plan));
       admission_.Queued(job->ticket);
       ++in_flight_;
-      const std::string client = job->spec.client;
       level = static_cast<int>(job->spec.priority);
-      queues_[level].Push(client, std::move(job));
-      // One idle lane is enough for one job; a lane gathering a batch must see it too.
-      wake_all = gatherers_[level] > 0;
+      if (may_run_here) direct_lane = TakeIdleLaneLocked(level, !job->batch_key.empty());
+      if (direct_lane >= 0) {
+        StartLocked(*job);
+      } else {
+        const std::string client = job->spec.client;
+        queues_[level].Push(client, std::move(job));
+        // One idle lane is enough for one job; a lane gathering a batch must see it too, and
+        // a waiting worker whose lane runs a job directly cannot take it.
+        wake_all = gatherers_[level] > 0 || direct_runs_at_[level] > 0;
+      }
+    }
+    if (direct_lane >= 0) {
+      RunDirect(*job, direct_lane);
+      return absl::OkStatus();
     }
     if (wake_all) {
       level_cv_[level].notify_all();
@@ -512,6 +540,9 @@ class Engine::Impl {
     return absl::OkStatus();
   }
 
+  // Called once a lane's run is over (see WorkerLoop); may be called again, to no effect.
+  using LaneRelease = std::function<void()>;
+
   void WorkerLoop(Priority priority, int lane) {
     auto& queue = queues_[static_cast<int>(priority)];
     const size_t max_jobs = static_cast<size_t>(std::max(options_.batching.max_jobs, 1));
@@ -520,9 +551,13 @@ class Engine::Impl {
       std::vector<std::unique_ptr<QueuedJob>> batch;
       {
         std::unique_lock<std::mutex> lock(mu_);
-        level_cv_[static_cast<int>(priority)].wait(lock,
-                                                   [&] { return stopping_ || !queue.empty(); });
-        if (queue.empty()) return;  // stopping and nothing left
+        LaneState& state = lane_state_[static_cast<size_t>(priority)][static_cast<size_t>(lane)];
+        // A lane that runs a job directly (RunDirect) takes no queued job until it is done.
+        level_cv_[static_cast<int>(priority)].wait(lock, [&] {
+          return stopping_ || (!queue.empty() && state == LaneState::kIdle);
+        });
+        if (queue.empty() || state != LaneState::kIdle) return;  // stopping, nothing left
+        state = LaneState::kWorker;
         alone = queue.Pop();
         StartLocked(*alone);
         if (!alone->batch_key.empty()) {
@@ -538,14 +573,83 @@ class Engine::Impl {
           }
         }
       }
+      // The lane is free as soon as its run is over, before the results are handed over, so
+      // that a direct run may take it while this thread reports them.
+      bool released = false;
+      const LaneRelease release = [&] {
+        if (!released) ReleaseLane(priority, lane);
+        released = true;
+      };
       if (alone) {
-        Run(*alone, priority, lane);
+        Run(*alone, priority, lane, release);
       } else if (batch.size() == 1) {
-        Run(*batch.front(), priority, lane);
+        Run(*batch.front(), priority, lane, release);
       } else {
-        RunBatch(batch, priority, lane);
+        RunBatch(batch, priority, lane, release);
       }
+      release();
     }
+  }
+
+  // The lane's run is over: it is idle for its worker or a direct run. A lane released by a
+  // direct run wakes its level's workers if jobs queued meanwhile (its own worker may be the
+  // only idle one).
+  void ReleaseLane(Priority priority, int lane) {
+    const int level = static_cast<int>(priority);
+    bool wake = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      LaneState& state = lane_state_[static_cast<size_t>(level)][static_cast<size_t>(lane)];
+      if (state == LaneState::kDirect) {
+        --direct_runs_at_[level];
+        wake = !queues_[level].empty();
+      }
+      state = LaneState::kIdle;
+    }
+    if (wake) level_cv_[level].notify_all();
+  }
+
+  // With mu_ held: an idle lane of `level` for a direct run (marked as running one), or -1
+  // where the level has queued jobs, a lane gathering a batch (the job is one it may want) or
+  // no idle lane. A job that may batch (`batchable`) runs directly only while nothing of its
+  // level runs: once jobs overlap, queueing lets the lanes batch them, which saves more than
+  // the hand-offs cost.
+  int TakeIdleLaneLocked(int level, bool batchable) {
+    if (stopping_ || !queues_[level].empty() || gatherers_[level] > 0) return -1;
+    if (batchable && running_at_[level] > 0) return -1;
+    std::vector<LaneState>& lanes = lane_state_[static_cast<size_t>(level)];
+    for (size_t lane = 0; lane < lanes.size(); ++lane) {
+      if (lanes[lane] != LaneState::kIdle) continue;
+      lanes[lane] = LaneState::kDirect;
+      ++direct_runs_at_[level];
+      ++direct_runs_in_progress_;
+      return static_cast<int>(lane);
+    }
+    return -1;
+  }
+
+  // Runs a started job on the calling thread on `lane` (TakeIdleLaneLocked); the lane goes
+  // back to its worker once the job's run is over, before its results are handed over.
+  void RunDirect(QueuedJob& job, int lane) {
+    const Priority priority = job.spec.priority;
+    bool released = false;
+    const LaneRelease release = [&] {
+      if (!released) ReleaseLane(priority, lane);
+      released = true;
+    };
+    const auto end = [&] {
+      release();  // the lane is never lost, whatever escaped
+      std::lock_guard<std::mutex> lock(mu_);
+      if (--direct_runs_in_progress_ == 0) direct_runs_done_.notify_all();
+    };
+    try {
+      Run(job, priority, lane, release);
+    } catch (...) {
+      end();
+      throw;
+    }
+    direct_runs_.fetch_add(1, std::memory_order_relaxed);
+    end();
   }
 
   // With mu_ held: the job leaves the queue for a lane.
@@ -603,13 +707,14 @@ class Engine::Impl {
   // Runs `jobs` (of one batch key, already started) as one job with their rows stacked, and
   // ends each with its own status and timing. Jobs whose reader left or whose deadline passed
   // while they waited take no part.
-  void RunBatch(std::vector<std::unique_ptr<QueuedJob>>& jobs, Priority priority, int lane) {
+  void RunBatch(std::vector<std::unique_ptr<QueuedJob>>& jobs, Priority priority, int lane,
+                const LaneRelease& release) {
     const Clock::time_point started = Clock::now();
     std::vector<QueuedJob*> members;
     try {
       members.reserve(jobs.size());
     } catch (...) {
-      for (std::unique_ptr<QueuedJob>& job : jobs) Run(*job, priority, lane);
+      for (std::unique_ptr<QueuedJob>& job : jobs) Run(*job, priority, lane, nullptr);
       return;
     }
     for (std::unique_ptr<QueuedJob>& job : jobs) {
@@ -633,7 +738,7 @@ class Engine::Impl {
     if (!batch) {
       // Alone, or the batch could not be formed (it never fails for jobs that plan alone, but
       // no job is lost for it): each runs alone.
-      for (QueuedJob* job : members) Run(*job, priority, lane);
+      for (QueuedJob* job : members) Run(*job, priority, lane, nullptr);
       return;
     }
     JobTiming timing;
@@ -653,6 +758,7 @@ class Engine::Impl {
       if (absl::Status why = interrupt.Check(); !why.ok()) status = why;
       NoteDeviceStatus();
     }
+    release();
     const Clock::time_point finished = Clock::now();
     if (timing.output_ready == Clock::time_point{}) timing.output_ready = finished;
     const int n = static_cast<int>(members.size());
@@ -732,7 +838,8 @@ class Engine::Impl {
     lane_runs_.push_back({priority, lane, start, end, jobs, ok});
   }
 
-  void Run(QueuedJob& job, Priority priority, int lane) {
+  // `release` (may be null) is called once the job no longer uses the lane.
+  void Run(QueuedJob& job, Priority priority, int lane, const LaneRelease& release) {
     JobTiming timing;
     const Clock::time_point started = Clock::now();
     timing.accept_us = AcceptMicros(job);
@@ -761,6 +868,7 @@ class Engine::Impl {
       job.input->Fail(status);
       NoteDeviceStatus();
     }
+    if (release) release();
     const Clock::time_point finished = Clock::now();
     if (timing.output_ready == Clock::time_point{}) timing.output_ready = finished;
     timing.total_us = MicrosBetween(job.accepted_at, timing.output_ready);
@@ -818,6 +926,14 @@ class Engine::Impl {
   std::array<std::condition_variable, kPriorityLevels> level_cv_;
   std::array<int, kPriorityLevels> gatherers_{};
   std::array<int, kPriorityLevels> running_at_{};  // jobs taken by lanes, per level
+  // What each lane of each level does: waits for a job, runs one its worker took, or runs one
+  // directly on the thread that submitted it (RunDirect).
+  enum class LaneState { kIdle, kWorker, kDirect };
+  std::array<std::vector<LaneState>, kPriorityLevels> lane_state_;
+  std::array<int, kPriorityLevels> direct_runs_at_{};  // lanes in kDirect, per level
+  int direct_runs_in_progress_ = 0;
+  std::condition_variable direct_runs_done_;
+  std::atomic<int64_t> direct_runs_{0};  // direct runs ended
   std::condition_variable idle_;
   bool stopping_ = false;
   bool stopping_accepting_ = false;
@@ -847,7 +963,8 @@ std::unique_ptr<Engine> Engine::Create(std::unique_ptr<Backend> backend, EngineO
       new Engine(std::make_unique<Impl>(std::move(backend), std::move(options))));
 }
 
-absl::Status Engine::Submit(JobSpec spec, std::string& input, std::shared_ptr<JobSink> sink) {
+absl::Status Engine::Submit(JobSpec spec, std::string& input, std::shared_ptr<JobSink> sink,
+                            SubmitThread thread) {
   const int64_t size = static_cast<int64_t>(input.size());
   return impl_->Submit(
       std::move(spec), size, InputPath::kInline,
@@ -855,7 +972,7 @@ absl::Status Engine::Submit(JobSpec spec, std::string& input, std::shared_ptr<Jo
       [&input](const Plan&, const ChunkLayout&) -> absl::StatusOr<std::shared_ptr<InputSource>> {
         return InputSource::Complete(std::move(input));
       },
-      std::move(sink));
+      std::move(sink), /*output_to_region=*/false, thread);
 }
 
 absl::Status Engine::Submit(JobSpec spec, std::shared_ptr<InputSource> input,
@@ -901,9 +1018,11 @@ absl::StatusOr<std::shared_ptr<InputRing>> Engine::SubmitStreamed(JobSpec spec,
 }
 
 absl::Status Engine::Submit(JobSpec spec, std::string& input, const JobRegions& regions,
-                            std::shared_ptr<JobSink> sink) {
-  if (!regions.input && !regions.output) return Submit(std::move(spec), input, std::move(sink));
-  return impl_->SubmitWithRegions(std::move(spec), input, regions, std::move(sink));
+                            std::shared_ptr<JobSink> sink, SubmitThread thread) {
+  if (!regions.input && !regions.output) {
+    return Submit(std::move(spec), input, std::move(sink), thread);
+  }
+  return impl_->SubmitWithRegions(std::move(spec), input, regions, std::move(sink), thread);
 }
 
 absl::StatusOr<RegionInfo> Engine::RegisterRegion(const std::string& client,

@@ -36,6 +36,7 @@
 #include "server/engine/regions/region_registry.h"
 #include "server/engine/scheduling/admission.h"
 #include "server/engine/scheduling/batching.h"
+#include "server/engine/scheduling/direct_run.h"
 #include "server/engine/stats/job_stats.h"
 
 namespace gpupipe::engine {
@@ -55,6 +56,9 @@ struct EngineOptions {
   AdmissionLimits admission;
   RegionLimits regions;
   BatchPolicy batching;
+  // Small jobs that find an idle lane run on the submitting thread (scheduling/direct_run.h),
+  // where the caller allows it.
+  DirectRunPolicy direct_run;
   // Called once per finished job, from an engine thread.
   std::function<void(const JobRecord&)> on_job_done;
   // Called once, from an engine thread, when the backend can run no more jobs
@@ -70,6 +74,7 @@ struct EngineDescription {
   AdmissionLimits admission;
   RegionLimits regions;
   BatchPolicy batching;
+  DirectRunPolicy direct_run;
   int64_t min_chunk_bytes = 0;
   std::vector<Staging> stagings;
   std::vector<LaunchMode> launch_modes;
@@ -106,6 +111,7 @@ struct EngineStats {
   GraphCacheStats graph_cache;
   std::map<std::string, int64_t> refused;  // JobStats::Refused
   BatchCounters::Snapshot batching;
+  int64_t direct_runs = 0;  // jobs run on the thread that submitted them (direct_run.h)
   // One run on a lane (a job, or a batch of `jobs`), in microseconds since the engine started.
   struct LaneSpan {
     std::string lane;
@@ -146,8 +152,10 @@ class Engine {
   // Validates, plans and queues a job whose input bytes are all present (`input`, moved from
   // only on success; the limit is Limits::max_input_bytes). On error nothing was accepted and
   // `sink` is not called. On OK the sink has received OnAccepted and will receive the rest of
-  // the job's events.
-  absl::Status Submit(JobSpec spec, std::string& input, std::shared_ptr<JobSink> sink);
+  // the job's events. With SubmitThread::kMayRun a small job may run on this thread before
+  // Submit returns (scheduling/direct_run.h); its events then all come before the return.
+  absl::Status Submit(JobSpec spec, std::string& input, std::shared_ptr<JobSink> sink,
+                      SubmitThread thread = SubmitThread::kQueue);
   // As above for a complete input that may be shared with other jobs (it is read-only).
   absl::Status Submit(JobSpec spec, std::shared_ptr<InputSource> input,
                       std::shared_ptr<JobSink> sink);
@@ -164,7 +172,7 @@ class Engine {
   // (`regions.output`, which must hold it; the sink then receives no OnChunk). Regions belong
   // to spec.client (RegionRegistry::Find's errors); an input and an output may not overlap.
   absl::Status Submit(JobSpec spec, std::string& input, const JobRegions& regions,
-                      std::shared_ptr<JobSink> sink);
+                      std::shared_ptr<JobSink> sink, SubmitThread thread = SubmitThread::kQueue);
 
   // Maps a client's shared-memory object as a region its jobs may use
   // (RegionRegistry::Register), and unmaps it once no job uses it any more. With a `lease`

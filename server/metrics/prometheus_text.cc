@@ -190,6 +190,9 @@ std::string RenderPrometheus(const v1::StatsResponse& stats) {
   w.Sample("gpupipe_batches_total", "", static_cast<double>(b.batches()));
   w.Family("gpupipe_batched_jobs_total", "counter", "Jobs that ran in such a batch.");
   w.Sample("gpupipe_batched_jobs_total", "", static_cast<double>(b.batched_jobs()));
+  w.Family("gpupipe_direct_runs_total", "counter",
+           "Small jobs that ran on the thread that received them, without a lane hand-off.");
+  w.Sample("gpupipe_direct_runs_total", "", static_cast<double>(stats.direct_runs()));
   w.Family("gpupipe_uploads_in_progress", "gauge", "Run uploads whose job has not ended.");
   w.Sample("gpupipe_uploads_in_progress", "", static_cast<double>(stats.uploads_in_progress()));
   w.Family("gpupipe_rejected_total", "counter",

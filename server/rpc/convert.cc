@@ -446,6 +446,7 @@ v1::DescribeResponse EncodeDescription(const engine::EngineDescription& d,
   batching->set_window_us(d.batching.enabled() ? d.batching.window_us : 0);
   batching->set_max_jobs(d.batching.max_jobs);
   batching->set_max_bytes(d.batching.max_bytes);
+  response.set_direct_run_max_bytes(d.direct_run.enabled() ? d.direct_run.max_bytes : 0);
   return response;
 }
 
@@ -520,6 +521,7 @@ v1::StatsResponse EncodeStats(const engine::EngineStats& stats, const std::strin
   for (int bound : engine::BatchCounters::SizeBounds()) b->add_size_bounds(bound);
   for (int64_t n : stats.batching.size_counts) b->add_size_counts(n);
   b->set_largest(stats.batching.largest);
+  out.set_direct_runs(stats.direct_runs);
   for (const engine::EngineStats::LaneSpan& span : stats.lane_activity) {
     v1::LaneSpan* l = out.add_lane_activity();
     l->set_lane(span.lane);

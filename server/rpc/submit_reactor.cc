@@ -36,7 +36,10 @@ SubmitReactor::SubmitReactor(engine::Engine* engine, grpc::CallbackServerContext
       // the input is moved out instead of copied (it can be tens of MiB).
       std::string input =
           std::move(*const_cast<v1::SubmitRequest*>(request)->mutable_input()->mutable_data());
-      status = engine->Submit(*std::move(spec), input, *regions, stream_);
+      // A small job may run right here (engine/scheduling/direct_run.h): its events are then
+      // all queued on the stream before the reactor is bound, and its writes start once it is.
+      status = engine->Submit(*std::move(spec), input, *regions, stream_,
+                              engine::SubmitThread::kMayRun);
     } else {
       status = spec.ok() ? regions.status() : spec.status();
       engine->CountRefusal(status);

@@ -1,5 +1,6 @@
 // gpupiped's memory and scheduling flags: --device-memory as a percentage or a size,
-// --chunk-mib, --input-ring-mib, --input-ring-total-mib, --priority-hold-ms.
+// --chunk-mib, --input-ring-mib, --input-ring-total-mib, --priority-hold-ms,
+// --direct-run-max-kib.
 #include "server/flags.h"
 
 #include <gtest/gtest.h>
@@ -92,6 +93,21 @@ TEST(Flags, PriorityHoldDefaultsTo20MsAndZeroTurnsItOff) {
   o = ParseFlags({"--priority-hold-ms", "60001"});
   ASSERT_FALSE(o.ok());
   EXPECT_NE(o.status().message().find("--priority-hold-ms"), std::string::npos) << o.status();
+}
+
+TEST(Flags, DirectRunsTakeJobsOf64KibByDefaultAndZeroTurnsThemOff) {
+  absl::StatusOr<DaemonOptions> o = ParseFlags({});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->direct_run_max_bytes, 64 << 10);
+  o = ParseFlags({"--direct-run-max-kib", "0"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->direct_run_max_bytes, 0);
+  o = ParseFlags({"--direct-run-max-kib=8"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->direct_run_max_bytes, 8 << 10);
+  o = ParseFlags({"--direct-run-max-kib", "-1"});
+  ASSERT_FALSE(o.ok());
+  EXPECT_NE(o.status().message().find("--direct-run-max-kib"), std::string::npos) << o.status();
 }
 
 TEST(Flags, LogsAreTextAtInfoByDefaultAndBadValuesNameTheFlag) {

@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "server/engine/job/job_sink.h"
@@ -58,6 +59,7 @@ class RecordingSink : public engine::JobSink {
     EXPECT_FALSE(done_) << "second OnDone";
     done_ = true;
     status_ = status;
+    done_thread_ = std::this_thread::get_id();
     ++done_calls_;
     done_cv_.notify_all();
     output_cv_.notify_all();
@@ -102,6 +104,8 @@ class RecordingSink : public engine::JobSink {
   engine::PlanDescription plan() const { std::lock_guard<std::mutex> l(mu_); return plan_; }
   int plans() const { std::lock_guard<std::mutex> l(mu_); return plans_; }
   int done_calls() const { std::lock_guard<std::mutex> l(mu_); return done_calls_; }
+  // The thread that called OnDone.
+  std::thread::id done_thread() const { std::lock_guard<std::mutex> l(mu_); return done_thread_; }
   int chunks() const { std::lock_guard<std::mutex> l(mu_); return chunks_; }
   int64_t max_chunk() const { std::lock_guard<std::mutex> l(mu_); return max_chunk_; }
 
@@ -116,6 +120,7 @@ class RecordingSink : public engine::JobSink {
   bool done_ = false;
   bool has_timing_ = false;
   int done_calls_ = 0;
+  std::thread::id done_thread_;
   int plans_ = 0;
   engine::PlanDescription plan_;
   int chunks_ = 0;

@@ -150,5 +150,44 @@ TEST_F(JobServiceTest, ConcurrentClientsEachGetTheirOwnResult) {
   EXPECT_EQ(good.load(), 40);
 }
 
+// A small job runs on the gRPC thread that received it (engine/scheduling/direct_run.h): all
+// its events are written once the call's reactor is bound, in both event shapes, and the
+// stats count it. Large jobs are queued as before.
+TEST_F(JobServiceTest, SmallJobsRunDirectlyAndArriveWholeInEitherEventShape) {
+  absl::StatusOr<v1::DescribeResponse> d = client_->Describe();
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->direct_run_max_bytes(), 64 << 10);
+  const uint64_t seed = gpupipe::testing::FreshSeed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  for (bool compact : {false, true}) {
+    std::vector<float> x = gpupipe::testing::RandomFloats(1024, seed + compact);
+    v1::SubmitRequest r = Request(x, {1, 1024});
+    r.add_ops()->mutable_affine()->set_beta(1);
+    r.set_compact_events(compact);
+    std::vector<v1::JobEvent::EventCase> kinds;
+    absl::StatusOr<client::JobResult> result =
+        client_->Submit(r, [&](const v1::JobEvent& e) { kinds.push_back(e.event_case()); });
+    ASSERT_TRUE(result.ok()) << result.status();
+    std::vector<float> y = AsFloats(result->output.data());
+    ASSERT_EQ(y.size(), x.size());
+    for (size_t k = 0; k < x.size(); ++k) ASSERT_EQ(y[k], x[k] + 1.0f) << k;
+    EXPECT_TRUE(result->has_timing);
+    // The client library hands a CompleteJob on as its parts.
+    EXPECT_EQ(kinds, (std::vector<v1::JobEvent::EventCase>{
+                         v1::JobEvent::kAccepted, v1::JobEvent::kChunk, v1::JobEvent::kTiming,
+                         v1::JobEvent::kDone}));
+  }
+  absl::StatusOr<v1::StatsResponse> stats = client_->GetStats();
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(stats->direct_runs(), 2);
+  // 128 KiB in and out: queued.
+  v1::SubmitRequest big = Request(gpupipe::testing::RandomFloats(16 << 10, seed), {16, 1024});
+  big.add_ops()->mutable_relu();
+  ASSERT_TRUE(client_->Submit(big).ok());
+  stats = client_->GetStats();
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(stats->direct_runs(), 2);
+}
+
 }  // namespace
 }  // namespace gpupipe::rpc
