@@ -62,6 +62,7 @@ bench() {
 OPS='affine(alpha=2, beta=1) | relu | softmax'
 start_daemon --batch-window-us 0
 bench unbatched --ops "$OPS" --concurrency 1,64 --echo-stream
+"$cli" --target "$target" stats --json > "$OUT/unbatched-stats.json"
 stop_daemon
 
 start_daemon

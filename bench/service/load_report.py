@@ -126,12 +126,20 @@ def main():
     lines += ["| target | measured | met |", "| --- | ---: | :---: |"]
     for what, measured, met in targets:
         lines.append(f"| {what} | {measured} | {yes_no(met)} |")
+    unbatched_stats = os.path.join(out, "unbatched-stats.json")
+    if os.path.exists(unbatched_stats):
+        s = json.load(open(unbatched_stats))
+        lines += ["", f"Daemon figures after the unbatched scenarios: "
+                  f"{int(s.get('direct_runs', 0))} jobs ran on the thread that received them "
+                  f"(direct runs)."]
     stats = os.path.join(out, "stats.json")
     if os.path.exists(stats):
-        b = json.load(open(stats)).get("batching", {})
-        lines += ["", f"Daemon batching figures after the batched scenarios: "
+        s = json.load(open(stats))
+        b = s.get("batching", {})
+        lines += ["", f"Daemon figures after the batched scenarios: "
                   f"{b.get('batches', 0)} batches served {b.get('batched_jobs', 0)} jobs, "
-                  f"the largest {b.get('largest', 0)}."]
+                  f"the largest {b.get('largest', 0)}; {int(s.get('direct_runs', 0))} jobs "
+                  f"were direct runs."]
     text = "\n".join(lines) + "\n"
     open(os.path.join(out, "service-load.md"), "w").write(text)
     print(text)
