@@ -113,6 +113,7 @@ class Engine::Impl {
         regions_(options_.regions, RegionHooksOf(backend_.get())),
         started_at_(Clock::now()) {
     options_.batching.max_member_output_bytes = options_.limits.max_chunk_bytes;
+    options_.direct_run.max_output_message_bytes = options_.limits.max_chunk_bytes;
     std::random_device rd;
     id_prefix_ = absl::StrFormat("%06x", rd() & 0xffffff);
     const int64_t pool_bytes = options_.limits.input_ring_total_bytes;
@@ -323,8 +324,11 @@ class Engine::Impl {
   void Shutdown() {
     std::vector<std::unique_ptr<QueuedJob>> abandoned;
     {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (stopping_ && workers_.empty()) return;
+      std::unique_lock<std::mutex> lock(mu_);
+      if (stopping_ && workers_.empty()) {
+        direct_runs_done_.wait(lock, [&] { return direct_runs_in_progress_ == 0; });
+        return;
+      }
       stopping_ = true;
       for (auto& queue : queues_) {
         for (auto& job : queue.TakeAll()) abandoned.push_back(std::move(job));
@@ -617,6 +621,7 @@ class Engine::Impl {
   int TakeIdleLaneLocked(int level, bool batchable) {
     if (stopping_ || !queues_[level].empty() || gatherers_[level] > 0) return -1;
     if (batchable && running_at_[level] > 0) return -1;
+    if (options_.chunk_policy.priority_hold_us > 0 && gate_.HigherRunning(level)) return -1;
     std::vector<LaneState>& lanes = lane_state_[static_cast<size_t>(level)];
     for (size_t lane = 0; lane < lanes.size(); ++lane) {
       if (lanes[lane] != LaneState::kIdle) continue;
@@ -637,6 +642,7 @@ class Engine::Impl {
       if (!released) ReleaseLane(priority, lane);
       released = true;
     };
+    // Last: Shutdown may destroy the engine once no direct run is in progress.
     const auto end = [&] {
       release();  // the lane is never lost, whatever escaped
       std::lock_guard<std::mutex> lock(mu_);
@@ -645,8 +651,19 @@ class Engine::Impl {
     try {
       Run(job, priority, lane, release);
     } catch (...) {
-      end();
-      throw;
+      // The job was accepted: it ends with its own Done, never as a refused request. Finish
+      // takes it out of running_ first, so a job still there has not been finished.
+      bool finished = false;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        finished = running_.count(&job) == 0;
+      }
+      if (!finished) {
+        try {
+          Finish(job, FromException(std::current_exception()), {}, /*started=*/true);
+        } catch (...) {
+        }
+      }
     }
     direct_runs_.fetch_add(1, std::memory_order_relaxed);
     end();
@@ -758,8 +775,8 @@ class Engine::Impl {
       if (absl::Status why = interrupt.Check(); !why.ok()) status = why;
       NoteDeviceStatus();
     }
-    release();
     const Clock::time_point finished = Clock::now();
+    release();
     if (timing.output_ready == Clock::time_point{}) timing.output_ready = finished;
     const int n = static_cast<int>(members.size());
     batch_counters_.Count(n);
@@ -868,8 +885,9 @@ class Engine::Impl {
       job.input->Fail(status);
       NoteDeviceStatus();
     }
-    if (release) release();
+    // The lane's span (NoteLaneRun) ends before another run may take the lane.
     const Clock::time_point finished = Clock::now();
+    if (release) release();
     if (timing.output_ready == Clock::time_point{}) timing.output_ready = finished;
     timing.total_us = MicrosBetween(job.accepted_at, timing.output_ready);
     timing.result_stream_us = MicrosBetween(timing.output_ready, finished);

@@ -56,6 +56,9 @@ void EventStream::OnAccepted(const engine::AcceptedInfo& info) {
 
 void EventStream::OnPlan(const engine::PlanDescription& plan) {
   std::unique_lock<std::mutex> lock(mu_);
+  // A job with a plan never goes out as one CompleteJob: its Accepted need not wait, and a
+  // held one would take a queue place its result may need.
+  accepted_held_ = false;
   Push(std::move(lock), EncodePlan(job_id_, plan));
 }
 

@@ -38,8 +38,11 @@ SubmitReactor::SubmitReactor(engine::Engine* engine, grpc::CallbackServerContext
           std::move(*const_cast<v1::SubmitRequest*>(request)->mutable_input()->mutable_data());
       // A small job may run right here (engine/scheduling/direct_run.h): its events are then
       // all queued on the stream before the reactor is bound, and its writes start once it is.
-      status = engine->Submit(*std::move(spec), input, *regions, stream_,
-                              engine::SubmitThread::kMayRun);
+      // The stream must hold them without waiting for the reader.
+      const engine::SubmitThread thread = max_queued_events >= engine::kDirectRunEvents
+                                              ? engine::SubmitThread::kMayRun
+                                              : engine::SubmitThread::kQueue;
+      status = engine->Submit(*std::move(spec), input, *regions, stream_, thread);
     } else {
       status = spec.ok() ? regions.status() : spec.status();
       engine->CountRefusal(status);

@@ -127,6 +127,16 @@ inline void ExpectEverythingElseQueues(const BackendMaker& make) {
   EXPECT_TRUE(sink->status().ok()) << sink->status();
   EXPECT_NE(sink->done_thread(), std::this_thread::get_id());
   EXPECT_EQ(e->Stats(false, false).direct_runs, 1);
+  // A higher level runs: the job would wait for it at its chunk boundary (the priority hold),
+  // which it must not do on the caller's thread.
+  auto high_blocker = BlockBatchLane(*e, engine::Priority::kHigh);
+  sink = SubmitFrom(*e, small, bytes, engine::SubmitThread::kMayRun);
+  high_blocker->SetGateOpen(true);
+  ASSERT_TRUE(sink->WaitDone());
+  EXPECT_TRUE(sink->status().ok()) << sink->status();
+  EXPECT_NE(sink->done_thread(), std::this_thread::get_id()) << "ran beside a higher level";
+  ASSERT_TRUE(high_blocker->WaitDone());
+  EXPECT_EQ(e->Stats(false, false).direct_runs, 1);
 }
 
 // While a direct run holds the level's only lane (its reader does not read), jobs of that level

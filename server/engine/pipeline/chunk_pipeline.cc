@@ -222,7 +222,13 @@ absl::Status RunChunkPipeline(const ChunkJob& job, LaneExecutor& lane, PriorityG
   absl::Status status = lane.Begin(job.spec, job.plan, job.layout, job.interrupt, job.timing);
   if (status.ok()) {
     lane.SetDirectOutput(job.sink.DirectOutput());
-    status = PipelineRun(job, lane, gate, policy).Run();
+    try {
+      status = PipelineRun(job, lane, gate, policy).Run();
+    } catch (...) {
+      // Whatever escaped, no work may be left behind on the lane (End waits for it).
+      lane.End(absl::AbortedError("the job ended by an exception"), job.timing);
+      throw;
+    }
   }
   lane.End(status, job.timing);
   return status;

@@ -10,13 +10,20 @@
 //
 // What may run directly (DirectRunEligible): a job whose caller lets Submit run it (the RPC
 // layer's Submit; never an upload, which waits for its own bytes), whose input came whole in
-// the request and whose result goes back as a message, of one chunk, within
+// the request and whose result goes back as one message, of one chunk, within
 // DirectRunPolicy::max_bytes of input and output and max_work of plan work, so that the
 // caller's thread is held only briefly. Policy (the engine): the job's level has no queued
 // job, no lane gathering a batch, and an idle lane, which the direct run takes as that lane's
 // worker would; a job that could batch (batching.h) also needs its level to run nothing else,
-// since under load batching saves more than the hand-offs cost. The job is scheduled,
-// admitted, timed and reported as any other.
+// since under load batching saves more than the hand-offs cost, and no job of a higher level
+// may be running, which the job would wait for at its chunk boundary (ChunkPolicy's priority
+// hold) on the caller's thread. The job is scheduled, admitted, timed and reported as any
+// other.
+//
+// The caller's side: a direct run's events all come before Submit returns, so a sink that
+// waits for its reader before the call can be written to must hold them without waiting: the
+// RPC layer's EventStream holds a one-message job's events (at most Accepted, Plan, one
+// result chunk, Timing, Done) when it may queue at least kDirectRunEvents of them.
 #pragma once
 
 #include <cstdint>
@@ -31,12 +38,20 @@ namespace gpupipe::engine {
 // sink while it waits (the RPC layer's reactor); kQueue always hands the job to a lane.
 enum class SubmitThread { kQueue, kMayRun };
 
+// Events a sink must be able to queue, without waiting for its reader, before its events
+// arrive on a thread that cannot let the reader run (see the header comment): a held Accepted
+// and a Plan before the one result chunk.
+inline constexpr int kDirectRunEvents = 3;
+
 struct DirectRunPolicy {
   // Input plus output bytes of a job that may run directly; 0: no direct runs.
   int64_t max_bytes = int64_t{64} << 10;
   // Plan work (planning/step_work.h) of a job that may run directly: about a hundred
   // microseconds on one core for the host reference ops, a few on a GPU.
   int64_t max_work = int64_t{1} << 16;
+  // The largest result that goes back as one message (the engine sets it from
+  // Limits::max_chunk_bytes): one result chunk, so one OnChunk.
+  int64_t max_output_message_bytes = (int64_t{1} << 20) - 4096;
   bool enabled() const { return max_bytes > 0; }
 };
 

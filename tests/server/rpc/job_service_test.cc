@@ -189,5 +189,29 @@ TEST_F(JobServiceTest, SmallJobsRunDirectlyAndArriveWholeInEitherEventShape) {
   EXPECT_EQ(stats->direct_runs(), 2);
 }
 
+// A call whose stream holds fewer than kDirectRunEvents events would wait for its reader
+// inside the reactor's constructor, before it can be read: its jobs are queued.
+TEST_F(JobServiceTest, AServiceThatQueuesFewEventsRunsNoJobDirectly) {
+  JobServiceImpl service(engine_.get(), JobServiceOptions{engine::kDirectRunEvents - 1, "test"});
+  int port = 0;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_NE(port, 0);
+  auto client = client::JobClient::Create("127.0.0.1:" + std::to_string(port));
+  ASSERT_TRUE(client.ok()) << client.status();
+  for (bool explain : {false, true}) {
+    v1::SubmitRequest r = Request(gpupipe::testing::RandomFloats(1024, 7), {1, 1024});
+    r.add_ops()->mutable_relu();
+    r.set_explain(explain);
+    r.set_compact_events(true);
+    absl::StatusOr<client::JobResult> result = (*client)->Submit(r);
+    ASSERT_TRUE(result.ok()) << result.status();
+  }
+  EXPECT_EQ(engine_->Stats(false, false).direct_runs, 0);
+  server->Shutdown();
+}
+
 }  // namespace
 }  // namespace gpupipe::rpc

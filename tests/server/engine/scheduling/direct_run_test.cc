@@ -64,6 +64,12 @@ TEST_F(DirectRunEligibleTest, LargeCostlyChunkedOrNotInlineJobsAreNot) {
   EXPECT_TRUE(Eligible(testing::SmallJobSpec()));
   policy_.max_work = 1000;
   EXPECT_FALSE(Eligible(testing::SmallJobSpec()));
+  // A result of more than one message.
+  policy_ = DirectRunPolicy{};
+  policy_.max_output_message_bytes = 4095;
+  EXPECT_FALSE(Eligible(testing::SmallJobSpec()));
+  policy_.max_output_message_bytes = 4096;
+  EXPECT_TRUE(Eligible(testing::SmallJobSpec()));
 }
 
 }  // namespace
