@@ -46,7 +46,8 @@ class SubmitCall final : public grpc::ClientReadReactor<v1::JobEvent> {
   // delete it; gRPC holds its own reference to the alarm until the callback, which touches
   // nothing of this call after Start, has returned.
   void StartAfter(std::chrono::milliseconds delay) {
-    alarm_.Set(std::chrono::system_clock::now() + delay, [this](bool) { Start(); });
+    alarm_ = std::make_unique<grpc::Alarm>();
+    alarm_->Set(std::chrono::system_clock::now() + delay, [this](bool) { Start(); });
   }
 
   void OnReadDone(bool ok) override {
@@ -84,7 +85,8 @@ class SubmitCall final : public grpc::ClientReadReactor<v1::JobEvent> {
   std::shared_ptr<Job> job_;
   const int attempt_;
   grpc::ClientContext context_;
-  grpc::Alarm alarm_;
+  // Only a retry waits, and most calls are not one: their alarm is made when needed.
+  std::unique_ptr<grpc::Alarm> alarm_;
   v1::JobEvent event_;
   ResultAssembler assembler_;
   absl::Status stream_error_;
