@@ -39,6 +39,9 @@ JobLogLine JobLog(const engine::JobRecord& r) {
   f.push_back({"bytes_in", t.bytes_in});
   f.push_back({"bytes_out", t.bytes_out});
   f.push_back({"gbps", t.gbps});
+  // The lanes' order: jobs are handed over (and logged) by several threads, so a log's order
+  // need not be the order in which they ran.
+  if (t.lane_run > 0) f.push_back({"lane_run", t.lane_run});
   if (!r.spec.client_tag.empty()) f.push_back({"tag", r.spec.client_tag});
   if (!r.status.ok()) f.push_back({"error", std::string(r.status.message())});
   return line;

@@ -129,10 +129,11 @@ class Engine::Impl {
     for (const PriorityLevel& level : backend_->levels()) {
       lane_state_[static_cast<size_t>(level.priority)].assign(static_cast<size_t>(level.lanes),
                                                               LaneState::kIdle);
+      run_number_[static_cast<size_t>(level.priority)].assign(static_cast<size_t>(level.lanes), 0);
     }
     for (const PriorityLevel& level : backend_->levels()) {
-      for (int lane = 0; lane < level.lanes; ++lane) {
-        workers_.emplace_back([this, p = level.priority, lane] { WorkerLoop(p, lane); });
+      for (int w = 0; w < level.lanes * kWorkersPerLane; ++w) {
+        workers_.emplace_back([this, p = level.priority] { WorkerLoop(p); });
       }
     }
   }
@@ -508,9 +509,8 @@ class Engine::Impl {
       } else {
         const std::string client = job->spec.client;
         queues_[level].Push(client, std::move(job));
-        // One idle lane is enough for one job; a lane gathering a batch must see it too, and
-        // a waiting worker whose lane runs a job directly cannot take it.
-        wake_all = gatherers_[level] > 0 || direct_runs_at_[level] > 0;
+        // One waiting worker is enough for one job; a lane gathering a batch must see it too.
+        wake_all = gatherers_[level] > 0;
       }
     }
     if (direct_lane >= 0) {
@@ -547,21 +547,25 @@ class Engine::Impl {
   // Called once a lane's run is over (see WorkerLoop); may be called again, to no effect.
   using LaneRelease = std::function<void()>;
 
-  void WorkerLoop(Priority priority, int lane) {
-    auto& queue = queues_[static_cast<int>(priority)];
+  // A worker of `priority`'s level: takes a queued job (or a batch) and an idle lane of its
+  // level, runs it there, hands the lane back once the run is over, then hands over the
+  // results while another worker may already run the next job on that lane.
+  void WorkerLoop(Priority priority) {
+    const int level = static_cast<int>(priority);
+    auto& queue = queues_[level];
     const size_t max_jobs = static_cast<size_t>(std::max(options_.batching.max_jobs, 1));
     for (;;) {
       std::unique_ptr<QueuedJob> alone;
       std::vector<std::unique_ptr<QueuedJob>> batch;
+      int lane = -1;
       {
         std::unique_lock<std::mutex> lock(mu_);
-        LaneState& state = lane_state_[static_cast<size_t>(priority)][static_cast<size_t>(lane)];
-        // A lane that runs a job directly (RunDirect) takes no queued job until it is done.
-        level_cv_[static_cast<int>(priority)].wait(lock, [&] {
-          return stopping_ || (!queue.empty() && state == LaneState::kIdle);
-        });
-        if (queue.empty() || state != LaneState::kIdle) return;  // stopping, nothing left
-        state = LaneState::kWorker;
+        level_cv_[level].wait(
+            lock, [&] { return stopping_ || (!queue.empty() && IdleLaneLocked(level) >= 0); });
+        lane = IdleLaneLocked(level);
+        if (queue.empty() || lane < 0) return;  // stopping, and nothing left to run
+        lane_state_[static_cast<size_t>(level)][static_cast<size_t>(lane)] = LaneState::kWorker;
+        run_number_[static_cast<size_t>(level)][static_cast<size_t>(lane)] = ++runs_started_;
         alone = queue.Pop();
         StartLocked(*alone);
         if (!alone->batch_key.empty()) {
@@ -578,7 +582,7 @@ class Engine::Impl {
         }
       }
       // The lane is free as soon as its run is over, before the results are handed over, so
-      // that a direct run may take it while this thread reports them.
+      // that another worker or a direct run may take it while this thread reports them.
       bool released = false;
       const LaneRelease release = [&] {
         if (!released) ReleaseLane(priority, lane);
@@ -595,22 +599,39 @@ class Engine::Impl {
     }
   }
 
-  // The lane's run is over: it is idle for its worker or a direct run. A lane released by a
-  // direct run wakes its level's workers if jobs queued meanwhile (its own worker may be the
-  // only idle one).
+  // The number of the run `lane` is taking part in (JobTiming::lane_run). Read by the thread
+  // that took the lane, which set it.
+  int64_t RunNumber(Priority priority, int lane) const {
+    return run_number_[static_cast<size_t>(priority)][static_cast<size_t>(lane)];
+  }
+
+  // With mu_ held: an idle lane of `level`, or -1.
+  int IdleLaneLocked(int level) const {
+    const std::vector<LaneState>& lanes = lane_state_[static_cast<size_t>(level)];
+    for (size_t lane = 0; lane < lanes.size(); ++lane) {
+      if (lanes[lane] == LaneState::kIdle) return static_cast<int>(lane);
+    }
+    return -1;
+  }
+
+  // The lane's run is over: it is idle for a worker or a direct run. Jobs queued meanwhile
+  // wake a waiting worker (every one where lanes gathering a batch wait on the same
+  // condition).
   void ReleaseLane(Priority priority, int lane) {
     const int level = static_cast<int>(priority);
     bool wake = false;
+    bool wake_all = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      LaneState& state = lane_state_[static_cast<size_t>(level)][static_cast<size_t>(lane)];
-      if (state == LaneState::kDirect) {
-        --direct_runs_at_[level];
-        wake = !queues_[level].empty();
-      }
-      state = LaneState::kIdle;
+      lane_state_[static_cast<size_t>(level)][static_cast<size_t>(lane)] = LaneState::kIdle;
+      wake = !queues_[level].empty();
+      wake_all = gatherers_[level] > 0;
     }
-    if (wake) level_cv_[level].notify_all();
+    if (wake_all) {
+      level_cv_[level].notify_all();
+    } else if (wake) {
+      level_cv_[level].notify_one();
+    }
   }
 
   // With mu_ held: an idle lane of `level` for a direct run (marked as running one), or -1
@@ -622,15 +643,12 @@ class Engine::Impl {
     if (stopping_ || !queues_[level].empty() || gatherers_[level] > 0) return -1;
     if (batchable && running_at_[level] > 0) return -1;
     if (options_.chunk_policy.priority_hold_us > 0 && gate_.HigherRunning(level)) return -1;
-    std::vector<LaneState>& lanes = lane_state_[static_cast<size_t>(level)];
-    for (size_t lane = 0; lane < lanes.size(); ++lane) {
-      if (lanes[lane] != LaneState::kIdle) continue;
-      lanes[lane] = LaneState::kDirect;
-      ++direct_runs_at_[level];
-      ++direct_runs_in_progress_;
-      return static_cast<int>(lane);
-    }
-    return -1;
+    const int lane = IdleLaneLocked(level);
+    if (lane < 0) return -1;
+    lane_state_[static_cast<size_t>(level)][static_cast<size_t>(lane)] = LaneState::kDirect;
+    run_number_[static_cast<size_t>(level)][static_cast<size_t>(lane)] = ++runs_started_;
+    ++direct_runs_in_progress_;
+    return lane;
   }
 
   // Runs a started job on the calling thread on `lane` (TakeIdleLaneLocked); the lane goes
@@ -760,6 +778,7 @@ class Engine::Impl {
     }
     JobTiming timing;
     timing.bytes_in = batch->input->size();
+    timing.lane_run = RunNumber(priority, lane);
     const JobInterrupt interrupt(*batch->sink, batch->spec.deadline, &stop_running_);
     absl::Status status;
     try {
@@ -860,6 +879,7 @@ class Engine::Impl {
     JobTiming timing;
     const Clock::time_point started = Clock::now();
     timing.accept_us = AcceptMicros(job);
+    timing.lane_run = RunNumber(priority, lane);
     timing.queue_us = MicrosBetween(job.accepted_at, started);
     timing.bytes_in = job.input->size();
     const JobInterrupt interrupt(*job.sink, job.spec.deadline, &stop_running_);
@@ -944,11 +964,16 @@ class Engine::Impl {
   std::array<std::condition_variable, kPriorityLevels> level_cv_;
   std::array<int, kPriorityLevels> gatherers_{};
   std::array<int, kPriorityLevels> running_at_{};  // jobs taken by lanes, per level
-  // What each lane of each level does: waits for a job, runs one its worker took, or runs one
-  // directly on the thread that submitted it (RunDirect).
+  // What each lane of each level does: nothing, runs a job a worker took, or runs one directly
+  // on the thread that submitted it (RunDirect).
   enum class LaneState { kIdle, kWorker, kDirect };
   std::array<std::vector<LaneState>, kPriorityLevels> lane_state_;
-  std::array<int, kPriorityLevels> direct_runs_at_{};  // lanes in kDirect, per level
+  // Worker threads per lane: one runs a job on the lane while another hands over the results
+  // of the job before, which for small jobs takes about as long as their run.
+  static constexpr int kWorkersPerLane = 2;
+  // Per lane, the number of the run that took it last (RunNumber); runs numbered so far.
+  std::array<std::vector<int64_t>, kPriorityLevels> run_number_;
+  int64_t runs_started_ = 0;
   int direct_runs_in_progress_ = 0;
   std::condition_variable direct_runs_done_;
   std::atomic<int64_t> direct_runs_{0};  // direct runs ended

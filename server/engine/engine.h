@@ -142,7 +142,8 @@ struct JobRegions {
 
 class Engine {
  public:
-  // Starts one worker thread per lane of `backend`.
+  // Starts two worker threads per lane of `backend`: a lane runs one job at a time, and while
+  // one worker hands over a job's results another may run the next job on its lane.
   static std::unique_ptr<Engine> Create(std::unique_ptr<Backend> backend, EngineOptions options);
   ~Engine();  // Shutdown(), then joins the workers.
 

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "client/job_client.h"
 #include "client/npy.h"
@@ -299,16 +300,34 @@ TEST(Hostile, OneClientsFloodRefusesOnlyThatClientAndOthersKeepTheirTurn) {
   ASSERT_TRUE(flood.WaitEnded(kFlood));
   EXPECT_EQ(flood.ok(), 255);
   // Round-robin between the two clients in the one high-priority lane: at most one flood job
-  // ran before the other client's. The daemon logs jobs as they finish, so the log's order is
-  // the lane's (the order results reach the clients is not: it depends on their threads).
+  // ran before the other client's. Each job's log line names the lane run it was part of
+  // (lane_run: runs numbered in the order they took their lanes; a batch is one run, its jobs
+  // logged in their order in it); the log's own order is not the lanes', since several
+  // threads hand results over.
   const std::string other_id = high_result->accepted.job_id();
   ASSERT_TRUE(daemon.WaitForLog("job " + other_id + " OK")) << daemon.log();
-  int flood_ok_before_other = 0;
-  for (absl::string_view line : absl::StrSplit(daemon.log(), '\n')) {
-    if (absl::StrContains(line, "job " + other_id + " OK")) break;
-    if (absl::StrContains(line, " OK ") && !absl::StrContains(line, "/other\"")) {
-      ++flood_ok_before_other;
+  const auto lane_run = [](absl::string_view line) -> int64_t {
+    const size_t at = line.find(" lane_run=");
+    int64_t run = -1;
+    if (at == absl::string_view::npos ||
+        !absl::SimpleAtoi(line.substr(at + 10, line.find(' ', at + 10) - at - 10), &run)) {
+      return -1;
     }
+    return run;
+  };
+  int64_t other_run = -1;
+  for (absl::string_view line : absl::StrSplit(daemon.log(), '\n')) {
+    if (absl::StrContains(line, "job " + other_id + " OK")) other_run = lane_run(line);
+  }
+  ASSERT_GT(other_run, 0) << daemon.log();
+  int flood_ok_before_other = 0;
+  bool other_seen = false;
+  for (absl::string_view line : absl::StrSplit(daemon.log(), '\n')) {
+    if (absl::StrContains(line, "job " + other_id + " OK")) other_seen = true;
+    if (!absl::StrContains(line, " OK ") || absl::StrContains(line, "/other\"")) continue;
+    const int64_t run = lane_run(line);
+    ASSERT_GT(run, 0) << line;
+    if (run < other_run || (run == other_run && !other_seen)) ++flood_ok_before_other;
   }
   EXPECT_LE(flood_ok_before_other, 1) << daemon.log();
   ASSERT_TRUE(blocker_calls.WaitEnded(1));

@@ -63,6 +63,9 @@ struct JobTiming {
   // Jobs that ran as one with this one (scheduling/batching.h); 1: alone. In a batch, the
   // stage times above are the job's share of the batch's.
   int batch_jobs = 1;
+  // The run on a lane the job was part of: runs are numbered 1, 2, ... in the order they took
+  // their lanes, per engine (a batch is one run); 0 where the job never ran.
+  int64_t lane_run = 0;
   double gbps = 0;    // (bytes_in + bytes_out) / total_us, 1e9 bytes per second
   // One stage of one chunk; microseconds from the start of the job's first copy.
   struct TimelineEntry {
