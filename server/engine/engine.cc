@@ -129,7 +129,6 @@ class Engine::Impl {
     for (const PriorityLevel& level : backend_->levels()) {
       lane_state_[static_cast<size_t>(level.priority)].assign(static_cast<size_t>(level.lanes),
                                                               LaneState::kIdle);
-      run_number_[static_cast<size_t>(level.priority)].assign(static_cast<size_t>(level.lanes), 0);
     }
     for (const PriorityLevel& level : backend_->levels()) {
       for (int w = 0; w < level.lanes * kWorkersPerLane; ++w) {
@@ -469,7 +468,8 @@ class Engine::Impl {
 
     int level = 0;
     bool wake_all = false;
-    int direct_lane = -1;  // the idle lane a direct run takes
+    int direct_lane = -1;  // the idle lane a direct run takes, and the number of its run
+    int64_t direct_run = 0;
     const bool may_run_here =
         thread == SubmitThread::kMayRun &&
         DirectRunEligible(options_.direct_run, *plan, *layout, input_size,
@@ -503,7 +503,9 @@ class Engine::Impl {
       admission_.Queued(job->ticket);
       ++in_flight_;
       level = static_cast<int>(job->spec.priority);
-      if (may_run_here) direct_lane = TakeIdleLaneLocked(level, !job->batch_key.empty());
+      if (may_run_here) {
+        direct_lane = TakeIdleLaneLocked(level, !job->batch_key.empty(), &direct_run);
+      }
       if (direct_lane >= 0) {
         StartLocked(*job);
       } else {
@@ -514,7 +516,7 @@ class Engine::Impl {
       }
     }
     if (direct_lane >= 0) {
-      RunDirect(*job, direct_lane);
+      RunDirect(*job, direct_lane, direct_run);
       return absl::OkStatus();
     }
     if (wake_all) {
@@ -544,8 +546,37 @@ class Engine::Impl {
     return absl::OkStatus();
   }
 
-  // Called once a lane's run is over (see WorkerLoop); may be called again, to no effect.
-  using LaneRelease = std::function<void()>;
+  // What each lane of each level does: nothing, runs a job a worker took, or runs one directly
+  // on the thread that submitted it (RunDirect).
+  enum class LaneState { kIdle, kWorker, kDirect };
+
+  // A lane taken for one run, by a worker or a direct run: which lane, the run's number
+  // (JobTiming::lane_run), and handing it back (Release: once, at the latest when the take
+  // ends).
+  class LaneTake {
+   public:
+    LaneTake(Impl& impl, Priority priority, int lane, int64_t run)
+        : impl_(impl), priority_(priority), lane_(lane), run_(run) {}
+    LaneTake(const LaneTake&) = delete;
+    LaneTake& operator=(const LaneTake&) = delete;
+    ~LaneTake() { Release(); }
+
+    Priority priority() const { return priority_; }
+    int lane() const { return lane_; }
+    int64_t run() const { return run_; }
+    void Release() {
+      if (!held_) return;
+      held_ = false;
+      impl_.ReleaseLane(priority_, lane_);
+    }
+
+   private:
+    Impl& impl_;
+    const Priority priority_;
+    const int lane_;
+    const int64_t run_;
+    bool held_ = true;
+  };
 
   // A worker of `priority`'s level: takes a queued job (or a batch) and an idle lane of its
   // level, runs it there, hands the lane back once the run is over, then hands over the
@@ -558,14 +589,14 @@ class Engine::Impl {
       std::unique_ptr<QueuedJob> alone;
       std::vector<std::unique_ptr<QueuedJob>> batch;
       int lane = -1;
+      int64_t run = 0;
       {
         std::unique_lock<std::mutex> lock(mu_);
         level_cv_[level].wait(
             lock, [&] { return stopping_ || (!queue.empty() && IdleLaneLocked(level) >= 0); });
         lane = IdleLaneLocked(level);
         if (queue.empty() || lane < 0) return;  // stopping, and nothing left to run
-        lane_state_[static_cast<size_t>(level)][static_cast<size_t>(lane)] = LaneState::kWorker;
-        run_number_[static_cast<size_t>(level)][static_cast<size_t>(lane)] = ++runs_started_;
+        run = TakeLaneLocked(level, lane, LaneState::kWorker);
         alone = queue.Pop();
         StartLocked(*alone);
         if (!alone->batch_key.empty()) {
@@ -583,26 +614,21 @@ class Engine::Impl {
       }
       // The lane is free as soon as its run is over, before the results are handed over, so
       // that another worker or a direct run may take it while this thread reports them.
-      bool released = false;
-      const LaneRelease release = [&] {
-        if (!released) ReleaseLane(priority, lane);
-        released = true;
-      };
+      LaneTake take(*this, priority, lane, run);
       if (alone) {
-        Run(*alone, priority, lane, release);
+        Run(*alone, take, /*hand_back=*/true);
       } else if (batch.size() == 1) {
-        Run(*batch.front(), priority, lane, release);
+        Run(*batch.front(), take, /*hand_back=*/true);
       } else {
-        RunBatch(batch, priority, lane, release);
+        RunBatch(batch, take);
       }
-      release();
     }
   }
 
-  // The number of the run `lane` is taking part in (JobTiming::lane_run). Read by the thread
-  // that took the lane, which set it.
-  int64_t RunNumber(Priority priority, int lane) const {
-    return run_number_[static_cast<size_t>(priority)][static_cast<size_t>(lane)];
+  // With mu_ held: `lane` of `level` is taken for a run (`state`); returns the run's number.
+  int64_t TakeLaneLocked(int level, int lane, LaneState state) {
+    lane_state_[static_cast<size_t>(level)][static_cast<size_t>(lane)] = state;
+    return ++runs_started_;
   }
 
   // With mu_ held: an idle lane of `level`, or -1.
@@ -634,40 +660,28 @@ class Engine::Impl {
     }
   }
 
-  // With mu_ held: an idle lane of `level` for a direct run (marked as running one), or -1
-  // where the level has queued jobs, a lane gathering a batch (the job is one it may want) or
-  // no idle lane. A job that may batch (`batchable`) runs directly only while nothing of its
-  // level runs: once jobs overlap, queueing lets the lanes batch them, which saves more than
-  // the hand-offs cost.
-  int TakeIdleLaneLocked(int level, bool batchable) {
+  // With mu_ held: an idle lane of `level` taken for a direct run (its run's number in
+  // `*run`), or -1 where the level has queued jobs, a lane gathering a batch (the job is one it
+  // may want) or no idle lane. A job that may batch (`batchable`) runs directly only while
+  // nothing of its level runs: once jobs overlap, queueing lets the lanes batch them, which
+  // saves more than the hand-offs cost.
+  int TakeIdleLaneLocked(int level, bool batchable, int64_t* run) {
     if (stopping_ || !queues_[level].empty() || gatherers_[level] > 0) return -1;
     if (batchable && running_at_[level] > 0) return -1;
     if (options_.chunk_policy.priority_hold_us > 0 && gate_.HigherRunning(level)) return -1;
     const int lane = IdleLaneLocked(level);
     if (lane < 0) return -1;
-    lane_state_[static_cast<size_t>(level)][static_cast<size_t>(lane)] = LaneState::kDirect;
-    run_number_[static_cast<size_t>(level)][static_cast<size_t>(lane)] = ++runs_started_;
+    *run = TakeLaneLocked(level, lane, LaneState::kDirect);
     ++direct_runs_in_progress_;
     return lane;
   }
 
   // Runs a started job on the calling thread on `lane` (TakeIdleLaneLocked); the lane goes
   // back to its worker once the job's run is over, before its results are handed over.
-  void RunDirect(QueuedJob& job, int lane) {
-    const Priority priority = job.spec.priority;
-    bool released = false;
-    const LaneRelease release = [&] {
-      if (!released) ReleaseLane(priority, lane);
-      released = true;
-    };
-    // Last: Shutdown may destroy the engine once no direct run is in progress.
-    const auto end = [&] {
-      release();  // the lane is never lost, whatever escaped
-      std::lock_guard<std::mutex> lock(mu_);
-      if (--direct_runs_in_progress_ == 0) direct_runs_done_.notify_all();
-    };
+  void RunDirect(QueuedJob& job, int lane, int64_t run) {
+    LaneTake take(*this, job.spec.priority, lane, run);
     try {
-      Run(job, priority, lane, release);
+      Run(job, take, /*hand_back=*/true);
     } catch (...) {
       // The job was accepted: it ends with its own Done, never as a refused request. Finish
       // takes it out of running_ first, so a job still there has not been finished.
@@ -684,7 +698,10 @@ class Engine::Impl {
       }
     }
     direct_runs_.fetch_add(1, std::memory_order_relaxed);
-    end();
+    take.Release();  // the lane is never lost, whatever escaped
+    // Last: Shutdown may destroy the engine once no direct run is in progress.
+    std::lock_guard<std::mutex> lock(mu_);
+    if (--direct_runs_in_progress_ == 0) direct_runs_done_.notify_all();
   }
 
   // With mu_ held: the job leaves the queue for a lane.
@@ -742,14 +759,16 @@ class Engine::Impl {
   // Runs `jobs` (of one batch key, already started) as one job with their rows stacked, and
   // ends each with its own status and timing. Jobs whose reader left or whose deadline passed
   // while they waited take no part.
-  void RunBatch(std::vector<std::unique_ptr<QueuedJob>>& jobs, Priority priority, int lane,
-                const LaneRelease& release) {
+  // `take`: the lane the batch runs on, handed back once its run is over.
+  void RunBatch(std::vector<std::unique_ptr<QueuedJob>>& jobs, LaneTake& take) {
+    const Priority priority = take.priority();
+    const int lane = take.lane();
     const Clock::time_point started = Clock::now();
     std::vector<QueuedJob*> members;
     try {
       members.reserve(jobs.size());
     } catch (...) {
-      for (std::unique_ptr<QueuedJob>& job : jobs) Run(*job, priority, lane, nullptr);
+      for (std::unique_ptr<QueuedJob>& job : jobs) Run(*job, take, /*hand_back=*/false);
       return;
     }
     for (std::unique_ptr<QueuedJob>& job : jobs) {
@@ -773,12 +792,12 @@ class Engine::Impl {
     if (!batch) {
       // Alone, or the batch could not be formed (it never fails for jobs that plan alone, but
       // no job is lost for it): each runs alone.
-      for (QueuedJob* job : members) Run(*job, priority, lane, nullptr);
+      for (QueuedJob* job : members) Run(*job, take, /*hand_back=*/false);
       return;
     }
     JobTiming timing;
     timing.bytes_in = batch->input->size();
-    timing.lane_run = RunNumber(priority, lane);
+    timing.lane_run = take.run();
     const JobInterrupt interrupt(*batch->sink, batch->spec.deadline, &stop_running_);
     absl::Status status;
     try {
@@ -795,7 +814,7 @@ class Engine::Impl {
       NoteDeviceStatus();
     }
     const Clock::time_point finished = Clock::now();
-    release();
+    take.Release();
     if (timing.output_ready == Clock::time_point{}) timing.output_ready = finished;
     const int n = static_cast<int>(members.size());
     batch_counters_.Count(n);
@@ -874,12 +893,15 @@ class Engine::Impl {
     lane_runs_.push_back({priority, lane, start, end, jobs, ok});
   }
 
-  // `release` (may be null) is called once the job no longer uses the lane.
-  void Run(QueuedJob& job, Priority priority, int lane, const LaneRelease& release) {
+  // Runs `job` on `take`'s lane; with `hand_back`, hands the lane back once the job no longer
+  // uses it (a batch that runs its jobs one by one keeps it).
+  void Run(QueuedJob& job, LaneTake& take, bool hand_back) {
+    const Priority priority = take.priority();
+    const int lane = take.lane();
     JobTiming timing;
     const Clock::time_point started = Clock::now();
     timing.accept_us = AcceptMicros(job);
-    timing.lane_run = RunNumber(priority, lane);
+    timing.lane_run = take.run();
     timing.queue_us = MicrosBetween(job.accepted_at, started);
     timing.bytes_in = job.input->size();
     const JobInterrupt interrupt(*job.sink, job.spec.deadline, &stop_running_);
@@ -907,7 +929,7 @@ class Engine::Impl {
     }
     // The lane's span (NoteLaneRun) ends before another run may take the lane.
     const Clock::time_point finished = Clock::now();
-    if (release) release();
+    if (hand_back) take.Release();
     if (timing.output_ready == Clock::time_point{}) timing.output_ready = finished;
     timing.total_us = MicrosBetween(job.accepted_at, timing.output_ready);
     timing.result_stream_us = MicrosBetween(timing.output_ready, finished);
@@ -959,21 +981,16 @@ class Engine::Impl {
   absl::Status ring_pool_error_;  // why there is no pool, when allocating it failed
 
   mutable std::mutex mu_;
-  // Per priority level: idle lanes wait for a job of their level, and lanes gathering a batch
-  // (gatherers_) for more.
+  // Per priority level: idle workers wait for a job of their level and an idle lane, and
+  // lanes gathering a batch (gatherers_) for more.
   std::array<std::condition_variable, kPriorityLevels> level_cv_;
   std::array<int, kPriorityLevels> gatherers_{};
   std::array<int, kPriorityLevels> running_at_{};  // jobs taken by lanes, per level
-  // What each lane of each level does: nothing, runs a job a worker took, or runs one directly
-  // on the thread that submitted it (RunDirect).
-  enum class LaneState { kIdle, kWorker, kDirect };
-  std::array<std::vector<LaneState>, kPriorityLevels> lane_state_;
+  std::array<std::vector<LaneState>, kPriorityLevels> lane_state_;  // per level, per lane
   // Worker threads per lane: one runs a job on the lane while another hands over the results
   // of the job before, which for small jobs takes about as long as their run.
   static constexpr int kWorkersPerLane = 2;
-  // Per lane, the number of the run that took it last (RunNumber); runs numbered so far.
-  std::array<std::vector<int64_t>, kPriorityLevels> run_number_;
-  int64_t runs_started_ = 0;
+  int64_t runs_started_ = 0;  // lane runs numbered so far (JobTiming::lane_run)
   int direct_runs_in_progress_ = 0;
   std::condition_variable direct_runs_done_;
   std::atomic<int64_t> direct_runs_{0};  // direct runs ended

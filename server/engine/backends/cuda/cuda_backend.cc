@@ -37,7 +37,8 @@ absl::Status InsufficientDriverError() {
         "no usable CUDA device: no NVIDIA driver is loaded (libcuda.so.1 was not found)");
   }
   return absl::FailedPreconditionError(absl::StrCat(
-      "the NVIDIA driver supports CUDA ", VersionString(driver), ", but this build of gpupiped uses CUDA ", VersionString(CUDART_VERSION),
+      "the NVIDIA driver supports CUDA ", VersionString(driver),
+      ", but this build of gpupiped uses CUDA ", VersionString(CUDART_VERSION),
       ": install a driver for CUDA ", CUDART_VERSION / 1000,
       " or newer (README, \"Deploy\"), or run a build made with an older CUDA toolkit"));
 }
