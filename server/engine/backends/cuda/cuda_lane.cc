@@ -120,8 +120,13 @@ absl::Status CudaLane::Begin(const JobSpec& spec, const Plan& plan, const ChunkL
                        " kernels per chunk; at most ", kMaxProfiledKernels, " can be timed"));
     }
   }
-  GPUPIPE_CUDA_RETURN(cudaEventRecord(lane_.job_start.get(), lane_.h2d_stream()),
-                      "cudaEventRecord");
+  one_stream_ = layout.chunk_count == 1 && !spec.profile &&
+                layout.mode != ChunkLayout::Mode::kSplitRowResize;
+  // A one-stream job's clock starts at its copy in (Enqueue).
+  if (!one_stream_) {
+    GPUPIPE_CUDA_RETURN(cudaEventRecord(lane_.job_start.get(), lane_.h2d_stream()),
+                        "cudaEventRecord");
+  }
   return absl::OkStatus();
 }
 
@@ -144,7 +149,12 @@ absl::Status CudaLane::Stage(const Chunk& chunk, const InputChunk& input) {
   // instead of the driver's slower staged pageable path. The copy runs on the pool's threads
   // while this thread enqueues the chunk before and hands over finished ones.
   StagedInput& staged = lane_.inputs[chunk.index % kInputBuffers];
-  GPUPIPE_CUDA_RETURN(cudaEventSynchronize(staged.copied.get()), "running the job");
+  // A job starts on a lane whose earlier work has finished (Finish waited for every chunk's
+  // copy out, which follows its copy in; End waits for the streams of a failed job), so only
+  // a buffer this job already used may still be read by a DMA.
+  if (chunk.index >= kInputBuffers) {
+    GPUPIPE_CUDA_RETURN(cudaEventSynchronize(staged.copied.get()), "running the job");
+  }
   next.copy_start = std::chrono::steady_clock::now();
   const size_t bytes = static_cast<size_t>(input.range.size());
   if (bytes <= kInlineStagingBytes) {
@@ -189,6 +199,7 @@ absl::Status CudaLane::Enqueue(const Chunk& chunk) {
                         "launching the injected fault");
   }
 #endif
+  if (one_stream_) return EnqueueOnOneStream(chunk, s, input);
   const cudaStream_t h2d = lane_.h2d_stream();
   const cudaStream_t compute = lane_.stream();
   const cudaStream_t d2h = lane_.d2h_stream();
@@ -217,18 +228,50 @@ absl::Status CudaLane::Enqueue(const Chunk& chunk) {
   GPUPIPE_CUDA_RETURN(cudaStreamWaitEvent(d2h, slot.compute_done.get(), 0),
                       "cudaStreamWaitEvent");
   GPUPIPE_CUDA_RETURN(cudaEventRecord(slot.times[4].get(), d2h), "cudaEventRecord");
-  // Results of whole rows go straight to their place in a registered output region (host or
-  // device); split rows are combined on the host first, from the slot's buffer.
-  char* out = static_cast<char*>(slot.h_output);
-  if (direct_output_ != nullptr && layout_->mode == ChunkLayout::Mode::kRows) {
-    out = direct_output_ + chunk.out_offset * layout_->out_itemsize;
-  }
-  results_[static_cast<size_t>(s)] = out;
+  char* out = OutputOf(chunk, s);
   GPUPIPE_CUDA_RETURN(cudaMemcpyAsync(out, slot.d_buffers[src], out_bytes, cudaMemcpyDefault, d2h),
                       "copying a chunk of the output to the host");
   GPUPIPE_CUDA_RETURN(cudaEventRecord(slot.times[5].get(), d2h), "cudaEventRecord");
   GPUPIPE_CUDA_RETURN(cudaEventRecord(slot.d2h_done.get(), d2h), "cudaEventRecord");
   return absl::OkStatus();
+}
+
+char* CudaLane::OutputOf(const Chunk& chunk, int s) {
+  // Results of whole rows go straight to their place in a registered output region (host or
+  // device); split rows are combined on the host first, from the slot's buffer.
+  char* out = static_cast<char*>(lane_.slots[s].h_output);
+  if (direct_output_ != nullptr && layout_->mode == ChunkLayout::Mode::kRows) {
+    out = direct_output_ + chunk.out_offset * layout_->out_itemsize;
+  }
+  results_[static_cast<size_t>(s)] = out;
+  return out;
+}
+
+absl::Status CudaLane::EnqueueOnOneStream(const Chunk& chunk, int s, const StagedChunk& input) {
+  // One chunk has nothing to overlap its copies with, so they go on the compute stream in
+  // order with the kernels: no cross-stream events, and each stage boundary is one timing
+  // event (times[0] copy in starts, [2] kernels start, [3] kernels end, [5] copy out ends).
+  Slot& slot = lane_.slots[s];
+  const cudaStream_t stream = lane_.stream();
+  GPUPIPE_CUDA_RETURN(cudaEventRecord(slot.times[0].get(), stream), "cudaEventRecord");
+  GPUPIPE_CUDA_RETURN(cudaMemcpyAsync(slot.d_buffers[0], input.source,
+                                      chunk.in_elements * layout_->in_itemsize, cudaMemcpyDefault,
+                                      stream),
+                      "copying a chunk of the input to the device");
+  GPUPIPE_CUDA_RETURN(cudaEventRecord(slot.times[2].get(), stream), "cudaEventRecord");
+  if (absl::Status st = LaunchChunk(chunk, s); !st.ok()) return st;
+  GPUPIPE_CUDA_RETURN(cudaEventRecord(slot.times[3].get(), stream), "cudaEventRecord");
+  const int src = static_cast<int>(chunk.plan.steps.size() % 2);
+  GPUPIPE_CUDA_RETURN(cudaMemcpyAsync(OutputOf(chunk, s), slot.d_buffers[src],
+                                      chunk.out_elements * layout_->out_itemsize,
+                                      cudaMemcpyDefault, stream),
+                      "copying a chunk of the output to the host");
+  GPUPIPE_CUDA_RETURN(cudaEventRecord(slot.times[5].get(), stream), "cudaEventRecord");
+  return absl::OkStatus();
+}
+
+cudaEvent_t CudaLane::DoneEvent(const Slot& slot) const {
+  return one_stream_ ? slot.times[5].get() : slot.d2h_done.get();
 }
 
 absl::Status CudaLane::LaunchChunk(const Chunk& chunk, int s) {
@@ -353,7 +396,7 @@ absl::Status CudaLane::Profile(const Chunk& chunk, JobTiming* timing) {
 }
 
 absl::StatusOr<bool> CudaLane::Ready(const Chunk& chunk) {
-  const cudaError_t q = cudaEventQuery(lane_.slots[chunk.index % kSlots].d2h_done.get());
+  const cudaError_t q = cudaEventQuery(DoneEvent(lane_.slots[chunk.index % kSlots]));
   if (q == cudaErrorNotReady) {
     // Not an error; keep it out of this thread's last-error state, which launchers that check
     // cudaGetLastError() would otherwise report.
@@ -366,13 +409,27 @@ absl::StatusOr<bool> CudaLane::Ready(const Chunk& chunk) {
 
 absl::StatusOr<const char*> CudaLane::Finish(const Chunk& chunk, JobTiming* timing) {
   const Slot& slot = lane_.slots[chunk.index % kSlots];
-  GPUPIPE_CUDA_RETURN(cudaEventSynchronize(slot.d2h_done.get()), "running the job");
+  GPUPIPE_CUDA_RETURN(cudaEventSynchronize(DoneEvent(slot)), "running the job");
   std::array<double, 6> at{};
-  for (int i = 0; i < 6; ++i) {
-    float ms = 0;
-    GPUPIPE_CUDA_RETURN(cudaEventElapsedTime(&ms, lane_.job_start.get(), slot.times[i].get()),
-                        "timing");
-    at[i] = ms * 1000.0;
+  if (one_stream_) {
+    // Stages follow each other on one stream: three intervals give all six times.
+    const std::array<int, 4> marks = {0, 2, 3, 5};
+    for (size_t i = 1; i < marks.size(); ++i) {
+      float ms = 0;
+      GPUPIPE_CUDA_RETURN(cudaEventElapsedTime(&ms, slot.times[marks[i - 1]].get(),
+                                               slot.times[marks[i]].get()),
+                          "timing");
+      at[marks[i]] = at[marks[i - 1]] + ms * 1000.0;
+    }
+    at[1] = at[2];
+    at[4] = at[3];
+  } else {
+    for (int i = 0; i < 6; ++i) {
+      float ms = 0;
+      GPUPIPE_CUDA_RETURN(cudaEventElapsedTime(&ms, lane_.job_start.get(), slot.times[i].get()),
+                          "timing");
+      at[i] = ms * 1000.0;
+    }
   }
   timing->h2d_us += at[1] - at[0];
   timing->compute_us += at[3] - at[2];

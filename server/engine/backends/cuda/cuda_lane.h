@@ -2,11 +2,13 @@
 // (lane_pool.h). Stage starts copying a pageable chunk input into pinned staging buffer
 // k % kInputBuffers on the copy pool's threads (a pinned input is copied to the device straight
 // from where it is), so the copy runs while the pipeline enqueues the chunk before it;
-// Enqueue waits for that copy, then puts the copy in on the lane's copy-in stream, the plan's kernels (one by one, or as
-// a cached graph) on its compute stream after the copy-in event, and the copy out on its
-// copy-out stream after the compute event, so the copy in of chunk k+1, the kernels of chunk k
-// and the copy out of chunk k-1 run at once; Finish waits for the chunk's copy out on the job's
-// worker thread (never a gRPC thread) and reads its stage times from timing events.
+// Enqueue waits for that copy, then puts the copy in on the lane's copy-in stream, the plan's
+// kernels (one by one, or as a cached graph) on its compute stream after the copy-in event,
+// and the copy out on its copy-out stream after the compute event, so the copy in of chunk k+1,
+// the kernels of chunk k and the copy out of chunk k-1 run at once. A job of one chunk has
+// nothing to overlap and runs all three on the compute stream, with half the runtime calls.
+// Finish waits for the chunk's copy out on the thread that runs the job and reads its stage
+// times from timing events.
 //
 // Thread safety: used by one job's worker thread at a time.
 #pragma once
@@ -93,6 +95,13 @@ class CudaLane final : public LaneExecutor {
   struct StagedChunk;
   // Waits for a staged chunk's host copy, if it has one in flight, and counts its time.
   void WaitForStaging(StagedChunk& chunk);
+  // A one-chunk job's copy in, kernels and copy out, all on the compute stream.
+  absl::Status EnqueueOnOneStream(const Chunk& chunk, int slot, const StagedChunk& input);
+  // Where slot `slot`'s result of `chunk` lands; noted for Finish.
+  char* OutputOf(const Chunk& chunk, int slot);
+  // The event after a slot's copy out: d2h_done, or for a one-stream job its last timing
+  // event.
+  cudaEvent_t DoneEvent(const Slot& slot) const;
 
   Lane& lane_;
   const std::string name_;
@@ -131,6 +140,8 @@ class CudaLane final : public LaneExecutor {
   int64_t graph_chunks_ = 0;
   std::string last_graph_;
   LaunchMode first_launch_ = LaunchMode::kAuto;
+  // The job is one chunk, not profiled: it runs on the compute stream alone.
+  bool one_stream_ = false;
 };
 
 }  // namespace gpupipe::engine

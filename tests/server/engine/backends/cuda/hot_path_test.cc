@@ -6,9 +6,13 @@
 #include <cupti.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <map>
 #include <mutex>
+#include <string>
+#include <vector>
 
 #include "server/engine/backends/cuda/cuda_backend.h"
 #include "server/engine/engine.h"
@@ -176,6 +180,72 @@ TEST(HotPath, SteadyStateJobsMakeNoImplicitlySynchronizingCalls) {
   for (const auto& [name, n] : counts.null_stream) {
     ADD_FAILURE() << name << " x" << n << " on the NULL stream";
   }
+}
+
+// A small job (one chunk, a repeated shape) runs its copies and kernels on one stream: no
+// cross-stream event waits, and few runtime calls per job, since each call is host time on the
+// small-job path (bench/results/service-h200.md).
+TEST(HotPath, ARepeatedOneChunkJobRunsOnOneStreamWithFewRuntimeCalls) {
+  CudaBackendOptions options;
+  options.lanes_per_level = 1;
+  absl::StatusOr<std::unique_ptr<Backend>> backend = CreateCudaBackend(options);
+  if (!backend.ok()) GTEST_SKIP() << "no usable CUDA device: " << backend.status();
+  std::unique_ptr<Engine> engine = Engine::Create(*std::move(backend), EngineOptions{});
+
+  ApiCounts counts;
+  CUpti_SubscriberHandle subscriber;
+  ASSERT_EQ(cuptiSubscribe(&subscriber, reinterpret_cast<CUpti_CallbackFunc>(OnRuntimeApi),
+                           &counts),
+            CUPTI_SUCCESS);
+  ASSERT_EQ(cuptiEnableDomain(1, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API), CUPTI_SUCCESS);
+
+  const uint64_t seed = gpupipe::testing::FreshSeed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  JobSpec spec;
+  spec.shape = {1, 1024};
+  spec.ops = {{OpKind::kAffine, 2, 1}, {OpKind::kRelu}, {OpKind::kSoftmax}};
+  auto run = [&](int jobs, uint64_t salt) {
+    for (int j = 0; j < jobs; ++j) {
+      const std::vector<float> x = gpupipe::testing::RandomFloats(1024, seed + salt + j);
+      std::string input = AsBytes(x);
+      auto sink = std::make_shared<RecordingSink>();
+      ASSERT_TRUE(engine->Submit(spec, input, sink).ok());
+      ASSERT_TRUE(sink->WaitDone(std::chrono::seconds(60)));
+      ASSERT_TRUE(sink->status().ok()) << sink->status();
+      // The result is the CPU reference's softmax(relu(2x + 1)).
+      const std::string out = sink->output();
+      ASSERT_EQ(out.size(), x.size() * sizeof(float));
+      std::vector<double> ref(x.size());
+      double max = 0, sum = 0;
+      for (size_t i = 0; i < x.size(); ++i) max = std::max(max, std::max(0.0, 2.0 * x[i] + 1));
+      for (size_t i = 0; i < x.size(); ++i) {
+        ref[i] = std::exp(std::max(0.0, 2.0 * x[i] + 1) - max);
+        sum += ref[i];
+      }
+      const float* y = reinterpret_cast<const float*>(out.data());
+      for (size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(y[i], ref[i] / sum, 1e-6) << i;
+    }
+  };
+  run(20, 0);  // the shape's first job launches with PDL, later ones replay its graph
+  constexpr int kJobs = 200;
+  counts.recording = true;
+  run(kJobs, 1000);
+  counts.recording = false;
+  cuptiUnsubscribe(subscriber);
+
+  int total = 0;
+  std::string seen;
+  for (const auto& [cbid, n] : counts.calls) {
+    total += n;
+    seen += counts.names[cbid] + " x" + std::to_string(n) + "\n";
+  }
+  std::printf("runtime API calls for %d one-chunk jobs:\n%s", kJobs, seen.c_str());
+  EXPECT_EQ(counts.count(CUPTI_RUNTIME_TRACE_CBID_cudaStreamWaitEvent_v3020), 0) << seen;
+  EXPECT_EQ(counts.count(CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000), kJobs) << seen;
+  EXPECT_EQ(counts.count(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020), 2 * kJobs) << seen;
+  // Per job: the device, four timing events, two copies, one replay, a query and its error
+  // reset, one wait and three elapsed times.
+  EXPECT_LE(total, 16 * kJobs) << seen;
 }
 
 }  // namespace
