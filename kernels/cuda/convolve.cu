@@ -34,39 +34,17 @@
 #include "kernels/cuda/detail/launch.cuh"
 #include "kernels/cuda/detail/row_access.cuh"
 #include "kernels/cuda/detail/typed_access.cuh"
+#include "kernels/cuda/tuning/convolve_policy.h"
 
 namespace gpupipe::kernels::cuda {
 namespace {
 
 // Tile shape per compute type: threads per block, consecutive outputs per thread (R), and
 // blocks per multiprocessor (the grid: all resident at once, which __launch_bounds__
-// guarantees; each block loops over tiles with the next tile's loads in flight).
-// Provenance, 63 taps 'same' on 2^28 float32 on the H200:
-//  - 256 threads x 8 outputs, unpadded shared memory, a block per tile: 1539 us (33% of the
-//    copy bandwidth; by count of shared-memory wavefronts per FMA, bank-conflict bound).
-//  - 128 threads x 16 outputs (a tap block is 256 FMAs per 8 shared loads), padded layout, a
-//    block per tile: 1199 us. That is about the sum of the memory time (1 tap: 651 us) and
-//    the FMA time (63/1024 of the 1024-tap time, 622 us, where the FMA loop runs at ~80% of
-//    peak): staging and FMAs did not overlap, hence the prefetch of the next tile.
-//  - with the prefetch: not yet measured; the blocks per multiprocessor follow from ptxas's
-//    register counts (sm_90: float 91, double 108).
-// Doubles take 8 outputs per thread to fit the register budget (their FMA rate is half, so
-// the load share matters less). The tile (threads x R) makes a 63-tap halo cost 3% (float) or
-// 6% (double) extra reads.
+// guarantees; each block loops over tiles with the next tile's loads in flight). The values
+// and their reasons: tuning/convolve_policy.h.
 template <typename Acc>
-struct ConvTuning;
-template <>
-struct ConvTuning<float> {
-  static constexpr int kThreads = 128;
-  static constexpr int kPerThread = 16;
-  static constexpr int kBlocksPerSm = 5;  // resident blocks: <= 102 registers (ptxas: 91)
-};
-template <>
-struct ConvTuning<double> {
-  static constexpr int kThreads = 128;
-  static constexpr int kPerThread = 8;
-  static constexpr int kBlocksPerSm = 4;  // <= 128 registers (ptxas: 108)
-};
+using ConvTuning = tuning::ConvolvePolicy::Tile<Acc>;
 
 template <typename T>
 struct ConvTraits;
@@ -329,10 +307,8 @@ cudaError_t DispatchTyped(const void* d_in, void* d_out, const ConvGeometry& sha
 }
 
 // float32 and float64 with short taps take the short-tap kernel (convolve_short.cu, chosen in
-// DispatchTyped). 63 taps, 'same', on the H200 (kernels_bench): float32 on 2^28 849.2 us,
-// float64 on 2^26 394.3 us, against 1,022 and 543.7 us for this file's kernel in the run at
-// 170d945 (torch conv1d 8,793 and 8,789 us on the float32 row in the two runs). float16 stays
-// here: its staged copy is converted to float32, which a cp.async copy cannot do.
+// DispatchTyped), which spends fewer instructions around the FMAs than this file's kernel.
+// float16 stays here: its staged copy is converted to float32, which a cp.async copy cannot do.
 cudaError_t Dispatch(const void* d_in, ElementType type, void* d_out, const ConvGeometry& g,
                      const double* taps, detail::Launcher& launch) {
   if (g.window.out_count == 0 || g.rows == 0) return cudaSuccess;

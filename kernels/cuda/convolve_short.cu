@@ -27,27 +27,16 @@
 #include "kernels/cuda/detail/element_access.cuh"
 #include "kernels/cuda/detail/launch.cuh"
 #include "kernels/cuda/detail/row_access.cuh"
+#include "kernels/cuda/tuning/convolve_policy.h"
 
 namespace gpupipe::kernels::cuda::detail {
 namespace {
 
 // Tile shape per type: threads per block, consecutive outputs a thread (R), blocks an SM (the
 // grid: all resident at once, which __launch_bounds__ guarantees; each block loops over
-// tiles). Doubles take 8 outputs a thread to fit the register budget.
+// tiles). The values and their reasons: tuning/convolve_policy.h.
 template <typename T>
-struct ShortTuning;
-template <>
-struct ShortTuning<float> {
-  static constexpr int kThreads = 128;
-  static constexpr int kPerThread = 16;
-  static constexpr int kBlocksPerSm = 7;  // ptxas: 65 registers; 31 KiB of shared memory a block
-};
-template <>
-struct ShortTuning<double> {
-  static constexpr int kThreads = 128;
-  static constexpr int kPerThread = 8;
-  static constexpr int kBlocksPerSm = 6;  // ptxas: 78 registers
-};
+using ShortTuning = tuning::ConvolvePolicy::ShortTile<T>;
 
 template <typename T>
 using ShortLayout = ConvLayout<T, ShortTuning<T>::kPerThread, ShortTuning<T>::kThreads,

@@ -13,6 +13,7 @@
 #include "kernels/cuda/detail/row_access.cuh"
 #include "kernels/cuda/detail/scan_lookback.cuh"
 #include "kernels/cuda/detail/typed_items.cuh"
+#include "kernels/cuda/tuning/scan_policy.h"
 
 namespace gpupipe::kernels::cuda {
 namespace {
@@ -32,44 +33,34 @@ using detail::TileStatus;
 using detail::WarpInclusiveScan;
 using detail::WarpSum;
 
-// ---- tuning (sm_90; the block paths start from CUB's scan policies, 256-thread blocks and 16
-// items a thread, not yet measured. LookbackKernel's tile was measured on the H200 with
-// kernels_bench (before float32 moved to the streamed kernel), cumsum of one float32 row of
-// 2^28, CUB DeviceScan::InclusiveSum 678 us in the same run: 512 threads of 32 items (tiles
-// of 16384, 2 blocks an SM) 701 us; 256 threads of 32 items (tiles of 8192, 64 registers, 4
-// blocks an SM) 710 us; 16 items (tiles of 4096) 803 us; the earlier kernel (4096, separate
-// flag and value words) 1699 us) --
-constexpr int kThreads = 256;
+// ---- tuning (tuning/scan_policy.h, with the reasons) -------------------------------------------
+using Policy = tuning::CumsumPolicy;
+constexpr int kThreads = Policy::kThreads;
 constexpr int kWarps = kThreads / 32;
-constexpr int kItems = 16;                       // per thread, block-rows path
+constexpr int kItems = Policy::kItems;           // per thread, block-rows path
 constexpr int64_t kTile = kThreads * kItems;     // 4096 elements
 // Look-back path: 512-thread blocks; 32 items a thread (tiles of 16384) for 4-byte
-// accumulators, 16 (tiles of 8192) for 8-byte ones, which would otherwise need over 128
-// registers.
-constexpr int kLookbackThreads = 512;
+// accumulators, 16 (tiles of 8192) for 8-byte ones.
+constexpr int kLookbackThreads = Policy::kLookbackThreads;
 constexpr int kLookbackWarps = kLookbackThreads / 32;
-constexpr int kLookbackItemsNarrow = 32;
-constexpr int kLookbackItemsWide = 16;
+constexpr int kLookbackItemsNarrow = Policy::kLookbackItemsNarrow;
+constexpr int kLookbackItemsWide = Policy::kLookbackItemsWide;
 constexpr int64_t kLookbackTileMin = kLookbackThreads * kLookbackItemsWide;
-// Two look-back blocks an SM (64 registers a thread). Without the cap ptxas gave the 8-byte
-// accumulators 79 to 81 registers, one block an SM; with it, and warp 0's items parked in
-// shared memory during the look-back, int32 spills nothing and float64 16 bytes (24 before
-// a73584a). On the H200 (kernels_bench, one row of 2^26, in one run): int32 463 us against
-// 515 at one block an SM, float64 428 against 461. bench/results/kernels-h200.md at 170d945:
-// int32 459, float64 427, float16 113 and float32 (2^28) 698 us, against 523, 461, 118 and
-// 708 at fd00965; at a73584a: int32 455, float64 413, float16 111.
-constexpr int kLookbackMinBlocksPerSm = 2;
+// Two look-back blocks an SM (64 registers a thread).
+constexpr int kLookbackMinBlocksPerSm = Policy::kLookbackMinBlocksPerSm;
 template <typename In>
 constexpr int kLookbackItems =
     sizeof(typename detail::ItemTraits<In>::Acc) == 4 ? kLookbackItemsNarrow : kLookbackItemsWide;
 template <typename In>
 constexpr int64_t kLookbackTile = int64_t{kLookbackThreads} * kLookbackItems<In>;
-constexpr int kWarpItems = 8;                    // per lane, warp path
+// Rows up to kWarpRowsMaxCols columns: one warp a row; longer rows, at least
+// kBlockRowsMinRowsPerSm of them an SM: one block a row.
+constexpr int kWarpItems = Policy::kWarpItems;   // per lane, warp path
 constexpr int64_t kWarpTile = 32 * kWarpItems;   // 256 elements
-constexpr int64_t kWarpRowsMaxCols = 2048;       // rows up to this length: one warp a row
-constexpr int kBlockRowsMinRowsPerSm = 4;        // rows >= this * SMs: one block a row
-constexpr int kWarpRowsBlocksPerSm = 16;
-constexpr int kBlockRowsBlocksPerSm = 4;
+constexpr int64_t kWarpRowsMaxCols = Policy::kWarpRowsMaxCols;
+constexpr int kBlockRowsMinRowsPerSm = Policy::kBlockRowsMinRowsPerSm;
+constexpr int kWarpRowsBlocksPerSm = Policy::kWarpRowsBlocksPerSm;
+constexpr int kBlockRowsBlocksPerSm = Policy::kBlockRowsBlocksPerSm;
 
 // ---- scan pieces -------------------------------------------------------------------------------
 
@@ -401,9 +392,9 @@ cudaError_t Dispatch(const In* d_in, typename OutOf<In>::type* d_out, int64_t ro
     case CumsumPath::kLookback:
       break;
   }
-  // float32 takes the streamed look-back (cumsum_streamed.cu, measured there against this
-  // file's LookbackKernel for every type) where the device runs it, the other types and older
-  // devices LookbackKernel.
+  // float32 takes the streamed look-back (cumsum_streamed.cu) where the device runs it, the
+  // other types and older devices LookbackKernel, which is the faster of the two for them
+  // (bench/results/kernels-h200.md, "Tuning notes: cumsum").
   const bool streamed =
       std::is_same_v<In, float> && detail::StreamedLookbackRuns(launch.config());
   const int64_t tile = streamed ? detail::kStreamedTile : kLookbackTile<In>;
@@ -413,7 +404,8 @@ cudaError_t Dispatch(const In* d_in, typename OutOf<In>::type* d_out, int64_t ro
     const int64_t n = std::min(batch_rows, rows - row0);
     const int64_t tiles = n * tiles_per_row;
     const int64_t words = LookbackStatusWords(tiles, sizeof(Acc));
-    const int64_t init_grid = std::min<int64_t>(detail::CeilDiv(words, kThreads), 4 * mp);
+    const int64_t init_grid =
+        std::min<int64_t>(detail::CeilDiv(words, kThreads), Policy::kInitBlocksPerSm * mp);
     cudaError_t err = launch("cumsum.init", LookbackInitKernel, init_grid, kThreads,
                              static_cast<unsigned long long*>(d_workspace), words);
     if (err != cudaSuccess) return err;

@@ -36,22 +36,8 @@
 // Every thread observes the phase of a barrier it arrived on before it arrives on it again,
 // and again before it exits.
 //
-// Tuning, measured on the H200 (kernels_bench, one float32 row of 2^28, CUB
-// DeviceScan::InclusiveSum 673-688 us in the same runs; medians of the direct column, us):
-//   lag 1: windows 4 / 8 / 16 / 32 (slots 2): 750.4 / 682.4 / 628.0 / 774.1; slots 3 / 4 / 6
-//   (windows 8): 706.3 / 712.7 / 831.7 — a deeper ring spreads a block's tiles further apart,
-//   so each look-back reads further back and waits for tiles still queued in other rings;
-//   lag 2 (slots 2): windows 8 / 12 / 16 / 24 / 32: 670.0 / 590.9 / 588.1 / 716.7 / 714.3,
-//   windows 16 with slots 3 / 4: 596.8 / 600.2; lag 3 (ptxas spills 44 bytes at the 168
-//   registers it allows a 320-thread block): windows 12 / 16: 640.4 / 648.2;
-//   tiles of 4096 (16 items a thread) at lag 1: 741 to 847.
-// Adopted: lag 2, 16 windows, 2 slots; bench/results/kernels-h200.md at a73584a: 604.4 us
-// against CUB's 672.8.
-// Nsight Compute at lag 1, windows 16: 42% of the warp samples were compute warps waiting for
-// a prefix (hence lag 2); waiting for a staged tile, 1%.
-// Other types (lag 2, windows 16, slots 2; in one run against LookbackKernel, one row of
-// 2^26): float64 533.8 against 424.5 us, int32 553.1 against 457.9, float16 116.6 against
-// 114.4: they stay on LookbackKernel.
+// Tuning (compute warps, items, slots, look-back windows, lag, mailboxes): tuning/scan_policy.h,
+// with the reasons. The other input types stay on LookbackKernel, the faster of the two for them.
 #include <cuda/ptx>
 #include <cuda_runtime.h>
 
@@ -64,21 +50,23 @@
 #include "kernels/cuda/detail/scan_lookback.cuh"
 #include "kernels/cuda/detail/staging/bulk.cuh"
 #include "kernels/cuda/detail/typed_items.cuh"
+#include "kernels/cuda/tuning/scan_policy.h"
 
 namespace gpupipe::kernels::cuda::detail {
 namespace {
 
-constexpr int kStreamComputeWarps = 8;
+using StreamPolicy = tuning::StreamedScanPolicy;
+constexpr int kStreamComputeWarps = StreamPolicy::kComputeWarps;
 constexpr int kStreamComputeThreads = kStreamComputeWarps * 32;
 constexpr int kStreamProducerWarp = kStreamComputeWarps;
 constexpr int kStreamLookbackWarp = kStreamComputeWarps + 1;
 constexpr int kStreamThreads = kStreamComputeThreads + 64;
-constexpr int kStreamMaxSlots = 6;   // slots: a launch parameter, up to this
-constexpr int kStreamSlots = 2;
-constexpr int kStreamWindows = 16;   // look-back windows of 32 tiles, read in one round
-constexpr int kStreamLag = 2;        // tiles scanned before a scanned tile is stored
-constexpr int kStreamItems = 32;     // a compute thread's items a tile
-constexpr int kStreamMailboxes = 4;  // > kStreamLag: see the barrier notes above
+constexpr int kStreamMaxSlots = StreamPolicy::kMaxSlots;  // slots: a launch parameter, up to this
+constexpr int kStreamSlots = StreamPolicy::kSlots;
+constexpr int kStreamWindows = StreamPolicy::kWindows;  // look-back windows of 32 tiles, one round
+constexpr int kStreamLag = StreamPolicy::kLag;  // tiles scanned before a scanned tile is stored
+constexpr int kStreamItems = StreamPolicy::kItems;  // a compute thread's items a tile
+constexpr int kStreamMailboxes = StreamPolicy::kMailboxes;  // > kStreamLag: the barrier notes
 constexpr int kStreamBarrierId = 1;  // the compute warps' named barrier (0: __syncthreads)
 static_assert(int64_t{kStreamComputeThreads} * kStreamItems == kStreamedTile);
 static_assert(kStreamSlots >= 2 && kStreamSlots <= kStreamMaxSlots);

@@ -20,6 +20,7 @@
 #include "kernels/cuda/detail/pipeline_staging.cuh"
 #include "kernels/cuda/detail/row_access.cuh"
 #include "kernels/cuda/ops.h"
+#include "kernels/cuda/tuning/elementwise_policy.h"
 #include "kernels/cuda/tuning/staging_table.h"
 
 namespace gpupipe::kernels::cuda {
@@ -28,23 +29,20 @@ namespace {
 using detail::ComputeOf;
 using detail::kVecElems;
 
-constexpr int kEwThreads = 256;
-// 16-byte vectors per program dispatch in the staged consumer (see ApplyEwN): a rank's vectors
-// of a tile are taken in groups of this many, then one at a time.
-constexpr int kEwStagedGroup = 4;
+// Tuning values (the reasons beside them): tuning/elementwise_policy.h.
+constexpr int kEwThreads = tuning::ElementwisePolicy::kThreads;
+constexpr int kEwStagedGroup = tuning::ElementwisePolicy::kStagedGroup;  // see ApplyEwN
 static_assert(kEwThreads * kMaxStages * detail::kStagingVecBytes <= detail::kStagingBudgetBytes,
               "every stage count keeps at least one vector per thread per tile");
-// Persistent-grid size of the staged strategies, in blocks per SM.
-constexpr int kEwPipelineBlocksPerSm = 4;
+constexpr int kEwPipelineBlocksPerSm = tuning::ElementwisePolicy::kStagedBlocksPerSm;
+constexpr int kEwDirectUnroll = tuning::ElementwisePolicy::kDirectUnroll;
 // The direct path launches a block per kEwThreads * kEwDirectUnroll vectors (each thread one
-// group of loads), not a persistent grid: on the H200, y = 2x + 1 over 2^28 float32 took
-// 552.9 us with 8 blocks per SM looping (16/SM 543.5, 32/SM 539.6) and 512.6 us with the
-// full grid (cudaMemcpy D2D 504.6 us, CUB DeviceTransform 504.5 us). The cap only keeps the
-// grid within launch limits; the kernel's grid-stride loop covers the rest.
+// group of loads and done), not a persistent grid: no thread's groups of loads wait behind its
+// earlier ones, and the block scheduler refills each SM as its blocks retire, which a grid of a
+// few blocks an SM looping over the input does not match (bench/results/kernels-h200.md,
+// "Tuning notes: elementwise"). The cap only keeps the grid within launch limits; the kernel's
+// grid-stride loop covers the rest.
 constexpr int64_t kEwDirectMaxBlocks = int64_t{1} << 24;
-// Independent 16-byte loads in flight per thread in the direct path; the program runs over all
-// of their values at once.
-constexpr int kEwDirectUnroll = 4;
 
 // The program over U raw 16-byte vectors of S (U * kVecElems<S> values per instruction
 // dispatch); stores vector u at dst + u * dst_stride elements.

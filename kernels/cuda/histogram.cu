@@ -14,24 +14,19 @@
 #include "kernels/cuda/detail/row_access.cuh"
 #include "kernels/cuda/detail/typed_items.cuh"
 #include "kernels/cuda/histogram.h"
+#include "kernels/cuda/tuning/histogram_policy.h"
 
 namespace gpupipe::kernels::cuda {
 namespace {
 
 using detail::ItemTraits;
 
-// ---- tuning (sm_90, after CUB's DeviceHistogram: privatized shared-memory counters and a
-// persistent grid). Measured on the H200 with kernels_bench, histogram(256, 0, 1) of 2^28
-// float32 values, CUB HistogramEven 268 us in the same run, with the checked float path and a
-// branchy count: 3 blocks an SM and 4 vectors in flight 420 us; 3 and 2: 417 us; 2 and 4: 480
-// us. The branch-free paths at four blocks an SM, CUB 266 us in the same run: kSharedAdjacent
-// 301 us, bound by shared memory (Nsight Compute: L1 at 95%, the edge-pair loads 5-way bank
-// conflicted, 26 instructions a value); kSharedPow2, which needs no edge table, 239 us. ----
-constexpr int kThreads = 512;
+// ---- tuning (tuning/histogram_policy.h, with the reasons) --------------------------------------
+constexpr int kThreads = tuning::HistogramPolicy::kThreads;
 constexpr int kWarps = kThreads / 32;
 constexpr int kSmemWords = 12288;      // 48 KiB a block (static limit): counters, then edges
 constexpr int kMaxCopies = kWarps;     // at most one sub-histogram per warp
-constexpr int kUnroll = 4;             // 16-byte vectors in flight per thread
+constexpr int kUnroll = tuning::HistogramPolicy::kUnroll;  // 16-byte vectors in flight a thread
 constexpr int kPadShift = 5;           // one padding counter every 32 bins (spreads banks)
 constexpr int kNoPadShift = 31;        // bin >> 31 == 0: no padding
 
@@ -64,11 +59,12 @@ enum class CountPath : int32_t {
   kSharedPow2 = 3,      // float32 / float16 with FloatBinPath::kPow2, shared counters
 };
 
-// Blocks an SM of each kernel instance: its launch bounds and the persistent grid's size.
-// kSharedAdjacent and kSharedPow2 need no more than 32 registers, so four blocks are resident
-// (2048 threads, 4 x 48 KiB of shared memory); the others take up to 40 and three blocks.
+// Blocks an SM of each kernel instance: its launch bounds and the persistent grid's size. The
+// branch-free float paths fit fewer registers, so more of their blocks are resident.
 constexpr int BlocksPerSm(CountPath p) {
-  return p == CountPath::kSharedAdjacent || p == CountPath::kSharedPow2 ? 4 : 3;
+  return p == CountPath::kSharedAdjacent || p == CountPath::kSharedPow2
+             ? tuning::HistogramPolicy::kLeanBlocksPerSm
+             : tuning::HistogramPolicy::kBlocksPerSm;
 }
 
 // Whether the float path reads the edge table (kPow2 needs none).
@@ -351,7 +347,8 @@ cudaError_t Dispatch(const In* d_in, int64_t* d_counts, const HistArgs& args,
   const int32_t bins = args.binning.bins;
   if (args.merge != Merge::kDirect && !args.accumulate) {
     const int64_t n = args.rows * bins;
-    const int64_t grid = std::min<int64_t>(detail::CeilDiv(n, kThreads), 4 * mp);
+    const int64_t grid = std::min<int64_t>(detail::CeilDiv(n, kThreads),
+                                           tuning::HistogramPolicy::kZeroBlocksPerSm * mp);
     if (cudaError_t err = launch("histogram.zero", ZeroCountsKernel, grid, kThreads, d_counts, n);
         err != cudaSuccess) {
       return err;

@@ -21,6 +21,7 @@
 #include "kernels/cuda/detail/staging/segment.cuh"
 #include "kernels/cuda/detail/warp_reduce.cuh"
 #include "kernels/cuda/ops.h"
+#include "kernels/cuda/tuning/row_reduce_policy.h"
 #include "kernels/cuda/tuning/staging_table.h"
 
 namespace gpupipe::kernels::cuda {
@@ -35,6 +36,7 @@ using detail::kVecElems;
 using detail::kWarpSize;
 using detail::ReduceAccOf;
 using detail::ReduceOp;
+using ReducePolicy = tuning::RowReducePolicy;
 
 // Writes a row's result in the op's output type: S, except int32 sums (int64).
 template <typename S, typename A>
@@ -84,28 +86,17 @@ __global__ void __launch_bounds__(kRowThreads)
 // A block per segment (row r, split s) of seg_len columns; writes d_partials[r * splits + s]
 // (the raw partial), or, when splits == 1, the row's final result to d_out. Loads follow the
 // staging strategy St (detail::SegmentLoader; `stages` is for the staged ones).
-// Occupancy floor of the block reduction (__launch_bounds__). The direct strategy on 4-byte
-// types at 6 blocks an SM (ptxas: 40 registers for float32, 37 for int32, instead of 58; no
-// spills) keeps half again as many loads in flight: sum of 16384 x 16384 float32 on the H200
-// 235.0 us against 239.2 at 4 (CUB DeviceSegmentedReduce 233.0 in the same run), int32 sum of
-// 8192 x 8192 65.5 us against 71.5. At 6, float64 spilled 132 bytes and ran its reductions at
-// half speed (sum of 8192 x 8192: 270 us against 126) and float16 spilled 16 bytes (mixed:
-// 40.5 against 44.2 us on 8192 x 8192, 41.3 against 37.8 on 4096 x 16384), so both keep the
-// default; 8 blocks (32 registers) spilled for float32 too (239.6 us). argmax at 6 spilled and
-// ran 369 us against 245, so it keeps the default. The staged strategies keep the default
-// too (their stage buffers bound them first).
-// kPlainSum: the instance for a plain float32 sum (no prologue program, direct loads):
-// without the program interpreter and the runtime reduction kind it fits 32 registers with no
-// spill, so it runs 8 blocks an SM. On the H200 (kernels_bench, float32, two runs in one
-// call, CUB in the same process): one row of 2^28 239.6 and 239.7 us against 243.3 and 243.3
-// for the general instance (CUB 237.6-238.1); 16384 x 16384 232.4 and 232.3 against 235.0 and
-// 234.9 (CUB 233.1-233.3). Its results are bit for bit the general instance's: the same loads
-// and the same pairwise order, and an empty program is the identity. (int32 would fit 32
-// registers too; it is not measured, so it keeps the general instance.)
+// Occupancy floor of the block reduction (__launch_bounds__): higher for the direct strategy
+// on 4-byte types and for the plain float32 sum, which fit the fewer registers it leaves them
+// (RowReducePolicy says why), the row default otherwise.
+// kPlainSum: the instance for a plain float32 sum (no prologue program, direct loads), without
+// the program interpreter and the runtime reduction kind. Its results are bit for bit the
+// general instance's: the same loads and the same pairwise order, and an empty program is the
+// identity.
 template <typename S, Staging St, bool kPlainSum>
-constexpr int kReduceMinBlocksPerSm = kPlainSum ? 8
+constexpr int kReduceMinBlocksPerSm = kPlainSum ? ReducePolicy::kPlainSumMinBlocksPerSm
                                       : St == Staging::kDirect && sizeof(S) == 4
-                                          ? 6
+                                          ? ReducePolicy::kDirectNarrowMinBlocksPerSm
                                           : kRowBlockMinBlocksPerSm;
 template <typename S, Staging St, bool kPlainSum = false>
 __global__ void __launch_bounds__(kRowThreads, kReduceMinBlocksPerSm<S, St, kPlainSum>)
@@ -382,34 +373,19 @@ int64_t CombineGrid(int64_t rows, int mp) {
 }
 
 // Few long rows split into this many segments an SM, handed out to the resident blocks as they
-// finish (a block per segment). A large input takes more, shorter segments, so no SM waits on
-// another's last long one; a smaller one takes fewer, so the blocks' ramp-up and the merge stay
-// small. On the H200, the direct strategy with the block merge (ReduceCombineBlockKernel), us,
-// one run at fd00965 (bench/results/kernels-h200.md has the whole matrix):
-//   segments an SM             4      6      12     24     32
-//   float32, one row of 2^28   245.0  250.4  247.4  245.2  250.9   (CUB 237.4-238.3)
-//   float16, one row of 2^26   36.8   40.4   41.3   48.5   59.8
-//   int32,   one row of 2^26   66.0   67.6   69.2   72.9   80.8
-//   float64, one row of 2^26   123.4  130.9  127.9  133.3  139.8
-// In the run at c29b32d, on another H200, 24 beat 4 on the float32 row: 248.1 against 253.0
-// (CUB 242.0).
-constexpr int kReduceSegmentsPerSm = detail::kRowTargetBlocksPerSm;
-constexpr int kReduceSegmentsPerSmLarge = 24;
-constexpr int64_t kReduceLargeInputBytes = int64_t{1} << 30;
+// finish (a block per segment): more, shorter segments for large inputs (RowReducePolicy).
 int ReduceSegmentsPerSm(int64_t rows, int64_t cols, size_t element_bytes) {
-  return rows * cols * static_cast<int64_t>(element_bytes) >= kReduceLargeInputBytes
-             ? kReduceSegmentsPerSmLarge
-             : kReduceSegmentsPerSm;
+  return rows * cols * static_cast<int64_t>(element_bytes) >= ReducePolicy::kLargeInputBytes
+             ? ReducePolicy::kSegmentsPerSmLarge
+             : ReducePolicy::kSegmentsPerSm;
 }
-// Rows split into more partials than this merge with a block per row (ReduceCombineBlockKernel):
-// a warp would load over 4 partials a lane.
-constexpr int64_t kWarpCombineMaxSplits = 4 * kWarpSize;
+// Rows split into more partials than this merge with a block per row (ReduceCombineBlockKernel).
+constexpr int64_t kWarpCombineMaxSplits = ReducePolicy::kWarpCombineMaxSplits;
 
 // The one sizing/dispatch path of RowReduce, for launching and for describing. Few long rows
 // split into ReduceSegmentsPerSm segments an SM, and rows split into more than
-// kWarpCombineMaxSplits partials merge with a block per row. (With a warp merging every row,
-// 12 segments an SM had run the sum of one row of 2^28 at 266 us against 247 at 4, CUB 237, on
-// the H200: the warp loaded its 1584 partials in dependent rounds.)
+// kWarpCombineMaxSplits partials merge with a block per row, every thread loading its share
+// at once: a warp merging hundreds of partials would load them in dependent rounds.
 template <typename S>
 cudaError_t DispatchRowReduce(const S* d_in, void* d_out, int64_t rows, int64_t cols,
                               RowReduceKind kind, const EwProgram& pre, void* d_workspace,

@@ -25,6 +25,7 @@
 #include "kernels/cuda/detail/row_wide.cuh"
 #include "kernels/cuda/detail/warp_reduce.cuh"
 #include "kernels/cuda/ops.h"
+#include "kernels/cuda/tuning/row_normalize_policy.h"
 
 namespace gpupipe::kernels::cuda {
 namespace {
@@ -39,22 +40,15 @@ using detail::SoftmaxStat;
 
 
 // Block-per-row rows of at most kNarrowRowThreads * kResidentMidPerThread columns run with
-// blocks of kNarrowRowThreads threads: each thread then holds kResidentMidPerThread values (8
-// loads in flight, one program dispatch per 8 values) instead of half of them idle, and
-// twice the blocks fit per SM. On the H200, affine|relu|sqrt|softmax on 1024 x 1024:
-// 9.25 us with 256-thread blocks (4 values per thread); 6.7 us (L2 hot, 7.7-7.9 cold) with
-// 128, together with the alternating reductions (two barriers per row instead of four).
-constexpr int kNarrowRowThreads = 128;
+// blocks of kNarrowRowThreads threads, so that each thread holds kResidentMidPerThread values
+// (RowSoftmaxPolicy says why).
+constexpr int kNarrowRowThreads = tuning::RowSoftmaxPolicy::kNarrowThreads;
 
 // Split long rows whose segments fit in registers (kRowThreads * kSegmentPerThread columns):
 // each block holds its segment, so the statistics are an exact max, then a sum of
 // exp(x - max) (no online rescaling per element), and the normalization loads its segment
-// before waiting on the statistics. 16 per thread gives one row of 2^20 256 segments of 4096,
-// about two blocks per SM for each kernel, so both kernels' blocks fit on an SM at once. On
-// the H200, affine|relu|sqrt|softmax on one row of 2^20: 27.0 us with the streaming
-// statistics over 2048-column segments; 12.0 us with these kernels (graph with PDL, L2 hot;
-// 11.9-16.1 us over all launch modes, hot and cold).
-constexpr int kSegmentPerThread = 16;
+// before waiting on the statistics.
+constexpr int kSegmentPerThread = tuning::RowSoftmaxPolicy::kSegmentPerThread;
 constexpr int64_t kSegmentCols = int64_t{kRowThreads} * kSegmentPerThread;
 
 // 1 / s for the normalization. A +inf in the row leaves m = +inf with a finite s; the
@@ -150,9 +144,10 @@ __global__ void __launch_bounds__(detail::kWideRowThreads, 1)
 // As the single pass above, with the row in shared memory (detail::SmemRow): the max is taken
 // while loading, exp(x - max) replaces each value in place while summing, and the write
 // multiplies by 1 / s, so the results are those of SoftmaxRowsKernel up to summation order.
-// On the H200, 16384 x 16384 float32: 630 us (1069 us with the two-kernel path); the online
-// statistics {max, sum of exp} folded into the load pass instead, with one reduction and the
-// exp in the write, took 735 us (the exp and its branch in the load loop slow the loads).
+// One read of the input where the two-kernel path reads it twice. The max is the only statistic
+// taken while loading: the online statistics {max, sum of exp} folded into the load pass, with
+// one reduction and the exp in the write, would put an exp and its branch in the load loop,
+// which slows the loads more than the extra pass over shared memory costs.
 template <typename S>
 __global__ void __launch_bounds__(detail::kSmemRowThreads, detail::kSmemRowMinBlocksPerSm)
     SoftmaxSmemRowsKernel(const S* d_in, S* d_out, int64_t rows, int cols, EwProgram pre,

@@ -28,20 +28,21 @@
 #include "kernels/cuda/detail/row_access.cuh"
 #include "kernels/cuda/detail/typed_access.cuh"
 #include "kernels/cuda/topk.h"
+#include "kernels/cuda/tuning/topk_policy.h"
 
 namespace gpupipe::kernels::cuda {
 namespace {
 
 constexpr unsigned kFullMask = 0xffffffffu;
 constexpr int kWarp = 32;
-constexpr int kTopkThreads = 256;
-constexpr int kTopkWarpMaxK = 32;
-// Splitting policy (initial values, not yet measured on the H200): split rows into segments
-// when there are fewer than kTopkWarpItemsPerSm (warp path) or kTopkRadixItemsPerSm (radix
-// path) items per multiprocessor, with segments of at least kTopkMinSegment elements.
-constexpr int64_t kTopkWarpItemsPerSm = 32;
-constexpr int64_t kTopkRadixItemsPerSm = 4;
-constexpr int64_t kTopkMinSegment = 4096;
+constexpr int kTopkThreads = tuning::TopkPolicy::kThreads;
+constexpr int kTopkWarpMaxK = 32;  // the longest register list of the warp path
+// Splitting policy (tuning/topk_policy.h): split rows into segments when there are fewer than
+// kTopkWarpItemsPerSm (warp path) or kTopkRadixItemsPerSm (radix path) items per
+// multiprocessor, with segments of at least kTopkMinSegment elements.
+constexpr int64_t kTopkWarpItemsPerSm = tuning::TopkPolicy::kWarpItemsPerSm;
+constexpr int64_t kTopkRadixItemsPerSm = tuning::TopkPolicy::kRadixItemsPerSm;
+constexpr int64_t kTopkMinSegment = tuning::TopkPolicy::kMinSegment;
 // A warp (block) per item, so the hardware balances them; kernels loop only past this grid.
 constexpr int64_t kTopkMaxGrid = int64_t{1} << 30;
 
@@ -127,7 +128,7 @@ __global__ void __launch_bounds__(kTopkThreads)
   using Tr = TopkTraits<T>;
   using Key = typename Tr::Key;
   constexpr int kV = detail::kVecElems<T>;
-  constexpr int kUnroll = 2;  // 16-byte loads in flight per lane
+  constexpr int kUnroll = tuning::TopkPolicy::kWarpLoadsInFlight;  // 16-byte loads a lane
   const int lane = threadIdx.x % kWarp;
   const int64_t warp = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kWarp;
   const int64_t warps = static_cast<int64_t>(gridDim.x) * blockDim.x / kWarp;

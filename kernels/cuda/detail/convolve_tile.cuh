@@ -17,6 +17,7 @@
 
 #include "kernels/common/convolve_geometry.h"
 #include "kernels/cuda/detail/launch.cuh"
+#include "kernels/cuda/tuning/convolve_policy.h"
 
 namespace gpupipe::kernels::cuda::detail {
 
@@ -111,7 +112,7 @@ __device__ __forceinline__ void TapBlockFma(Acc (&acc)[kR], const Acc (&win)[2 *
 // Tap counts the short-tap kernel takes (convolve_short.cu); longer ones use the general tile
 // kernel. Its taps sit in the kernel parameters in correlation order, so every FFMA reads its
 // tap as a constant operand: no shared-memory loads or registers for taps.
-inline constexpr int kShortConvolveTaps = 64;
+inline constexpr int kShortConvolveTaps = tuning::ConvolvePolicy::kShortMaxTaps;
 
 // Launches (or describes) the short-tap kernel for T = float or double, 1 <= g.taps <=
 // kShortConvolveTaps, on `launch`; `taps` (host, g.taps values in np.convolve order) may be

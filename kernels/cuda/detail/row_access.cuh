@@ -8,6 +8,7 @@
 
 #include "kernels/common/elementwise_program.h"
 #include "kernels/cuda/detail/element_access.cuh"
+#include "kernels/cuda/tuning/row_normalize_policy.h"
 
 namespace gpupipe::kernels::cuda::detail {
 
@@ -55,9 +56,9 @@ __device__ __forceinline__ void PrefetchL2(const void* p) {
 // coherence point, so a prefetched line never goes stale, and the statistics kernel has written
 // nothing the prefetch reads.
 
-// Bytes of its first segment each normalization block asks L2 for before its wait (initial
-// value, not measured separately on the H200: 8192 floats), and the bytes of one line.
-inline constexpr int64_t kNormPrefetchBytes = 32768;
+// Bytes of its first segment each normalization block asks L2 for before its wait
+// (tuning/row_normalize_policy.h), and the bytes of one line.
+inline constexpr int64_t kNormPrefetchBytes = tuning::RowNormalizePolicy::kPrefetchBytes;
 inline constexpr int kLineBytes = 128;
 
 // Group path (a warp's lanes share a row): this lane's slice of `row`, if the row exists.

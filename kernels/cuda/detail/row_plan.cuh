@@ -7,34 +7,20 @@
 #include <cstdint>
 
 #include "kernels/cuda/detail/launch.cuh"
+#include "kernels/cuda/tuning/row_policy.h"
 
 namespace gpupipe::kernels::cuda::detail {
 
-// Tuning values below: those measured on the H200 say so in their comments; the others are
-// initial choices.
-
-// Threads per block of every row kernel.
-inline constexpr int kRowThreads = 256;
-// Rows up to this many columns are handled by a group of <= 32 lanes of one warp; longer rows
-// by whole blocks.
-inline constexpr int64_t kGroupMaxCols = 1024;
-// A group is sized so each lane owns about this many elements of its row.
-inline constexpr int kGroupElemsPerLane = 4;
-// Block-path rows are split when there are fewer rows than this many blocks per SM...
-inline constexpr int kRowTargetBlocksPerSm = 4;
-// ...but never into segments shorter than this (a segment's fixed cost must stay small). 2048
-// (8 floats per thread) lets one row of 2^20 spread over 512 blocks; the previous 8192 gave 128
-// blocks, a third of the 528-block target, and 40.5 us for softmax on one row of 2^20 on the
-// H200 in this work.
-inline constexpr int64_t kMinSegmentCols = 2048;
-// Grids are capped at this many blocks per SM (the resident limit for 256-thread blocks at
-// full occupancy); kernels loop over any remaining work.
-inline constexpr int kRowMaxBlocksPerSm = 8;
-// Occupancy floor given to ptxas for the block-path kernels (__launch_bounds__): without it
-// ptxas squeezes them to 32 registers for full occupancy and spills.
-inline constexpr int kRowBlockMinBlocksPerSm = 4;
-// Independent 16-byte loads in flight per thread in the block path.
-inline constexpr int kRowUnroll = 4;
+// The plan's tuning values, under the names the row kernels use (the reasons beside them in
+// tuning/row_policy.h).
+inline constexpr int kRowThreads = tuning::RowPlanPolicy::kThreads;
+inline constexpr int64_t kGroupMaxCols = tuning::RowPlanPolicy::kGroupMaxCols;
+inline constexpr int kGroupElemsPerLane = tuning::RowPlanPolicy::kGroupElemsPerLane;
+inline constexpr int kRowTargetBlocksPerSm = tuning::RowPlanPolicy::kTargetBlocksPerSm;
+inline constexpr int64_t kMinSegmentCols = tuning::RowPlanPolicy::kMinSegmentCols;
+inline constexpr int kRowMaxBlocksPerSm = tuning::RowPlanPolicy::kMaxBlocksPerSm;
+inline constexpr int kRowBlockMinBlocksPerSm = tuning::RowPlanPolicy::kBlockMinBlocksPerSm;
+inline constexpr int kRowUnroll = tuning::RowPlanPolicy::kUnroll;
 
 // Fixed workspace: per-segment partials of `stat_bytes` each (RowReduce: 4 or 8, RowSoftmax: 8
 // or 16, RowArgmax: 16, RowNormalize: 16 or 32, by compute type). Any shape fits: the multipass ops process rows in batches of
@@ -90,10 +76,8 @@ inline int CapGrid(int64_t blocks_wanted, int multiprocessors) {
 }
 
 // Grid of a block-per-segment reduction: a block for each segment up to kSegmentGridMaxWaves
-// times CapGrid, so the hardware hands out segments as blocks finish. A grid capped at CapGrid
-// and striding over 16384 rows of 16384 float32 left 15.5 rows per block: the last wave ran
-// half empty (sum at 245 us, 3% behind CUB's block per segment, on the H200 in this work).
-inline constexpr int kSegmentGridMaxWaves = 16;
+// times CapGrid, so the hardware hands out segments as blocks finish.
+inline constexpr int kSegmentGridMaxWaves = tuning::RowPlanPolicy::kSegmentGridMaxWaves;
 inline int64_t SegmentGrid(int64_t segments, int multiprocessors) {
   const int64_t cap =
       int64_t{kSegmentGridMaxWaves} * multiprocessors * kRowMaxBlocksPerSm;

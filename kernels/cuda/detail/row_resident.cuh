@@ -17,21 +17,20 @@
 #include "kernels/cuda/detail/element_access.cuh"
 #include "kernels/cuda/detail/row_plan.cuh"
 #include "kernels/cuda/detail/warp_reduce.cuh"
+#include "kernels/cuda/tuning/row_normalize_policy.h"
 
 namespace gpupipe::kernels::cuda::detail {
 
-// Elements per thread of a register-resident row: the block path holds up to
-// kRowThreads * kResidentPerThread columns per row.
-inline constexpr int kResidentPerThread = 32;
+// Elements per thread of a register-resident row (tuning/row_normalize_policy.h says why): the
+// block path holds up to kRowThreads * kResidentPerThread columns per row, rows up to
+// kResidentMidMaxCols in a shorter array; group rows of at most kResidentShortPerThread
+// elements per lane use a short one.
+inline constexpr int kResidentPerThread = tuning::RowNormalizePolicy::kResidentPerThread;
 inline constexpr int64_t kResidentMaxCols = int64_t{kRowThreads} * kResidentPerThread;
-// Block rows up to kRowThreads * kResidentMidPerThread columns use a shorter array. A warp per
-// row (K = 32 per lane) for 1024 x 1024 gave only 128 blocks and 9.7 us for
-// affine|relu|sqrt|softmax on the H200 in this work; a block per row gives 1024 blocks.
-inline constexpr int kResidentMidPerThread = 8;
+inline constexpr int kResidentMidPerThread = tuning::RowNormalizePolicy::kResidentMidPerThread;
 inline constexpr int64_t kResidentMidMaxCols = int64_t{kRowThreads} * kResidentMidPerThread;
-// Group rows of at most this many elements per lane use a short register array (cols <= 128
-// with the group sizing of PlanRows), so tiny rows do not pay for kResidentPerThread.
-inline constexpr int kResidentShortPerThread = 4;
+inline constexpr int kResidentShortPerThread =
+    tuning::RowNormalizePolicy::kResidentShortPerThread;
 
 struct MaxOp {
   template <typename C>

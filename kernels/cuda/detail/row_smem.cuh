@@ -20,20 +20,17 @@
 #include "kernels/common/elementwise_program.h"
 #include "kernels/cuda/detail/element_access.cuh"
 #include "kernels/cuda/detail/launch.cuh"
+#include "kernels/cuda/tuning/row_normalize_policy.h"
 
 namespace gpupipe::kernels::cuda::detail {
 
-// Threads per block. 512 threads with 64 KiB rows (16384 float32) give 3 blocks (1536
-// threads, 192 KiB of the H200's 228 KiB shared memory) per SM; __launch_bounds__ asks for
-// that occupancy, so the load loop keeps kSmemRowUnroll 16-byte loads per thread in flight
-// without spilling (3 x 512 x 4 x 16 B = 96 KiB in flight per SM).
-inline constexpr int kSmemRowThreads = 512;
-inline constexpr int kSmemRowMinBlocksPerSm = 3;
-inline constexpr int kSmemRowUnroll = 4;
-// Largest row, in bytes of the compute type, held in shared memory: 192 KiB is 48K float32 or
-// float16 (held as float32) and 24K float64 columns, below the 227 KiB per-block opt-in limit
-// of sm_90. Rows this long run one block per SM; longer rows take the two-kernel path.
-inline constexpr int64_t kSmemRowMaxBytes = int64_t{192} << 10;
+// Threads per block, the occupancy __launch_bounds__ asks for, 16-byte loads in flight per
+// thread, and the largest row held, in bytes of the compute type (longer rows take the
+// two-kernel path): tuning/row_normalize_policy.h, with the reasons.
+inline constexpr int kSmemRowThreads = tuning::RowNormalizePolicy::kSmemThreads;
+inline constexpr int kSmemRowMinBlocksPerSm = tuning::RowNormalizePolicy::kSmemMinBlocksPerSm;
+inline constexpr int kSmemRowUnroll = tuning::RowNormalizePolicy::kSmemUnroll;
+inline constexpr int64_t kSmemRowMaxBytes = tuning::RowNormalizePolicy::kSmemMaxRowBytes;
 
 // Shared-memory bytes for a row of `cols` elements of storage type S: the compute-type values
 // plus up to kVecElems<S> - 1 leading slots that align the body vectors (see SmemRow).

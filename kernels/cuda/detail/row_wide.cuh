@@ -5,13 +5,12 @@
 //
 // Why: a block-per-row kernel reads its row, then reduces it (block barriers), then writes it;
 // while it reduces, its loads are idle, and only the other resident blocks keep DRAM busy. With
-// rows of 16384 float32 (64 KiB) only two or three rows fit an SM, too few to cover those gaps:
-// the shared-memory path ran softmax on 16384 x 16384 at 80% of cudaMemcpy on the H200. Here
-// one block per SM walks rows blockIdx.x, + gridDim.x, ... with the row in registers and the
-// NEXT row streaming into shared memory meanwhile (cp.async through the pipeline primitives),
-// so each SM has a row's reads in flight while it reduces and writes the current one. A second
-// register array instead (no shared memory) spilled: 128 registers and 350 bytes of spills
-// for standardize.
+// rows of 16384 float32 (64 KiB) only two or three rows fit an SM, too few to cover those gaps
+// (the shared-memory path leaves DRAM idle while its blocks reduce). Here one block per SM
+// walks rows blockIdx.x, + gridDim.x, ... with the row in registers and the NEXT row streaming
+// into shared memory meanwhile (cp.async through the pipeline primitives), so each SM has a
+// row's reads in flight while it reduces and writes the current one. A second register array
+// instead of the shared memory spills (standardize).
 //
 // Thread t owns the row's 16-byte vectors t, t + kWideRowThreads, ...: it copies exactly the
 // vectors it later reads, so its own __pipeline_wait_prior(0) makes them visible to it.
@@ -27,11 +26,13 @@
 #include "kernels/cuda/detail/element_access.cuh"
 #include "kernels/cuda/detail/launch.cuh"
 #include "kernels/cuda/detail/row_resident.cuh"
+#include "kernels/cuda/tuning/row_normalize_policy.h"
 
 namespace gpupipe::kernels::cuda::detail {
 
-inline constexpr int kWideRowThreads = 512;
-inline constexpr int kWidePerThread = 32;  // compute values a thread holds
+// Threads of the block and the compute values each holds (tuning/row_normalize_policy.h).
+inline constexpr int kWideRowThreads = tuning::RowNormalizePolicy::kWideThreads;
+inline constexpr int kWidePerThread = tuning::RowNormalizePolicy::kWidePerThread;
 inline constexpr int64_t kWideMaxCols = int64_t{kWideRowThreads} * kWidePerThread;
 
 template <typename S>

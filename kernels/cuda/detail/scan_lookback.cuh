@@ -15,11 +15,13 @@
 
 #include "kernels/cuda/detail/launch.cuh"
 #include "kernels/cuda/detail/typed_items.cuh"
+#include "kernels/cuda/tuning/scan_policy.h"
 
 namespace gpupipe::kernels::cuda::detail {
 
-inline constexpr unsigned kSpinMinNs = 8;               // look-back backoff while predecessors run
-inline constexpr unsigned kSpinMaxNs = 256;
+// Look-back backoff while predecessors run (tuning/scan_policy.h).
+inline constexpr unsigned kSpinMinNs = tuning::CumsumPolicy::kSpinMinNs;
+inline constexpr unsigned kSpinMaxNs = tuning::CumsumPolicy::kSpinMaxNs;
 
 inline constexpr uint32_t kFlagInvalid = 0;    // tile not yet published
 inline constexpr uint32_t kFlagAggregate = 1;  // the tile's own total is published
@@ -216,7 +218,7 @@ using TileStatus = std::conditional_t<sizeof(Acc) == 4, PackedStatus<Acc>, Split
 // ---- the streamed look-back (cumsum_streamed.cu) ------------------------------------------------
 
 // Elements a tile of the streamed kernel (float32).
-inline constexpr int64_t kStreamedTile = 8192;
+inline constexpr int64_t kStreamedTile = tuning::StreamedScanPolicy::kTile;
 
 // Whether `config`'s device runs the streamed kernel: it needs bulk copies (sm_90) and its
 // shared memory (more than sm_86, sm_89 and sm_120 give a block). `config` has its device

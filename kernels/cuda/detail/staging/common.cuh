@@ -16,14 +16,12 @@
 #include <cstdint>
 
 #include "kernels/cuda/ops.h"
+#include "kernels/cuda/tuning/staging_policy.h"
 
 namespace gpupipe::kernels::cuda::detail {
 
-// Shared-memory staging budget of one block, split into `stages` tiles: fewer stages mean
-// bigger tiles, so every stage count keeps about the same bytes in flight per block. 32 KiB
-// leaves room for 6 blocks on an H200 SM (228 KiB). Initial value carried over from the
-// first pipeline kernel, not tuned per strategy.
-inline constexpr int kStagingBudgetBytes = 32 * 1024;
+// Shared-memory staging budget of one block, split into `stages` tiles (tuning/staging_policy.h).
+inline constexpr int kStagingBudgetBytes = tuning::StagingPolicy::kBudgetBytes;
 inline constexpr int kStagingVecBytes = 16;
 inline constexpr int kStagingWarp = 32;
 

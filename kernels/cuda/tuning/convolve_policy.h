@@ -1,0 +1,63 @@
+// Tuning of RowConvolve (kernels/cuda/convolve.cu: the general tile kernel, every tap count and
+// float16; kernels/cuda/convolve_short.cu: the short-tap kernel of float32 and float64): which
+// kernel a tap count takes, and each kernel's tile shape per type. For sm_90; values only, the
+// figures live in the bench/results section the provenance line names.
+#pragma once
+
+namespace gpupipe::kernels::cuda::tuning {
+
+// Provenance: bench/results/kernels-h200.md, "Tuning notes: convolve".
+struct ConvolvePolicy {
+  // Tap counts the short-tap kernel takes (float32, float64); longer ones, and float16, use the
+  // general tile kernel. The short kernel's taps sit in the kernel parameters in correlation
+  // order, so every FFMA reads its tap as a constant operand (no shared-memory loads or
+  // registers for taps), and its tiles' input arrives by cp.async into a second buffer while
+  // the block computes the first: at a few dozen taps the work is FMA issue, so the
+  // instructions saved around the FMAs are what counts. Its loops unroll over the whole tap
+  // range, which keeps the range short. float16 stays on the general kernel: its staged copy
+  // is converted to float32, which a cp.async copy cannot do.
+  static constexpr int kShortMaxTaps = 64;
+
+  // The general tile kernel's tile per compute type Acc: threads a block, consecutive outputs a
+  // thread (R) and blocks an SM (the grid: all resident at once, which __launch_bounds__
+  // guarantees; each block loops over tiles with the next tile's loads in flight). 128 threads
+  // of 16 outputs make a tap block 256 FMAs per 8 shared loads; with the padded shared layout
+  // the kernel is bound by FMA issue, not by bank conflicts, and the next tile's loads overlap
+  // the current tile's FMAs. Doubles take 8 outputs a thread to fit the register budget (their
+  // FMA rate is half, so the load share matters less). A 63-tap halo adds 62 inputs to a tile
+  // of 2048 (float) or 1024 (double) outputs. Blocks an SM follow from the register budget.
+  template <typename Acc>
+  struct Tile;
+
+  // The short-tap kernel's tile per type T, on the same terms.
+  template <typename T>
+  struct ShortTile;
+};
+
+template <>
+struct ConvolvePolicy::Tile<float> {
+  static constexpr int kThreads = 128;
+  static constexpr int kPerThread = 16;
+  static constexpr int kBlocksPerSm = 5;  // resident blocks: <= 102 registers a thread
+};
+template <>
+struct ConvolvePolicy::Tile<double> {
+  static constexpr int kThreads = 128;
+  static constexpr int kPerThread = 8;
+  static constexpr int kBlocksPerSm = 4;  // <= 128 registers
+};
+
+template <>
+struct ConvolvePolicy::ShortTile<float> {
+  static constexpr int kThreads = 128;
+  static constexpr int kPerThread = 16;
+  static constexpr int kBlocksPerSm = 7;  // <= 73 registers; 31 KiB of shared memory a block
+};
+template <>
+struct ConvolvePolicy::ShortTile<double> {
+  static constexpr int kThreads = 128;
+  static constexpr int kPerThread = 8;
+  static constexpr int kBlocksPerSm = 6;  // <= 85 registers
+};
+
+}  // namespace gpupipe::kernels::cuda::tuning
