@@ -5,9 +5,10 @@ usage: make_staging_table.py AUTO_STAGING_JSON [--header PATH] [--results NAME] 
 
 AUTO_STAGING_JSON is the auto-staging.json that report.py writes next to kernels-h200.md: the
 fastest checked staging strategy per op / dtype / size class, with the runner-up strategy and
-direct's time. Only the lines between the header's "BEGIN measured entries" and "END measured
-entries" markers change; the defaults above them stay, and since the last matching entry
-wins, every measured entry overrides its family's default.
+direct's time, which the report's section "Winners for the `auto` staging table" lists. Only
+the lines between the header's "BEGIN measured entries" and "END measured entries" markers
+change; the defaults above them stay, and since the last matching entry wins, every measured
+entry overrides its family's default.
 
 Which winners become entries:
   - only ops whose kernels resolve `auto` through the table: the elementwise family (case
@@ -17,8 +18,10 @@ Which winners become entries:
     entry's comment;
   - a winner less than --noise (default 2%) faster than `direct` keeps `direct`: differences
     that small are run-to-run noise, and direct is the simplest path.
-Each entry's comment gives the measured time, the runner-up, direct's time, the machine, the
-date and the commit. Standard library only; prints a summary to stdout.
+Each entry names the case that decided it, and its provenance names the results file's section
+that lists the run's figures (--results): the header carries no measured time, commit or date
+(kernel comments say why, bench/results says what a run measured). Standard library only;
+prints a summary, with the run's commit and date, to stdout.
 """
 import argparse
 import json
@@ -34,6 +37,9 @@ END = "// END measured entries"
 BEGIN_BLOCK = ["    // BEGIN measured entries: written by bench/kernels/make_staging_table.py from a run's",
                "    // auto-staging.json; edit the run, not these lines."]
 END_LINE = "    // END measured entries"
+
+# The report's section that lists the winners (report.py's auto_table), cited by every entry.
+RESULTS_SECTION = "Winners for the `auto` staging table"
 
 FAMILIES = {"elementwise": "kElementwise", "rowreduce": "kRowReduce"}
 DTYPES = {"float32": "kFloat32", "float64": "kFloat64", "float16": "kFloat16", "int32": "kInt32"}
@@ -60,16 +66,12 @@ def variant(staging, stages):
     return f"{staging}{stages}" if stages else staging
 
 
-def fmt_us(v):
-    return f"{v:,.1f} us" if v >= 100 else f"{v:.2f} us"
-
-
 def c_string(s):
     return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 class Entry:
-    def __init__(self, winner, family, rank, noise, run):
+    def __init__(self, winner, family, rank, noise):
         self.w = winner
         self.family = family
         self.rank = rank
@@ -88,7 +90,6 @@ class Entry:
         if not 0 <= self.stages <= MAX_STAGES:
             raise ValueError(f"winner {winner['op']} {winner['dtype']}: stages {self.stages} "
                              f"outside 0..{MAX_STAGES}")
-        self.run = run
 
     def key(self):
         w = self.w
@@ -99,26 +100,15 @@ class Entry:
                 list(SIZE_CLASSES).index(self.w["size_class"]))
 
     def lines(self, results):
-        w, run = self.w, self.run
+        w = self.w
         best = variant(w["staging"], int(w.get("stages") or 0))
-        direct_us = w.get("direct_us")
-        ru = w.get("runner_up") or {}
-        ru_s = (f"{variant(ru['staging'], int(ru.get('stages') or 0))} "
-                f"{fmt_us(float(ru['median_us']))}" if ru.get("staging") else "none")
-        direct_s = fmt_us(float(direct_us)) if direct_us is not None else "not measured"
-        comment = (f"{w['op']}, {w['dtype']}, {w.get('shape', '?')} ({w['size_class']}): "
-                   f"{best} {fmt_us(float(w['median_us']))}; runner-up {ru_s}")
-        comment += "." if w["staging"] == "direct" else f"; direct {direct_s}."
-        if self.kept_direct:
-            gain = 100.0 * (float(direct_us) - float(w["median_us"])) / float(direct_us)
-            comment += f" {best} beats direct by {gain:.1f}%, under the noise bound: direct kept."
+        comment = f"{w['op']}, {w['dtype']}, {w.get('shape', '?')} ({w['size_class']}): {best} won"
+        comment += (", within the noise bound: direct kept." if self.kept_direct else ".")
         if self.others:
             comment += " Also measured: " + ", ".join(
                 f"{o['op']} {variant(o['staging'], int(o.get('stages') or 0))}"
                 for o in self.others) + "."
-        comment += (f" {run['machine']}, {run['date']}, commit {run['commit']}.")
-        provenance = (f"{results} @ {run['commit']}: {w['op']} {best} "
-                      f"{fmt_us(float(w['median_us']))}, direct {direct_s}")
+        provenance = f"{results}, {RESULTS_SECTION}"
         out = [f"    // {line}" for line in wrap(comment, 92)]
         out.append(f"    {{StagingFamily::{FAMILIES[self.family]}, ElementType::{DTYPES[w['dtype']]}, "
                    f"SizeClass::{SIZE_CLASSES[w['size_class']]},")
@@ -140,10 +130,14 @@ def wrap(text, width):
     return lines
 
 
+def run_of(auto):
+    """The run's commit, date and machine, for the summary on stdout (never the header)."""
+    return {"commit": auto.get("commit") or "unknown", "date": auto.get("date") or "unknown date",
+            "machine": re.sub(r"^name, driver: ", "",
+                              auto.get("machine") or auto.get("device") or "unknown machine")}
+
+
 def build_entries(auto, noise):
-    run = {"commit": auto.get("commit") or "unknown", "date": auto.get("date") or "unknown date",
-           "machine": re.sub(r"^name, driver: ", "",
-                             auto.get("machine") or auto.get("device") or "unknown machine")}
     chosen, skipped = {}, []
     for w in auto.get("winners", []):
         family, rank = family_of(w["op"])
@@ -154,7 +148,7 @@ def build_entries(auto, noise):
             skipped.append(f"{w['op']} {w['dtype']}: unknown dtype or size class "
                            f"{w['size_class']!r}")
             continue
-        e = Entry(w, family, rank, noise, run)
+        e = Entry(w, family, rank, noise)
         old = chosen.get(e.key())
         if old is None:
             chosen[e.key()] = e
@@ -199,7 +193,9 @@ def main(argv=None):
     new = rewrite(text, entries, args.results)
     with open(args.header, "w") as f:
         f.write(new)
-    print(f"{args.header}: {len(entries)} measured entries")
+    run = run_of(auto)
+    print(f"{args.header}: {len(entries)} measured entries from the run at commit "
+          f"{run['commit']}, {run['date']}, {run['machine']}")
     for e in entries:
         note = " (winner within noise of direct)" if e.kept_direct else ""
         print(f"  {e.family} {e.w['dtype']} {e.w['size_class']}: "

@@ -6,13 +6,14 @@
 // Provenance. Entries come from the kernels benchmark on the H200: bench/kernels/run.sh times
 // every strategy x stages x size, and its report (bench/results/kernels-h200.md, section
 // "Winners for the `auto` staging table", also auto-staging.json) lists the winner per op,
-// dtype and size class, the same keys as here. A family, type and size class the benchmark
-// did not measure uses `direct` (the baseline, vectorized plain loads) without claiming a
-// measurement. Measured entries go below the defaults (later entries win), between the BEGIN /
-// END markers, which bench/kernels/make_staging_table.py rewrites from a run's
-// auto-staging.json: each entry names the measured time, the runner-up, the machine, the date
-// and the commit, and a winner less than 2% faster than `direct` keeps `direct` (run-to-run
-// noise).
+// dtype and size class, the same keys as here, with its time, the runner-up and the run. A
+// family, type and size class the benchmark did not measure uses `direct` (the baseline,
+// vectorized plain loads) without claiming a measurement. Measured entries go below the
+// defaults (later entries win), between the BEGIN / END markers, which
+// bench/kernels/make_staging_table.py rewrites from a run's auto-staging.json: each entry names
+// the case that decided it and cites that section, and a winner within the generator's noise
+// bound of `direct` keeps `direct` (differences that small are run-to-run spread, and direct is
+// the simplest path).
 #pragma once
 
 #include <cstdint>
@@ -72,87 +73,72 @@ inline constexpr StagingTableEntry kStagingTable[] = {
     Unmeasured(StagingFamily::kRowReduce, ElementType::kInt32),
     // BEGIN measured entries: written by bench/kernels/make_staging_table.py from a run's
     // auto-staging.json; edit the run, not these lines.
-    // affine, float32, 2^0 x 2^28 (elementwise): direct 509.2 us; runner-up pipeline2 545.7 us.
-    // NVIDIA H200, 580.159.04, 2026-12-01 22:35 UTC, commit a73584a.
+    // affine, float32, 2^0 x 2^28 (elementwise): direct won.
     {StagingFamily::kElementwise, ElementType::kFloat32, SizeClass::kElementwise,
      Staging::kDirect, 0,
-     "bench/results/kernels-h200.md @ a73584a: affine direct 509.2 us, direct 509.2 us"},
-    // affine, float64, 2^0 x 2^26 (elementwise): direct 254.6 us; runner-up pipeline2 273.5 us.
-    // NVIDIA H200, 580.159.04, 2026-12-01 22:35 UTC, commit a73584a.
+     "bench/results/kernels-h200.md, Winners for the `auto` staging table"},
+    // affine, float64, 2^0 x 2^26 (elementwise): direct won.
     {StagingFamily::kElementwise, ElementType::kFloat64, SizeClass::kElementwise,
      Staging::kDirect, 0,
-     "bench/results/kernels-h200.md @ a73584a: affine direct 254.6 us, direct 254.6 us"},
-    // affine, float16, 2^0 x 2^26 (elementwise): direct 65.06 us; runner-up pipeline-thread2 71.63
-    // us. NVIDIA H200, 580.159.04, 2026-12-01 22:35 UTC, commit a73584a.
+     "bench/results/kernels-h200.md, Winners for the `auto` staging table"},
+    // affine, float16, 2^0 x 2^26 (elementwise): direct won.
     {StagingFamily::kElementwise, ElementType::kFloat16, SizeClass::kElementwise,
      Staging::kDirect, 0,
-     "bench/results/kernels-h200.md @ a73584a: affine direct 65.06 us, direct 65.06 us"},
-    // affine, int32, 2^0 x 2^26 (elementwise): direct 128.8 us; runner-up bulk1 137.1 us. NVIDIA
-    // H200, 580.159.04, 2026-12-01 22:35 UTC, commit a73584a.
+     "bench/results/kernels-h200.md, Winners for the `auto` staging table"},
+    // affine, int32, 2^0 x 2^26 (elementwise): direct won.
     {StagingFamily::kElementwise, ElementType::kInt32, SizeClass::kElementwise,
      Staging::kDirect, 0,
-     "bench/results/kernels-h200.md @ a73584a: affine direct 128.8 us, direct 128.8 us"},
-    // sum-row, float32, 2^0 x 2^28 (few-long-rows): direct 244.4 us; runner-up primitives2 255.5
-    // us. NVIDIA H200, 580.159.04, 2026-12-01 22:35 UTC, commit a73584a.
+     "bench/results/kernels-h200.md, Winners for the `auto` staging table"},
+    // sum-row, float32, 2^0 x 2^28 (few-long-rows): direct won.
     {StagingFamily::kRowReduce, ElementType::kFloat32, SizeClass::kFewLongRows,
      Staging::kDirect, 0,
-     "bench/results/kernels-h200.md @ a73584a: sum-row direct 244.4 us, direct 244.4 us"},
-    // sum-rows, float32, 2^14 x 2^14 (many-long-rows): direct 237.3 us; runner-up primitives1
-    // 242.3 us. NVIDIA H200, 580.159.04, 2026-12-01 22:35 UTC, commit a73584a.
+     "bench/results/kernels-h200.md, Winners for the `auto` staging table"},
+    // sum-rows, float32, 2^14 x 2^14 (many-long-rows): direct won.
     {StagingFamily::kRowReduce, ElementType::kFloat32, SizeClass::kManyLongRows,
      Staging::kDirect, 0,
-     "bench/results/kernels-h200.md @ a73584a: sum-rows direct 237.3 us, direct 237.3 us"},
-    // sum-rows, float64, 2^13 x 2^13 (short-rows): direct 126.0 us; runner-up primitives1 136.2
-    // us. NVIDIA H200, 580.159.04, 2026-12-01 22:35 UTC, commit a73584a.
+     "bench/results/kernels-h200.md, Winners for the `auto` staging table"},
+    // sum-rows, float64, 2^13 x 2^13 (short-rows): direct won.
     {StagingFamily::kRowReduce, ElementType::kFloat64, SizeClass::kShortRows,
      Staging::kDirect, 0,
-     "bench/results/kernels-h200.md @ a73584a: sum-rows direct 126.0 us, direct 126.0 us"},
-    // sum-row, float64, 2^0 x 2^26 (few-long-rows): direct 126.5 us; runner-up pipeline-thread1
-    // 130.1 us. Also measured: min-row direct, max-row direct. NVIDIA H200, 580.159.04, 2026-12-01
-    // 22:35 UTC, commit a73584a.
+     "bench/results/kernels-h200.md, Winners for the `auto` staging table"},
+    // sum-row, float64, 2^0 x 2^26 (few-long-rows): direct won. Also measured: min-row direct,
+    // max-row direct.
     {StagingFamily::kRowReduce, ElementType::kFloat64, SizeClass::kFewLongRows,
      Staging::kDirect, 0,
-     "bench/results/kernels-h200.md @ a73584a: sum-row direct 126.5 us, direct 126.5 us"},
-    // sum-long-rows, float64, 2^12 x 2^14 (many-long-rows): direct 126.7 us; runner-up primitives1
-    // 136.9 us. Also measured: max-long-rows direct. NVIDIA H200, 580.159.04, 2026-12-01 22:35
-    // UTC, commit a73584a.
+     "bench/results/kernels-h200.md, Winners for the `auto` staging table"},
+    // sum-long-rows, float64, 2^12 x 2^14 (many-long-rows): direct won. Also measured:
+    // max-long-rows direct.
     {StagingFamily::kRowReduce, ElementType::kFloat64, SizeClass::kManyLongRows,
      Staging::kDirect, 0,
-     "bench/results/kernels-h200.md @ a73584a: sum-long-rows direct 126.7 us, direct 126.7 us"},
-    // sum-rows, float16, 2^13 x 2^13 (short-rows): direct 42.83 us; runner-up pipeline-thread1
-    // 48.13 us. NVIDIA H200, 580.159.04, 2026-12-01 22:35 UTC, commit a73584a.
+     "bench/results/kernels-h200.md, Winners for the `auto` staging table"},
+    // sum-rows, float16, 2^13 x 2^13 (short-rows): direct won.
     {StagingFamily::kRowReduce, ElementType::kFloat16, SizeClass::kShortRows,
      Staging::kDirect, 0,
-     "bench/results/kernels-h200.md @ a73584a: sum-rows direct 42.83 us, direct 42.83 us"},
-    // sum-row, float16, 2^0 x 2^26 (few-long-rows): direct 38.13 us; runner-up bulk1 40.93 us.
-    // Also measured: min-row direct, max-row direct. NVIDIA H200, 580.159.04, 2026-12-01 22:35
-    // UTC, commit a73584a.
+     "bench/results/kernels-h200.md, Winners for the `auto` staging table"},
+    // sum-row, float16, 2^0 x 2^26 (few-long-rows): direct won. Also measured: min-row direct,
+    // max-row direct.
     {StagingFamily::kRowReduce, ElementType::kFloat16, SizeClass::kFewLongRows,
      Staging::kDirect, 0,
-     "bench/results/kernels-h200.md @ a73584a: sum-row direct 38.13 us, direct 38.13 us"},
-    // sum-long-rows, float16, 2^12 x 2^14 (many-long-rows): direct 37.62 us; runner-up
-    // pipeline-thread1 42.64 us. Also measured: max-long-rows direct. NVIDIA H200, 580.159.04,
-    // 2026-12-01 22:35 UTC, commit a73584a.
+     "bench/results/kernels-h200.md, Winners for the `auto` staging table"},
+    // sum-long-rows, float16, 2^12 x 2^14 (many-long-rows): direct won. Also measured:
+    // max-long-rows direct.
     {StagingFamily::kRowReduce, ElementType::kFloat16, SizeClass::kManyLongRows,
      Staging::kDirect, 0,
-     "bench/results/kernels-h200.md @ a73584a: sum-long-rows direct 37.62 us, direct 37.62 us"},
-    // sum-rows, int32, 2^13 x 2^13 (short-rows): direct 65.34 us; runner-up pipeline-thread1 81.22
-    // us. NVIDIA H200, 580.159.04, 2026-12-01 22:35 UTC, commit a73584a.
+     "bench/results/kernels-h200.md, Winners for the `auto` staging table"},
+    // sum-rows, int32, 2^13 x 2^13 (short-rows): direct won.
     {StagingFamily::kRowReduce, ElementType::kInt32, SizeClass::kShortRows,
      Staging::kDirect, 0,
-     "bench/results/kernels-h200.md @ a73584a: sum-rows direct 65.34 us, direct 65.34 us"},
-    // sum-row, int32, 2^0 x 2^26 (few-long-rows): direct 68.62 us; runner-up primitives1 69.01 us.
-    // Also measured: min-row direct, max-row direct. NVIDIA H200, 580.159.04, 2026-12-01 22:35
-    // UTC, commit a73584a.
+     "bench/results/kernels-h200.md, Winners for the `auto` staging table"},
+    // sum-row, int32, 2^0 x 2^26 (few-long-rows): direct won. Also measured: min-row direct,
+    // max-row direct.
     {StagingFamily::kRowReduce, ElementType::kInt32, SizeClass::kFewLongRows,
      Staging::kDirect, 0,
-     "bench/results/kernels-h200.md @ a73584a: sum-row direct 68.62 us, direct 68.62 us"},
-    // sum-long-rows, int32, 2^12 x 2^14 (many-long-rows): direct 66.62 us; runner-up primitives1
-    // 72.46 us. Also measured: max-long-rows direct. NVIDIA H200, 580.159.04, 2026-12-01 22:35
-    // UTC, commit a73584a.
+     "bench/results/kernels-h200.md, Winners for the `auto` staging table"},
+    // sum-long-rows, int32, 2^12 x 2^14 (many-long-rows): direct won. Also measured: max-long-rows
+    // direct.
     {StagingFamily::kRowReduce, ElementType::kInt32, SizeClass::kManyLongRows,
      Staging::kDirect, 0,
-     "bench/results/kernels-h200.md @ a73584a: sum-long-rows direct 66.62 us, direct 66.62 us"},
+     "bench/results/kernels-h200.md, Winners for the `auto` staging table"},
     // END measured entries
 };
 
