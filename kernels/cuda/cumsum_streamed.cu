@@ -45,10 +45,10 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/cuda/detail/barrier_ring.cuh"
 #include "kernels/cuda/detail/launch.cuh"
 #include "kernels/cuda/detail/row_access.cuh"
 #include "kernels/cuda/detail/scan_lookback.cuh"
-#include "kernels/cuda/detail/staging/bulk.cuh"
 #include "kernels/cuda/detail/typed_items.cuh"
 #include "kernels/cuda/tuning/scan_policy.h"
 
@@ -241,8 +241,8 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
     // s = u % slots and use = u / slots, kept as counters (no 64-bit division a tile).
     for (int s = 0, use = 0;; ++u, s = s + 1 == slots ? 0 : s + 1, use += s == 0) {
       if (use > 0) {
-        detail::WaitParity(&sm.empty[s], use - 1);  // the compute warps are done with tile u - S
-        detail::WaitParity(&sm.full[s], use - 1);   // observe our own last arrival
+        WaitPhase(&sm.empty[s], use - 1);  // the compute warps are done with tile u - S
+        WaitPhase(&sm.full[s], use - 1);   // observe our own last arrival
         // Order the compute warps' reads, acquired above, before the bulk write.
         ::cuda::ptx::fence_proxy_async(::cuda::ptx::space_shared);
       }
@@ -281,7 +281,7 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
     // Observe the last phase of every slot's full barrier (all complete: each was waited on by
     // the compute warps, or is the last, whose completion needs only our arrivals).
     for (int64_t k = u >= slots ? u - slots + 1 : 0; k <= u; ++k) {
-      detail::WaitParity(&sm.full[k % slots], k / slots);
+      WaitPhase(&sm.full[k % slots], k / slots);
     }
   } else if (warp == kStreamLookbackWarp) {
     int64_t known = -1;  // the block's previous tile
@@ -295,7 +295,7 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
       long long mailed_tile = 0;
       Acc mailed_total = Acc(0);
       if (lane == 0) {
-        detail::WaitParity(&sm.scanned[b], u / kStreamMailboxes);
+        WaitPhase(&sm.scanned[b], u / kStreamMailboxes);
         mailed_tile = sm.mail_tile[b];
         mailed_total = sm.mail_total[b];
       }
@@ -325,8 +325,8 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
         if (u >= kStreamMailboxes) {
           // Every compute thread has read tile u - kStreamMailboxes's prefix from mailbox b
           // (long since: they store that tile kStreamLag tiles after scanning it).
-          detail::WaitParity(&sm.consumed[b], u / kStreamMailboxes - 1);
-          detail::WaitParity(&sm.prefixed[b], u / kStreamMailboxes - 1);
+          WaitPhase(&sm.consumed[b], u / kStreamMailboxes - 1);
+          WaitPhase(&sm.prefixed[b], u / kStreamMailboxes - 1);
         }
         sm.mail_prefix[b] = prefix;
         (void)::cuda::ptx::mbarrier_arrive(&sm.prefixed[b]);
@@ -337,7 +337,7 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
     // Lane 0 observes its last arrival on each mailbox (complete: one arrival each).
     if (lane == 0) {
       for (int64_t k = u_end >= kStreamMailboxes ? u_end - kStreamMailboxes : 0; k < u_end; ++k) {
-        detail::WaitParity(&sm.prefixed[k % kStreamMailboxes], k / kStreamMailboxes);
+        WaitPhase(&sm.prefixed[k % kStreamMailboxes], k / kStreamMailboxes);
       }
     }
   } else {
@@ -349,9 +349,9 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
     // Stores pending tile `l` (local index v) once the look-back warp has mailed its prefix.
     const auto store = [&](const Acc (&x)[kVecs][kVec], Out* out, int64_t out_valid, int64_t v) {
       const int vb = static_cast<int>(v % kStreamMailboxes);
-      detail::WaitParity(&sm.prefixed[vb], v / kStreamMailboxes);
+      WaitPhase(&sm.prefixed[vb], v / kStreamMailboxes);
       const Acc prefix = sm.mail_prefix[vb];
-      if (v >= kStreamMailboxes) detail::WaitParity(&sm.consumed[vb], v / kStreamMailboxes - 1);
+      if (v >= kStreamMailboxes) WaitPhase(&sm.consumed[vb], v / kStreamMailboxes - 1);
       (void)::cuda::ptx::mbarrier_arrive(&sm.consumed[vb]);  // done with mailbox vb's prefix
       StoreSpan<Out, kVecs, kVec>(out, out_valid, [&](int k, int i) { return prefix + x[k][i]; });
     };
@@ -359,7 +359,7 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
     for (int s = 0, use = 0;; ++u, s = s + 1 == slots ? 0 : s + 1, use += s == 0) {
       const int b = static_cast<int>(u & 1);                       // warp_totals buffer
       const int mb = static_cast<int>(u % kStreamMailboxes);       // mailbox
-      detail::WaitParity(&sm.full[s], use);
+      WaitPhase(&sm.full[s], use);
       const long long tile = sm.slot_tile[s];
       const bool staged = sm.slot_staged[s] != 0;
       const int64_t row = sm.slot_row[s];
@@ -384,7 +384,7 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
           LoadSpanElements<In>(d_in + (row0 + row) * cols + warp_first, valid, v);
         }
       }
-      if (use > 0) detail::WaitParity(&sm.empty[s], use - 1);
+      if (use > 0) WaitPhase(&sm.empty[s], use - 1);
       (void)::cuda::ptx::mbarrier_arrive(&sm.empty[s]);  // done reading the slot
 
       if (tile >= 0) {
@@ -416,7 +416,7 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
       }
       if (threadIdx.x == 0) {
         if (u >= kStreamMailboxes) {
-          detail::WaitParity(&sm.scanned[mb], u / kStreamMailboxes - 1);
+          WaitPhase(&sm.scanned[mb], u / kStreamMailboxes - 1);
         }
         (void)::cuda::ptx::mbarrier_arrive(&sm.scanned[mb]);
       }
@@ -451,16 +451,16 @@ __global__ void __launch_bounds__(kStreamThreads, 1)
     // Observe the last phase of every slot's empty barrier this thread arrived on, and of each
     // mailbox thread 0 arrived on.
     for (int64_t k = u >= slots ? u - slots + 1 : 0; k <= u; ++k) {
-      detail::WaitParity(&sm.empty[k % slots], k / slots);
+      WaitPhase(&sm.empty[k % slots], k / slots);
     }
     if (threadIdx.x == 0) {
       for (int64_t k = u >= kStreamMailboxes ? u - kStreamMailboxes + 1 : 0; k <= u; ++k) {
-        detail::WaitParity(&sm.scanned[k % kStreamMailboxes], k / kStreamMailboxes);
+        WaitPhase(&sm.scanned[k % kStreamMailboxes], k / kStreamMailboxes);
       }
     }
     // Tiles 0 .. u - 1 were stored, each arriving on its mailbox's consumed barrier.
     for (int64_t k = u >= kStreamMailboxes ? u - kStreamMailboxes : 0; k < u; ++k) {
-      detail::WaitParity(&sm.consumed[k % kStreamMailboxes], k / kStreamMailboxes);
+      WaitPhase(&sm.consumed[k % kStreamMailboxes], k / kStreamMailboxes);
     }
   }
   detail::AllowDependentGrids();

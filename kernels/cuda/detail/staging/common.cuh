@@ -15,6 +15,7 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/detail/barrier_ring.cuh"
 #include "kernels/cuda/ops.h"
 #include "kernels/cuda/tuning/staging_policy.h"
 
@@ -62,10 +63,9 @@ struct StagingSmem {
   // (stage records, then the reference count, whose offset the pipeline computes from its
   // run-time stage count).
   alignas(16) unsigned char pipeline_state[sizeof(BlockPipelineState8)];
-  // mbarriers of the bulk strategy: `full` completes when a tile has landed, `empty` when every
-  // thread of the block is done reading it (bulk.cuh states the protocol).
-  alignas(8) uint64_t full[kMaxStages];
-  alignas(8) uint64_t empty[kMaxStages];
+  // The bulk strategy's ring: `full` completes when a tile has landed, `empty` when every thread
+  // of the block is done reading it (bulk.cuh).
+  RingBarriers<kMaxStages> bulk_ring;
 };
 
 }  // namespace gpupipe::kernels::cuda::detail
