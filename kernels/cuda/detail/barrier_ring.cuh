@@ -8,7 +8,8 @@
 //   consumer: ConsumerWait(st); read slot st.index(); ConsumerRelease(st); st.Advance();
 //             ... after its last release: ConsumerTail(st)
 //
-// The bulk stager (staging/bulk.cuh) is one of these.
+// Every mbarrier ring of the kernels is one of these: the bulk stager (staging/bulk.cuh) and the
+// streamed scan's tile slots and mailboxes (cumsum_streamed.cu).
 //
 // Protocol. Use j of a ring of S slots (the j-th item through it since initialization) takes slot
 // s = j % S in that slot's phase p = j / S, of both of the slot's barriers; a wait for phase p is
@@ -123,7 +124,7 @@ __device__ __forceinline__ void WaitPhase(uint64_t* bar, int phase) {
 
 // The verbs over one ring's full[] and empty[] barriers (shared memory). A view: copies refer to
 // the same barriers. The barriers of two rings may be shared where one ring's release is the
-// other's commit; each barrier is initialized once.
+// other's commit (the streamed scan's mailboxes); each barrier is initialized once.
 template <RingFill kFill>
 class BarrierRing {
  public:

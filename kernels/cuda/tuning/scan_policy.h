@@ -68,8 +68,9 @@ struct StreamedScanPolicy {
   // before, whose look-back has had only one tile's scan to finish; a third scanned tile in
   // registers spills at the registers a 320-thread block gets at one block an SM.
   static constexpr int kLag = 2;
-  // Mailboxes between the compute warps and the look-back warp: more than kLag, so that no
-  // barrier is waited on a phase late (the barrier notes of cumsum_streamed.cu).
+  // Mailboxes between the compute warps and the look-back warp: more than kLag, so that a
+  // mailbox is always free by the time the compute warps mail a tile into it (the barrier notes
+  // of cumsum_streamed.cu).
   static constexpr int kMailboxes = 4;
 };
 
