@@ -9,7 +9,9 @@
 //             ... after its last release: ConsumerTail(st)
 //
 // Every mbarrier ring of the kernels is one of these: the bulk stager (staging/bulk.cuh) and the
-// streamed scan's tile slots and mailboxes (cumsum_streamed.cu).
+// streamed scan's tile slots and mailboxes (cumsum_streamed.cu). The `pipeline` staging strategy
+// keeps its ring inside libcu++'s cuda::pipeline (staging/pipeline_partitioned.cuh), which walks
+// the same ring but observes none of its own arrivals (below).
 //
 // Protocol. Use j of a ring of S slots (the j-th item through it since initialization) takes slot
 // s = j % S in that slot's phase p = j / S, of both of the slot's barriers; a wait for phase p is

@@ -59,9 +59,8 @@ using BlockPipelineState8 = ::cuda::pipeline_shared_state<::cuda::thread_scope_b
 struct StagingSmem {
   alignas(128) uint4 buffer[kStagingBudgetBytes / kStagingVecBytes];
   // Raw storage for a pipeline_shared_state<block, stages> with stages chosen at run time
-  // (MakeBlockPipeline): the largest one fits, and a smaller one is a prefix of the same layout
-  // (stage records, then the reference count, whose offset the pipeline computes from its
-  // run-time stage count).
+  // (MakeBlockPipeline): sized for the largest, so any of them fits (pipeline_partitioned.cuh
+  // checks size and alignment); a kernel places only one there.
   alignas(16) unsigned char pipeline_state[sizeof(BlockPipelineState8)];
   // The bulk strategy's ring: `full` completes when a tile has landed, `empty` when every thread
   // of the block is done reading it (bulk.cuh).

@@ -8,48 +8,60 @@
 // the CUDA guide's producer/consumer example and in CUTLASS's pipelines; an earlier UNIFIED
 // block pipeline drew synccheck reports from both roles at once.
 //
-// Barrier protocol (libcu++ pipeline_shared_state: per stage s a `produced` and a `consumed`
-// mbarrier). Tile j (counted from the prologue, across ForEach calls) uses stage s = j % S in
-// round r = j / S, which is phase r of both barriers of s.
-//  - produced[s] (arrival count: the 32 producer threads): the producer warp's producer_commit
-//    arrives for round r, once per thread through barrier::arrive (libcu++ aggregates the warp's
-//    arrivals into one) and once asynchronously through cp.async.mbarrier.arrive, which holds
-//    the phase open until the thread's cp.async have landed. Consumers wait for phase r
-//    (consumer_wait) before reading the tile.
-//  - consumed[s] (arrival count: the consumer threads): each consumer arrives for round r
-//    (consumer_release) after its last read of the tile; the producer waits for phase r - 1
-//    (producer_acquire) before copying round r into the stage.
-//  - Observed arrivals. compute-sanitizer synccheck reported "Missing wait" at producer_commit:
-//    it requires a thread that arrived on a barrier phase to observe that phase's completion
-//    before it arrives on the same barrier again, and the producer never waits on `produced`
-//    (nor a consumer on `consumed`). That is no protocol error: the producer's arrival for
-//    round r follows producer_acquire's wait on consumed[s] phase r - 1, which completes only
-//    after every consumer waited on produced[s] phase r - 1, so the arrival cannot land in the
-//    earlier phase (the only real hazard of an unobserved arrival). The tool cannot see that
-//    chain, so each role now also waits on its own barrier's previous phase before arriving
-//    (WaitStagePhase; the phase is already complete by the chain above, so the wait is one
-//    try_wait), and Quit() waits for the last phase each thread arrived on before the barriers
-//    are invalidated. No ABA: a role is never two phases behind on a barrier it waits on,
-//    since every phase of each barrier needs its own arrival. Holds for any S in
-//    1..kMaxStages and any number of tiles: only j decides stage and phase.
+// Barrier protocol: libcu++'s own, through its public API only (make_pipeline with a role,
+// producer_acquire / producer_commit, consumer_wait / consumer_release, quit). The pipeline walks
+// the ring of detail/barrier_ring.cuh inside pipeline_shared_state: per stage a `produced`
+// barrier (the ring's full: the producer warp's 32 threads arrive, each once through
+// cp.async.mbarrier.arrive, which holds the phase open until its copies have landed, and once
+// through barrier::arrive) and a `consumed` barrier (the ring's empty: every consumer arrives).
+// Tile j, counted across ForEach calls, is use j of that ring: the pipeline keeps its head and
+// tail across calls, and `next_` the matching buffer slot, since every call consumes all it
+// produces.
+// Unlike BarrierRing, the pipeline never observes its own arrivals: compute-sanitizer synccheck
+// reports producer_commit ("Missing wait"), which no wait through the public API can prevent;
+// tests/kernels/cuda/pipeline_commit_probe_test.cu reproduces it with no gpupipe code, and
+// scripts/gpu-check.sh leaves this strategy's kernels out of synccheck. It is no protocol error:
+// an unobserved arrival is a hazard only if it could land in an earlier phase, and the
+// producer's arrival for round r follows producer_acquire's wait on consumed[s] phase r - 1,
+// which completes only after every consumer waited on produced[s] phase r - 1 (and conversely
+// for the consumers' arrivals). The ring's no-ABA argument for the acquire and wait verbs
+// holds as it stands.
 // Each warp commits converged and leaves with quit(); the reference count makes the last one
-// to leave, necessarily after every arrival, the one that invalidates the barriers.
+// to leave, necessarily after every arrival (every consumer waited for every produced phase),
+// the one that invalidates the barriers.
 #pragma once
 
 #include <cooperative_groups.h>
 #include <cuda/pipeline>
 
 #include <cstdint>
+#include <utility>
 
+#include "kernels/cuda/detail/barrier_ring.cuh"
 #include "kernels/cuda/detail/staging/common.cuh"
 
 namespace gpupipe::kernels::cuda::detail {
 
 using BlockPipeline = ::cuda::pipeline<::cuda::thread_scope_block>;
 
+// StagingSmem::pipeline_state (16-byte aligned) holds a pipeline_shared_state<block, S> for every
+// S in 1..kMaxStages.
+template <int... kStagesMinusOne>
+constexpr bool PipelineStatesFit(std::integer_sequence<int, kStagesMinusOne...>) {
+  return ((sizeof(::cuda::pipeline_shared_state<::cuda::thread_scope_block,
+                                                kStagesMinusOne + 1>) <=
+               sizeof(StagingSmem::pipeline_state) &&
+           alignof(::cuda::pipeline_shared_state<::cuda::thread_scope_block,
+                                                 kStagesMinusOne + 1>) <= 16) &&
+          ...);
+}
+static_assert(PipelineStatesFit(std::make_integer_sequence<int, kMaxStages>{}),
+              "StagingSmem::pipeline_state holds a pipeline_shared_state of any stage count");
+
 // make_pipeline over `state` (StagingSmem::pipeline_state) with `stages` (1..kMaxStages) stages.
 // Block-collective. Returns a prvalue straight from make_pipeline (guaranteed copy elision: a
-// moved-from pipeline would still quit() in its destructor).
+// moved-from pipeline would still quit() in its destructor). The storage holds the state of
+// any stage count; make_pipeline initializes the one it is given, as it does a __shared__ one.
 __device__ inline BlockPipeline MakeBlockPipeline(const cooperative_groups::thread_block& block,
                                                   void* state, int stages,
                                                   ::cuda::pipeline_role role) {
@@ -66,27 +78,13 @@ __device__ inline BlockPipeline MakeBlockPipeline(const cooperative_groups::thre
   }
 }
 
-// The stage records of a pipeline_shared_state<block, S> laid over StagingSmem::pipeline_state:
-// the same type the pipeline indexes (its stages come first), so the layouts agree by
-// construction.
-using BlockPipelineStage = ::cuda::__pipeline_stage<::cuda::thread_scope_block>;
-static_assert(sizeof(::cuda::pipeline_shared_state<::cuda::thread_scope_block, 2>) -
-                      sizeof(::cuda::pipeline_shared_state<::cuda::thread_scope_block, 1>) ==
-                  sizeof(BlockPipelineStage),
-              "pipeline_shared_state starts with its array of stage records");
-
-// Waits until phase `phase` of a stage barrier has completed (parity phase & 1).
-__device__ __forceinline__ void WaitStagePhase(::cuda::barrier<::cuda::thread_scope_block>& bar,
-                                               int64_t phase) {
-  bar.wait_parity((phase & 1) != 0);
-}
-
 class PartitionedPipelineStager {
  public:
   // Block-collective prologue (shared memory only, so it may precede the PDL wait).
   __device__ PartitionedPipelineStager(StagingSmem& smem, const TileGeometry& g)
       : smem_(smem),
         g_(g),
+        next_(g.stages),
         producer_(threadIdx.x < kStagingWarp),
         pipe_(MakeBlockPipeline(cooperative_groups::this_thread_block(), smem.pipeline_state,
                                 g.stages,
@@ -97,7 +95,7 @@ class PartitionedPipelineStager {
   // inside the source). Calls consume(tile, s_tile, rank) on the consumer threads only; all
   // threads of the block call ForEach with the same arguments. Every call consumes all it
   // produces, so a kernel may call it again (one segment of a row after another); the pipeline
-  // keeps its ring position across calls, and so does `used_`, the buffers' position.
+  // keeps its ring position across calls, and so does `next_`, the buffers' position.
   template <typename Consume>
   __device__ __forceinline__ void ForEach(const uint4* d_src, int64_t first_tile,
                                           int64_t tile_stride, int64_t count, Consume&& consume) {
@@ -105,62 +103,42 @@ class PartitionedPipelineStager {
     if (producer_) {
       const auto warp = cooperative_groups::tiled_partition<kStagingWarp>(
           cooperative_groups::this_thread_block());
-      for (int64_t k = 0; k < count; ++k) {
-        const int64_t j = used_ + k;
-        const int s = static_cast<int>(j % g_.stages);
-        const int64_t round = j / g_.stages;
+      RingState st = next_;
+      for (int64_t k = 0; k < count; ++k, st.Advance()) {
         pipe_.producer_acquire();  // the consumers released this stage's previous tile
-        // This thread's arrival on produced[s] for round - 1 completed before the consumers
-        // released that round; observe it before arriving again (see the protocol above).
-        if (round > 0) WaitStagePhase(Stage(s).__produced, round - 1);
-        ::cuda::memcpy_async(warp, smem_.buffer + s * tile_vecs,
+        ::cuda::memcpy_async(warp, smem_.buffer + st.index() * tile_vecs,
                              d_src + (first_tile + k * tile_stride) * tile_vecs,
                              ::cuda::aligned_size_t<kStagingVecBytes>(g_.tile_bytes()), pipe_);
         // Commit from a converged warp: one batch per warp, not one per diverged lane group.
         __syncwarp();
         pipe_.producer_commit();
       }
+      next_ = st;
     } else {
       const int rank = static_cast<int>(threadIdx.x) - kStagingWarp;
-      for (int64_t k = 0; k < count; ++k) {
-        const int64_t j = used_ + k;
-        const int s = static_cast<int>(j % g_.stages);
-        const int64_t round = j / g_.stages;
+      RingState st = next_;
+      for (int64_t k = 0; k < count; ++k, st.Advance()) {
         pipe_.consumer_wait();
         consume(first_tile + k * tile_stride,
-                static_cast<const uint4*>(smem_.buffer + s * tile_vecs), rank);
-        // This thread's arrival on consumed[s] for round - 1 completed before the producer
-        // committed this round; observe it before arriving again.
-        if (round > 0) WaitStagePhase(Stage(s).__consumed, round - 1);
+                static_cast<const uint4*>(smem_.buffer + st.index() * tile_vecs), rank);
         pipe_.consumer_release();
       }
+      next_ = st;
     }
-    used_ += count;
   }
 
   // Leaves the pipeline once the kernel has no more tiles for it (the CUDA guide's early exit:
   // the thread goes on with plain loads, or ends). From a converged warp; the last thread to
   // leave invalidates the barriers, necessarily after every arrival on them.
-  // Before leaving, each thread observes the last phase it arrived on of each stage barrier of
-  // its role, so no arrival is left unobserved when the barriers are invalidated.
   __device__ __forceinline__ void Quit() {
-    const int64_t first = used_ > g_.stages ? used_ - g_.stages : 0;
-    for (int64_t j = first; j < used_; ++j) {
-      BlockPipelineStage& stage = Stage(static_cast<int>(j % g_.stages));
-      WaitStagePhase(producer_ ? stage.__produced : stage.__consumed, j / g_.stages);
-    }
     __syncwarp();
     pipe_.quit();
   }
 
  private:
-  __device__ __forceinline__ BlockPipelineStage& Stage(int s) {
-    return reinterpret_cast<BlockPipelineStage*>(smem_.pipeline_state)[s];
-  }
-
   StagingSmem& smem_;
   TileGeometry g_;
-  int64_t used_ = 0;  // tiles staged by earlier ForEach calls
+  RingState next_;  // the buffer slot of this role's next tile (the pipeline's head or tail)
   bool producer_;
   BlockPipeline pipe_;
 };
