@@ -118,7 +118,7 @@ cudaError_t DispatchType(ElementType type, F&& f) {
 // and the row ops reuse one workspace). Only index math, shared-memory setup and L2 prefetches
 // (L2 is the coherence point, so a prefetched line never goes stale) come before it; the one
 // exception, a dependent reading an input its primary never writes after the primary's own
-// wait and trigger, is argued where it is used (RowSoftmax's segment kernels). Because
+// wait and trigger, is argued where it is used (the row multipass segment kernels). Because
 // every kernel waits, completion is transitive: a kernel that has completed implies all earlier
 // kernels of the stream have too.
 //

@@ -266,13 +266,6 @@ struct NormalizeMergeOp {
     return MergeMoments(a, b);
   }
 };
-struct SoftmaxMergeOp {
-  template <typename C>
-  __device__ __forceinline__ SoftmaxStat<C> operator()(SoftmaxStat<C> a,
-                                                       SoftmaxStat<C> b) const {
-    return MergeSoftmax(a, b);
-  }
-};
 
 __device__ __forceinline__ float ShflXor(float v, int lane_mask) {
   return __shfl_xor_sync(kFullWarpMask, v, lane_mask);
