@@ -258,15 +258,6 @@ __device__ __forceinline__ void PushMomentVec(MomentStat<C>& st, const C (&x)[N]
   st = MergeMoments(st, {C(N), m, t[0], C(0)});
 }
 
-template <typename C>
-struct NormalizeMergeOp {
-  RowNormalizeKind kind;
-  __device__ __forceinline__ MomentStat<C> operator()(MomentStat<C> a, MomentStat<C> b) const {
-    if (kind == RowNormalizeKind::kL2Normalize) return {C(0), C(0), a.m2 + b.m2, C(0)};
-    return MergeMoments(a, b);
-  }
-};
-
 __device__ __forceinline__ float ShflXor(float v, int lane_mask) {
   return __shfl_xor_sync(kFullWarpMask, v, lane_mask);
 }
