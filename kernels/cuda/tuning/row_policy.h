@@ -33,8 +33,9 @@ struct RowPlanPolicy {
   static constexpr int kUnroll = 4;
   // A block-per-segment reduction launches a block for each segment up to this many times the
   // capped grid, so the hardware hands out segments as blocks finish. A grid capped at one wave
-  // that strides over the rows instead leaves each block a fractional number of rows (16384 rows
-  // over 8 blocks an SM of an H200 is 15.5 a block): its last wave runs half empty.
+  // that strides over the rows instead gives each block the same share of rows only when the
+  // row count divides evenly by the grid; otherwise its last round runs part empty, and with
+  // few rows a block that round is a large part of the whole.
   static constexpr int kSegmentGridMaxWaves = 16;
 };
 
