@@ -676,8 +676,8 @@ class Engine::Impl {
     return lane;
   }
 
-  // Runs a started job on the calling thread on `lane` (TakeIdleLaneLocked); the lane goes
-  // back to its worker once the job's run is over, before its results are handed over.
+  // Runs a started job on the calling thread on `lane` (TakeIdleLaneLocked); the lane is
+  // idle again once the job's run is over, before its results are handed over.
   void RunDirect(QueuedJob& job, int lane, int64_t run) {
     LaneTake take(*this, job.spec.priority, lane, run);
     try {
