@@ -6,7 +6,8 @@
 #
 # usage: bench/kernels/profile.sh [BUNDLE_OR_BUILD_BIN_DIR]
 # env: OUT (default ./profile-out) receives ncu-<case>-<who>.txt and sass.txt.gz;
-#      PROFILE_CASES: comma-separated kernels_bench case ids (default histogram,convolve,cumsum,sum-row);
+#      PROFILE_CASES: comma-separated kernels_bench case ids (default: the ops below their
+#      copy-limit targets, softmax,standardize,l2normalize,cumsum,topk,convolve);
 #      PROFILE_SASS=0 skips the disassembly.
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -23,7 +24,9 @@ ours_of() {
   case $1 in
     histogram) echo HistogramKernel ;;
     convolve) echo 'Convolve(ShortTaps|Tiles)Kernel' ;;
-    cumsum) echo LookbackKernel ;;
+    cumsum) echo '(Streamed)?LookbackKernel' ;;
+    softmax | standardize | l2normalize) echo 'RowMultipass[A-Za-z]*Kernel' ;;
+    topk) echo 'Topk(Warp|Radix)Kernel' ;;
     sum-row | sum-rows) echo ReduceBlockKernel ;;
     *) echo "$1" ;;
   esac
@@ -41,7 +44,7 @@ cub_of() {
 sections=(--section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis
           --section MemoryWorkloadAnalysis_Tables --section WarpStateStats --section SchedulerStats
           --section InstructionStats --section Occupancy --section LaunchStats)
-IFS=, read -r -a cases <<< "${PROFILE_CASES:-histogram,convolve,cumsum,sum-row}"
+IFS=, read -r -a cases <<< "${PROFILE_CASES:-softmax,standardize,l2normalize,cumsum,topk,convolve}"
 for c in "${cases[@]}"; do
   for who in ours cub; do
     pattern=$("${who}_of" "$c")
