@@ -6,6 +6,11 @@ nvidia-smi.txt, meta.json. Writes OUT_DIR/kernels-h200.md and OUT_DIR/auto-stagi
 winner per op / dtype / size class with its runner-up and direct's time, the input of
 make_staging_table.py), and prints the targets table last. Standard library only.
 
+With --keep-notes REPORT.md (run.sh passes the tree's bench/results/kernels-h200.md), the
+sections that REPORT.md has after its generated "## Checks" section (what changed, experiments,
+tuning notes: written by hand, and cited by the tuning policies) follow the fresh report, so
+that a re-run replaces the measured tables and keeps the notes.
+
 The targets, bandwidth and float32 staging tables cover float32 (the 2^28 cases with peers);
 the other dtypes (the 2^26 sweep) have their own staging table and feed the winners.
 """
@@ -369,12 +374,30 @@ class Report:
         return "\n".join(self.lines) + "\n"
 
 
+def hand_written_sections(report_text):
+    """The part of a report after its generated "## Checks" section: from the first "## "
+    heading that follows it to the end ("" when there is none)."""
+    lines = report_text.splitlines(keepends=True)
+    checks = next((i for i, l in enumerate(lines) if l.rstrip() == "## Checks"), None)
+    if checks is None:
+        return ""
+    start = next((i for i in range(checks + 1, len(lines)) if lines[i].startswith("## ")), None)
+    return "".join(lines[start:]) if start is not None else ""
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("out_dir")
+    ap.add_argument("--keep-notes", metavar="REPORT.md",
+                    help="append the hand-written sections of this earlier report")
     args = ap.parse_args()
     r = Report(args.out_dir)
     md = r.build()
+    if args.keep_notes and os.path.exists(args.keep_notes):
+        with open(args.keep_notes, encoding="utf-8") as f:
+            notes = hand_written_sections(f.read())
+        if notes:
+            md = md.rstrip("\n") + "\n\n" + notes
     path = os.path.join(args.out_dir, "kernels-h200.md")
     with open(path, "w") as f:
         f.write(md)

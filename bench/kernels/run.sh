@@ -13,7 +13,8 @@
 # float32 2^28 cases, then the float64 / float16 / int32 sweep on 2^26 elements; writes samples
 # of its float32 outputs), torch_peers.py (PyTorch on the same input, checked against those
 # samples), cuobjdump --dump-resource-usage of kernels_bench (registers, stack, local memory of
-# our kernels), report.py (kernels-h200.md, auto-staging.json), then make_staging_table.py on a
+# our kernels), report.py (kernels-h200.md with the tree's hand-written sections after the
+# measured ones, auto-staging.json), then make_staging_table.py on a
 # copy of kernels/cuda/tuning/staging_table.h ($OUT/staging_table.h: the `auto` table as this
 # run measured it, to review and copy into the tree). About a minute and a half of device time;
 # the timeouts keep the whole run under 4 minutes.
@@ -58,7 +59,7 @@ fi
 # kernels_bench's own table stays in $OUT/kernels_bench.stderr; the targets table ends the output.
 tail -3 "$OUT/kernels_bench.stderr" "$OUT/torch_peers.stderr" 2>/dev/null | grep -v '^$' >&2
 echo
-python3 "$here/report.py" "$OUT"
+python3 "$here/report.py" "$OUT" --keep-notes "$repo/bench/results/kernels-h200.md"
 
 # The `auto` staging table as this run measured it (the tree's header is left alone).
 if [ -f "$OUT/auto-staging.json" ] && [ -f "$repo/kernels/cuda/tuning/staging_table.h" ]; then

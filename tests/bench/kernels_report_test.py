@@ -170,6 +170,37 @@ class KernelsReportTest(unittest.TestCase):
         # The float32 target still uses only float32 runs (the float16 20 us is not ours there).
         self.assertIn("(pipeline2)", self.row("sum, one row of 2^28", "DeviceReduce"))
 
+    def test_keep_notes_replaces_the_tables_and_keeps_the_hand_written_sections(self):
+        earlier = os.path.join(self.dir.name, "earlier.md")
+        with open(earlier, "w") as f:
+            f.write("# Kernels benchmark on the H200\n\n- commit: `old0000`\n\n## Targets\n\n"
+                    "| stale target row |\n\n## Checks\n\n- stale check\n\n"
+                    "## What changed since the run at old0000\n\nhand text\n\n"
+                    "## Tuning notes\n\n### elementwise\n\nwhy the tile is right\n")
+        res = subprocess.run([sys.executable, REPORT, self.dir.name, "--keep-notes", earlier],
+                             capture_output=True, text=True, timeout=60)
+        self.assertEqual(res.returncode, 0, res.stderr)
+        with open(os.path.join(self.dir.name, "kernels-h200.md")) as f:
+            md = f.read()
+        self.assertTrue(md.startswith(self.md.rstrip("\n")), "the fresh report comes first")
+        self.assertIn("`abc1234`", md)
+        for stale in ("old0000`", "stale target row", "stale check"):
+            self.assertNotIn(stale, md)
+        self.assertEqual(md.count("## Tuning notes"), 1)
+        self.assertIn("## What changed since the run at old0000\n\nhand text\n", md)
+        self.assertTrue(md.endswith("why the tile is right\n"))
+        self.assertLess(md.index("## Checks"), md.index("## What changed since"))
+
+    def test_keep_notes_without_hand_written_sections_changes_nothing(self):
+        earlier = os.path.join(self.dir.name, "earlier.md")
+        with open(earlier, "w") as f:
+            f.write("## Targets\n\n## Checks\n\n- only generated sections\n")
+        res = subprocess.run([sys.executable, REPORT, self.dir.name, "--keep-notes", earlier],
+                             capture_output=True, text=True, timeout=60)
+        self.assertEqual(res.returncode, 0, res.stderr)
+        with open(os.path.join(self.dir.name, "kernels-h200.md")) as f:
+            self.assertEqual(f.read(), self.md)
+
     def test_targets_table_ends_the_output(self):
         table = [l for l in self.stdout.splitlines() if l.startswith("|")]
         self.assertTrue(table[-1].startswith("| l2normalize"), table[-1])
