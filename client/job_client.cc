@@ -291,7 +291,8 @@ absl::StatusOr<JobResult> JobClient::Submit(const v1::SubmitRequest& request,
 void JobClient::SubmitAsync(const v1::SubmitRequest& request, SubmitDone done) {
   StartSubmitCall(
       stub_.get(), [this](grpc::ClientContext* context) { SetDeadline(context); }, request,
-      std::move(done), options_.submit_attempts);
+      std::move(done), options_.submit_attempts,
+      options_.submit_small ? &submit_small_unsupported_ : nullptr);
 }
 
 absl::StatusOr<JobResult> JobClient::Run(const v1::SubmitRequest& spec, int64_t input_bytes,

@@ -5,6 +5,7 @@
 #ifndef GPUPIPE_CLIENT_JOB_CLIENT_H_
 #define GPUPIPE_CLIENT_JOB_CLIENT_H_
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -43,6 +44,11 @@ struct ClientOptions {
   // sent again only when the daemon refused it before accepting it (RefusedBeforeAcceptance:
   // it is draining or shutting down), after SubmitRetryDelay, within the first call's deadline.
   int submit_attempts = 3;
+  // SubmitAsync sends a job whose inline input is at most kSubmitSmallInputBytes, and that
+  // asks for neither a plan nor a dry run, as one unary SubmitSmall call, which costs both ends
+  // less than Submit's stream; a job the daemon finds too large for it (or a daemon without
+  // SubmitSmall) is sent again with Submit. False: always Submit.
+  bool submit_small = true;
 };
 
 // Called with every event of a Submit stream, in order, after the event was checked.
@@ -210,6 +216,8 @@ class JobClient {
   std::mutex calls_mu_;
   std::vector<std::unique_ptr<v1::JobService::Stub>> call_stubs_;  // of calls 1, 2, ...
   int max_run_streams_ = 0;                                        // 0: not asked yet
+  // Set once the daemon answered SubmitSmall with UNIMPLEMENTED (an older daemon).
+  std::atomic<bool> submit_small_unsupported_{false};
 };
 
 }  // namespace client

@@ -18,7 +18,9 @@ struct Job {
   v1::SubmitRequest request;  // with compact events; read by every call
   int attempts = 1;
   std::chrono::system_clock::time_point deadline;  // the first call's
+  bool deadline_set = false;
   SubmitDone done;
+  std::atomic<bool>* submit_small_unsupported = nullptr;
 };
 
 // One call of a job. Owns itself from Start to OnDone, where it reports, or hands the job to
@@ -32,8 +34,9 @@ class SubmitCall final : public grpc::ClientReadReactor<v1::JobEvent> {
 
   void Start() {
     if (job_->prepare) job_->prepare(&context_);
-    if (attempt_ == 1) {
+    if (!job_->deadline_set) {
       job_->deadline = context_.deadline();
+      job_->deadline_set = true;
     } else {
       context_.set_deadline(job_->deadline);
     }
@@ -92,6 +95,66 @@ class SubmitCall final : public grpc::ClientReadReactor<v1::JobEvent> {
   absl::Status stream_error_;
 };
 
+// The job as one SubmitSmall call: its one response is the whole job. Owns itself from Start
+// until its callback, where it reports or hands the job to Submit calls, and deletes itself.
+class SubmitSmallCall final {
+ public:
+  explicit SubmitSmallCall(std::shared_ptr<Job> job) : job_(std::move(job)) {}
+
+  void Start() {
+    if (job_->prepare) job_->prepare(&context_);
+    job_->deadline = context_.deadline();
+    job_->deadline_set = true;
+    job_->stub->async()->SubmitSmall(&context_, &job_->request, &response_,
+                                     [this](grpc::Status status) { Done(status); });
+  }
+
+ private:
+  void Done(const grpc::Status& status) {
+    if (!status.ok() && GoesOnAsSubmit(status)) {
+      std::shared_ptr<Job> job = std::move(job_);
+      delete this;
+      (new SubmitCall(std::move(job), 1))->Start();
+      return;
+    }
+    absl::StatusOr<JobResult> result = absl::UnknownError("no result");
+    if (!status.ok()) {
+      result = FromGrpcStatus(status);
+    } else {
+      // The client library reads the one response as the events it stands for.
+      v1::JobEvent event;
+      event.set_job_id(response_.accepted().job_id());
+      *event.mutable_complete() = std::move(response_);
+      ResultAssembler assembler(job_->request.dry_run(), nullptr,
+                                job_->request.has_output_region());
+      absl::Status added = assembler.Add(event);
+      result = added.ok() ? assembler.Finish() : absl::StatusOr<JobResult>(added);
+      if (result.ok()) result->peer = context_.peer();
+    }
+    std::shared_ptr<Job> job = std::move(job_);
+    delete this;
+    job->done(std::move(result));
+  }
+
+  // Whether the job may go on as Submit calls: the daemon ran nothing (it refused the call
+  // before accepting a job, or does not know SubmitSmall).
+  bool GoesOnAsSubmit(const grpc::Status& status) {
+    if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
+      job_->submit_small_unsupported->store(true, std::memory_order_relaxed);
+      return true;
+    }
+    const auto& trailers = context_.GetServerTrailingMetadata();
+    const auto mark = trailers.find(kAcceptedMetadataKey);
+    const bool refused = mark != trailers.end() && mark->second == "0";
+    return refused && (status.error_code() == grpc::StatusCode::INVALID_ARGUMENT ||
+                       status.error_code() == grpc::StatusCode::UNAVAILABLE);
+  }
+
+  std::shared_ptr<Job> job_;
+  grpc::ClientContext context_;
+  v1::CompleteJob response_;
+};
+
 }  // namespace
 
 bool RefusedBeforeAcceptance(const grpc::Status& status, const grpc::ClientContext& context) {
@@ -107,7 +170,8 @@ std::chrono::milliseconds SubmitRetryDelay(int attempt) {
 
 void StartSubmitCall(v1::JobService::Stub* stub,
                      const std::function<void(grpc::ClientContext*)>& prepare,
-                     const v1::SubmitRequest& request, SubmitDone done, int attempts) {
+                     const v1::SubmitRequest& request, SubmitDone done, int attempts,
+                     std::atomic<bool>* submit_small_unsupported) {
   auto job = std::make_shared<Job>();
   job->stub = stub;
   job->prepare = prepare;
@@ -115,7 +179,16 @@ void StartSubmitCall(v1::JobService::Stub* stub,
   job->request.set_compact_events(true);
   job->attempts = std::max(attempts, 1);
   job->done = std::move(done);
-  (new SubmitCall(std::move(job), 1))->Start();
+  job->submit_small_unsupported = submit_small_unsupported;
+  const bool small = submit_small_unsupported != nullptr &&
+                     !submit_small_unsupported->load(std::memory_order_relaxed) &&
+                     !request.explain() && !request.dry_run() &&
+                     static_cast<int64_t>(request.input().data().size()) <= kSubmitSmallInputBytes;
+  if (small) {
+    (new SubmitSmallCall(std::move(job)))->Start();
+  } else {
+    (new SubmitCall(std::move(job), 1))->Start();
+  }
 }
 
 }  // namespace client

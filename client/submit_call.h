@@ -9,7 +9,9 @@
 #ifndef GPUPIPE_CLIENT_SUBMIT_CALL_H_
 #define GPUPIPE_CLIENT_SUBMIT_CALL_H_
 
+#include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <functional>
 
 #include "absl/status/statusor.h"
@@ -36,13 +38,22 @@ std::chrono::milliseconds SubmitRetryDelay(int attempt);
 // It must not block for long: it holds one of gRPC's callback threads.
 using SubmitDone = std::function<void(absl::StatusOr<JobResult>)>;
 
+// The largest inline input for which StartSubmitCall tries SubmitSmall first.
+inline constexpr int64_t kSubmitSmallInputBytes = int64_t{64} << 10;
+
 // Starts `request` on `stub`, `prepare` setting up each call's context (deadline, metadata),
 // and makes up to `attempts` calls for it as JobClient::Submit does, each after the last ended
 // (the wait on a gRPC timer, not a thread); every call keeps the first call's deadline. The
 // request is copied. `stub` must outlive the job (until `done` returned).
+// With `submit_small_unsupported` (null: never), a job of at most kSubmitSmallInputBytes of
+// inline input without explain or dry_run goes first as one SubmitSmall call; where the daemon
+// refuses it before accepting it (too large for one message: INVALID_ARGUMENT; draining:
+// UNAVAILABLE) or does not know the method (UNIMPLEMENTED, which also sets
+// `*submit_small_unsupported` so that later jobs skip it), the job goes on as Submit calls.
 void StartSubmitCall(v1::JobService::Stub* stub,
                      const std::function<void(grpc::ClientContext*)>& prepare,
-                     const v1::SubmitRequest& request, SubmitDone done, int attempts = 1);
+                     const v1::SubmitRequest& request, SubmitDone done, int attempts = 1,
+                     std::atomic<bool>* submit_small_unsupported = nullptr);
 
 }  // namespace client
 }  // namespace gpupipe

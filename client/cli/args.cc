@@ -105,6 +105,7 @@ const std::map<std::string, OptionSpec>& Options() {
       {"--channels", {true, {"bench"}}},
       {"--no-echo", {false, {"bench"}}},
       {"--echo-stream", {false, {"bench"}}},
+      {"--streamed", {false, {"bench"}}},
       {"--csv", {false, {"bench"}}},
   };
   return *options;
@@ -289,6 +290,7 @@ absl::StatusOr<Args> ParseBench(Args args, const std::map<std::string, std::stri
   }
   b.echo = given.count("--no-echo") == 0;
   b.echo_stream = given.count("--echo-stream") != 0;
+  b.streamed = given.count("--streamed") != 0;
   if (b.echo_stream && !b.echo) return Usage("--echo-stream and --no-echo: choose one");
   b.csv = given.count("--csv") != 0;
   if (b.csv && args.json) return Usage("--csv and --json: choose one");
@@ -812,6 +814,8 @@ std::string BenchHelp() {
       "  --no-echo            leave the echo floor out\n"
       "  --echo-stream        also measure the floor as a server-streaming call with one\n"
       "                       reply, the shape of a job's Submit (echo-stream)\n"
+      "  --streamed           send every job as a Submit stream, never as one unary\n"
+      "                       SubmitSmall call (as a small job goes by default)\n"
       "  --csv                CSV (one line per point and service) instead of the table\n"
       "  --timeline FILE.svg  draw the daemon's lanes over the last point's final second\n"
       "                       (from its stats: a bar per launch, batches marked)\n"

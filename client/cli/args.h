@@ -67,6 +67,7 @@ struct BenchArgs {
   int channels = 4;             // --channels: connections, each its own client
   bool echo = true;             // --no-echo leaves the floor out
   bool echo_stream = false;     // --echo-stream: also the floor of a streaming call
+  bool streamed = false;        // --streamed: jobs as Submit streams only (no SubmitSmall)
   bool csv = false;             // --csv: CSV instead of the table
   std::string timeline_svg;     // --timeline FILE.svg: the daemon's lanes during the last point
 };

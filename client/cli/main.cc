@@ -118,9 +118,11 @@ void ApplyEnvironment(Args* args) {
 }
 
 absl::StatusOr<std::unique_ptr<client::JobClient>> Connect(const Args& args,
-                                                           bool own_connection = false) {
+                                                           bool own_connection = false,
+                                                           bool submit_small = true) {
   client::ClientOptions options;
   options.own_connection = own_connection;
+  options.submit_small = submit_small;
   options.deadline_seconds = args.deadline_seconds;
   options.client_id = args.client_id;
   options.token = args.token;
@@ -483,7 +485,7 @@ int RunBench(const Args& args, const Reporter& reporter) {
     Args channel = args;
     channel.client_id = absl::StrCat(args.client_id.empty() ? "bench" : args.client_id, "-", i);
     if (channel.client_id.size() > kMaxClientIdBytes) channel.client_id.resize(kMaxClientIdBytes);
-    return Connect(channel, /*own_connection=*/true);
+    return Connect(channel, /*own_connection=*/true, /*submit_small=*/!args.bench.streamed);
   };
   absl::StatusOr<BenchOutput> out =
       RunBench(b, args.target, args.deadline_seconds, connect, ::isatty(STDERR_FILENO) == 1);

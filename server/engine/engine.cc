@@ -19,6 +19,7 @@
 #include "server/engine/job/interrupt.h"
 #include "server/engine/job/validate.h"
 #include "server/engine/pipeline/host_block_pool.h"
+#include "server/engine/planning/one_message.h"
 #include "server/engine/planning/plan.h"
 #include "server/engine/planning/step_work.h"
 #include "server/engine/regions/region_io.h"
@@ -456,10 +457,19 @@ class Engine::Impl {
     absl::StatusOr<Plan> plan = PlanJob(spec);
     if (!plan.ok()) return plan.status();
     if (absl::Status s = CheckWork(*plan, options_.limits.max_work_per_byte); !s.ok()) return s;
+    if (spec.one_message) {
+      if (absl::Status s = CheckOneMessageSpec(spec); !s.ok()) return s;
+    }
     if (spec.dry_run) return RunDry(std::move(spec), *plan, *sink);
     absl::StatusOr<ChunkLayout> layout =
         ChooseLayout(spec, *plan, *backend_, options_.chunk_policy);
     if (!layout.ok()) return layout.status();
+    if (spec.one_message) {
+      if (absl::Status s = CheckOneMessageLayout(*plan, *layout, options_.limits.max_chunk_bytes);
+          !s.ok()) {
+        return s;
+      }
+    }
     absl::StatusOr<int64_t> held = held_bytes(*plan, *layout);
     if (!held.ok()) return held.status();
     if (Clock::now() >= spec.deadline) {

@@ -50,7 +50,8 @@ void EventStream::OnAccepted(const engine::AcceptedInfo& info) {
   job_id_ = info.job_id;
   accepted_ = true;
   output_bytes_ = bytes;
-  accepted_held_ = compact_ && !hold_success_ && bytes >= 0 && bytes <= kSmallResultBytes;
+  accepted_held_ =
+      whole_job_ || (compact_ && !hold_success_ && bytes >= 0 && bytes <= kSmallResultBytes);
   Push(std::move(lock), EncodeAccepted(info));
 }
 
@@ -65,6 +66,22 @@ void EventStream::OnPlan(const engine::PlanDescription& plan) {
 absl::Status EventStream::OnChunk(int64_t offset, const char* data, int64_t size) {
   v1::JobEvent event;
   std::unique_lock<std::mutex> lock(mu_);
+  if (whole_job_) {
+    if (gone_) return gone_reason_;
+    v1::ResultChunk* chunk = partial_chunk_.mutable_chunk();
+    if (!partial_chunk_.has_chunk() || chunk->data().empty()) {
+      partial_chunk_.set_job_id(job_id_);
+      chunk->set_offset(offset);
+    } else if (chunk->offset() + static_cast<int64_t>(chunk->data().size()) != offset) {
+      return absl::InternalError("result chunks out of order in a one-message job");
+    }
+    chunk->mutable_data()->append(data, static_cast<size_t>(size));
+    if (offset + size == output_bytes_) {
+      tail_held_ = true;
+      Push(std::move(lock), std::move(partial_chunk_));
+    }
+    return absl::OkStatus();
+  }
   space_.wait(lock, [&] { return gone_ || queue_.size() < max_queued_; });
   if (gone_) return gone_reason_;
   event.set_job_id(job_id_);
@@ -101,6 +118,12 @@ void EventStream::OnDone(const absl::Status& job_status) {
 
 void EventStream::AllowCompactEvents() {
   std::lock_guard<std::mutex> lock(mu_);
+  compact_ = true;
+}
+
+void EventStream::HoldWholeJob() {
+  std::lock_guard<std::mutex> lock(mu_);
+  whole_job_ = true;
   compact_ = true;
 }
 
@@ -236,7 +259,7 @@ void EventStream::Push(std::unique_lock<std::mutex> lock, v1::JobEvent event) {
 void EventStream::Pump(std::unique_lock<std::mutex> lock) {
   if (writer_ == nullptr || writing_ || finishing_) return;
   // The last chunk and what follows it (and a small result's Accepted) wait for the Done.
-  if ((tail_held_ || accepted_held_) && !done_queued_ && !gone_) return;
+  if ((tail_held_ || accepted_held_ || whole_job_) && !done_queued_ && !gone_) return;
   EventWriter* writer = writer_;
   if (compact_ && !wrote_first_ && done_queued_ && !gone_ && IsWholeSmallJob(queue_)) {
     in_flight_ = MergeIntoCompleteJob(queue_);

@@ -85,6 +85,12 @@ class EventStream final : public engine::JobSink {
   // The client asked for compact events (SubmitRequest.compact_events): a job whose events
   // are all queued when the first write starts goes out as one CompleteJob event.
   void AllowCompactEvents();
+  // A unary call (SubmitSmall): nothing is written before the job's Done, and then the whole
+  // job goes out as one CompleteJob with the call's status (WriteLastAndFinish). The engine
+  // only accepts such a job where its result fits one message (JobSpec::one_message), so
+  // result chunks are joined as they come (a batch may deliver a job's rows in two), without
+  // waiting for room in the queue.
+  void HoldWholeJob();
   // The client half-closed after sending the whole input.
   void InputEnded();
   // The upload broke on another call of the same run (RunRequest.stripes): a successful Done,
@@ -123,6 +129,8 @@ class EventStream final : public engine::JobSink {
   bool accepted_held_ = false;  // the Accepted waits for the result (a small one)
   bool wrote_first_ = false;    // a write (carrying the initial metadata) has started
   bool compact_ = false;        // AllowCompactEvents
+  bool whole_job_ = false;      // HoldWholeJob
+  v1::JobEvent partial_chunk_;  // HoldWholeJob: the result bytes so far
   std::deque<v1::JobEvent> queue_;
   v1::JobEvent in_flight_;  // owned here until the write is done
   bool writing_ = false;

@@ -9,6 +9,7 @@
 #include "server/rpc/status_mapping.h"
 #include "server/rpc/run_reactor.h"
 #include "server/rpc/submit_reactor.h"
+#include "server/rpc/submit_small_reactor.h"
 
 namespace gpupipe::rpc {
 
@@ -67,6 +68,13 @@ grpc::ServerWriteReactor<v1::JobEvent>* JobServiceImpl::Submit(grpc::CallbackSer
                                                                const v1::SubmitRequest* request) {
   return new SubmitReactor(engine_, context, request, Authenticate(*context),
                            options_.max_queued_events, &stall_watch_, &active_calls_);
+}
+
+grpc::ServerUnaryReactor* JobServiceImpl::SubmitSmall(grpc::CallbackServerContext* context,
+                                                       const v1::SubmitRequest* request,
+                                                       v1::CompleteJob* response) {
+  return new SubmitSmallReactor(engine_, context, request, response, Authenticate(*context),
+                                options_.max_queued_events, &stall_watch_, &active_calls_);
 }
 
 grpc::ServerBidiReactor<v1::RunRequest, v1::JobEvent>* JobServiceImpl::Run(

@@ -55,6 +55,9 @@ class JobServiceImpl final : public v1::JobService::CallbackService {
 
   grpc::ServerWriteReactor<v1::JobEvent>* Submit(grpc::CallbackServerContext* context,
                                                  const v1::SubmitRequest* request) override;
+  grpc::ServerUnaryReactor* SubmitSmall(grpc::CallbackServerContext* context,
+                                        const v1::SubmitRequest* request,
+                                        v1::CompleteJob* response) override;
   grpc::ServerBidiReactor<v1::RunRequest, v1::JobEvent>* Run(
       grpc::CallbackServerContext* context) override;
   grpc::ServerUnaryReactor* Describe(grpc::CallbackServerContext* context,

@@ -1,11 +1,7 @@
 #include "server/rpc/submit_reactor.h"
 
-#include <new>
-#include <string>
-
-#include "server/rpc/call_context.h"
-#include "server/rpc/convert.h"
 #include "server/rpc/status_mapping.h"
+#include "server/rpc/submit_job.h"
 
 namespace gpupipe::rpc {
 
@@ -24,32 +20,8 @@ SubmitReactor::SubmitReactor(engine::Engine* engine, grpc::CallbackServerContext
     Refuse(ToGrpcStatus(caller.status()));
     return;
   }
-  absl::Status status;
-  try {
-    absl::StatusOr<engine::JobSpec> spec = DecodeJobSpec(*request);
-    absl::StatusOr<engine::JobRegions> regions =
-        spec.ok() ? DecodeJobRegions(*request) : engine::JobRegions{};
-    if (spec.ok() && regions.ok()) {
-      ApplyCallContext(*context, *caller, &*spec);
-      spec->received_at = received;
-      // The request lives until the call ends and nothing reads its bytes after this point, so
-      // the input is moved out instead of copied (it can be tens of MiB).
-      std::string input =
-          std::move(*const_cast<v1::SubmitRequest*>(request)->mutable_input()->mutable_data());
-      // A small job may run right here (engine/scheduling/direct_run.h): its events are then
-      // all queued on the stream before the reactor is bound, and its writes start once it is.
-      // The stream must hold them without waiting for the reader.
-      const engine::SubmitThread thread = max_queued_events >= engine::kDirectRunEvents
-                                              ? engine::SubmitThread::kMayRun
-                                              : engine::SubmitThread::kQueue;
-      status = engine->Submit(*std::move(spec), input, *regions, stream_, thread);
-    } else {
-      status = spec.ok() ? regions.status() : spec.status();
-      engine->CountRefusal(status);
-    }
-  } catch (const std::bad_alloc&) {
-    status = absl::ResourceExhaustedError("the server ran out of memory for this request");
-  }
+  const absl::Status status = SubmitJob(engine, *context, request, *caller, received,
+                                        max_queued_events, /*one_message=*/false, stream_);
   if (!status.ok()) Refuse(ToGrpcStatus(status));
 }
 

@@ -49,6 +49,27 @@ class FakeJobService final : public v1::JobService::Service {
     return final_status;
   }
 
+  // SubmitSmall: UNIMPLEMENTED (a daemon without it) unless `small_answers`; then
+  // `small_status` (marked as having accepted no job where `mark_small`) or `small_response`.
+  bool small_answers = false;
+  grpc::Status small_status = grpc::Status::OK;
+  bool mark_small = true;
+  v1::CompleteJob small_response;
+  int submit_smalls = 0;  // calls received
+
+  grpc::Status SubmitSmall(grpc::ServerContext* context, const v1::SubmitRequest* /*request*/,
+                           v1::CompleteJob* response) override {
+    std::lock_guard<std::mutex> lock(mu);
+    ++submit_smalls;
+    if (!small_answers) return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "");
+    if (!small_status.ok()) {
+      if (mark_small) context->AddTrailingMetadata(kAcceptedMetadataKey, "0");
+      return small_status;
+    }
+    *response = small_response;
+    return grpc::Status::OK;
+  }
+
   grpc::Status Describe(grpc::ServerContext*, const v1::DescribeRequest*,
                         v1::DescribeResponse* response) override {
     response->set_backend("cpu");
@@ -112,6 +133,28 @@ class JobClientTest : public ::testing::Test {
   int Submits() {
     std::lock_guard<std::mutex> lock(service_.mu);
     return service_.submits;
+  }
+
+  int SubmitSmalls() {
+    std::lock_guard<std::mutex> lock(service_.mu);
+    return service_.submit_smalls;
+  }
+
+  absl::StatusOr<JobResult> SubmitAsyncAndWait(const v1::SubmitRequest& request) {
+    std::promise<absl::StatusOr<JobResult>> done;
+    client_->SubmitAsync(request,
+                         [&](absl::StatusOr<JobResult> r) { done.set_value(std::move(r)); });
+    return done.get_future().get();
+  }
+
+  // The daemon answers SubmitSmall with one float32 "yyyy".
+  void AnswerSmall() {
+    service_.small_answers = true;
+    v1::CompleteJob& job = service_.small_response;
+    *job.mutable_accepted() = Accepted({1}).accepted();
+    job.mutable_chunk()->set_data("yyyy");
+    job.mutable_timing()->set_total_us(7);
+    job.mutable_done()->set_code(0);
   }
 
   std::string target_;
@@ -348,6 +391,79 @@ TEST_F(JobClientTest, AJobWithAnEventIsNeverSentAgain) {
                        [&](absl::StatusOr<JobResult> r) { done.set_value(std::move(r)); });
   EXPECT_EQ(done.get_future().get().status().code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(Submits(), 2);
+}
+
+TEST_F(JobClientTest, SubmitAsyncSendsASmallJobAsOneSubmitSmallCall) {
+  AnswerSmall();
+  ScriptOneFloat();
+  absl::StatusOr<JobResult> r = SubmitAsyncAndWait(v1::SubmitRequest());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->output.data(), "yyyy");
+  EXPECT_EQ(r->accepted.job_id(), "j9");
+  EXPECT_TRUE(r->has_timing);
+  EXPECT_EQ(r->timing.total_us(), 7);
+  EXPECT_THAT(r->peer, ::testing::StartsWith("ipv4:127.0.0.1:"));
+  EXPECT_EQ(SubmitSmalls(), 1);
+  EXPECT_EQ(Submits(), 0);
+}
+
+TEST_F(JobClientTest, AJobSubmitSmallRefusesGoesOnAsSubmit) {
+  AnswerSmall();
+  service_.small_status =
+      grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "the job runs as 3 chunks");
+  ScriptOneFloat();
+  absl::StatusOr<JobResult> r = SubmitAsyncAndWait(v1::SubmitRequest());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->output.data(), "xxxx");
+  EXPECT_EQ(SubmitSmalls(), 1);
+  EXPECT_EQ(Submits(), 1);
+}
+
+TEST_F(JobClientTest, AnUnmarkedSubmitSmallFailureIsTheJobsOwn) {
+  // Without the mark the job may have run: it is not sent again.
+  AnswerSmall();
+  service_.small_status = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "bad");
+  service_.mark_small = false;
+  ScriptOneFloat();
+  EXPECT_EQ(SubmitAsyncAndWait(v1::SubmitRequest()).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  service_.small_status = grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "late");
+  service_.mark_small = true;  // a job's own ending, never a reason to send it again
+  EXPECT_EQ(SubmitAsyncAndWait(v1::SubmitRequest()).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(Submits(), 0);
+}
+
+TEST_F(JobClientTest, ADaemonWithoutSubmitSmallIsAskedOnce) {
+  ScriptOneFloat();
+  for (int i = 0; i < 3; ++i) {
+    absl::StatusOr<JobResult> r = SubmitAsyncAndWait(v1::SubmitRequest());
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->output.data(), "xxxx");
+  }
+  EXPECT_EQ(SubmitSmalls(), 1);
+  EXPECT_EQ(Submits(), 3);
+}
+
+TEST_F(JobClientTest, LargePlannedOrOptedOutJobsGoAsSubmit) {
+  AnswerSmall();
+  ScriptOneFloat();
+  v1::SubmitRequest large;
+  large.mutable_input()->set_data(std::string(kSubmitSmallInputBytes + 1, '\0'));
+  EXPECT_TRUE(SubmitAsyncAndWait(large).ok());
+  v1::SubmitRequest explained;
+  explained.set_explain(true);
+  EXPECT_TRUE(SubmitAsyncAndWait(explained).ok());
+  ClientOptions options;
+  options.submit_small = false;
+  auto streamed = JobClient::Create(target_, options);
+  ASSERT_TRUE(streamed.ok());
+  std::promise<absl::StatusOr<JobResult>> done;
+  (*streamed)->SubmitAsync(v1::SubmitRequest(),
+                           [&](absl::StatusOr<JobResult> r) { done.set_value(std::move(r)); });
+  EXPECT_TRUE(done.get_future().get().ok());
+  EXPECT_EQ(SubmitSmalls(), 0);
+  EXPECT_EQ(Submits(), 3);
 }
 
 TEST(SubmitRetryDelayTest, ShortAndDoubling) {

@@ -62,6 +62,11 @@ struct JobSpec {
   bool timeline = false;  // report each chunk's stages (JobTiming::timeline)
   bool explain = false;  // report the plan
   bool dry_run = false;  // plan only; run nothing
+  // The job's whole outcome must travel in one message (SubmitSmall): a job that runs as more
+  // than one chunk, whose result is larger than one message or that reports a plan (explain,
+  // dry_run) is refused with INVALID_ARGUMENT before it is accepted
+  // (planning/one_message.h).
+  bool one_message = false;
   std::string client_tag;
   // Set by whoever submits the job, not by the request: the client it belongs to (per-client
   // limits and fairness, scheduling/; all anonymous jobs share the empty name), and when the

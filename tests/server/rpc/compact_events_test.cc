@@ -129,5 +129,65 @@ TEST_F(CompactEventsTest, ARefusedJobHasNoEventsAndADryRunKeepsItsPlan) {
   EXPECT_TRUE(events[1].has_plan());
 }
 
+TEST_F(CompactEventsTest, SubmitSmallAnswersWithTheWholeJob) {
+  grpc::ClientContext context;
+  v1::CompleteJob job;
+  const grpc::Status status = stub_->SubmitSmall(&context, Relu({1, -2, 3, -4}, false), &job);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_FALSE(job.accepted().job_id().empty());
+  EXPECT_EQ(job.accepted().output_shape_size(), 1);
+  EXPECT_EQ(job.chunk().offset(), 0);
+  EXPECT_EQ(AsFloats(job.chunk().data()), (std::vector<float>{1, 0, 3, 0}));
+  EXPECT_TRUE(job.has_timing());
+  EXPECT_GT(job.timing().total_us(), 0);
+  EXPECT_EQ(job.done().code(), 0);
+}
+
+TEST_F(CompactEventsTest, SubmitSmallTakesAJobOfAnySizeThatFitsOneMessage) {
+  // 768 KiB in and out: one chunk, one message, as a job near the limit.
+  const std::vector<float> x = gpupipe::testing::RandomFloats(3 << 16, 3);
+  grpc::ClientContext context;
+  v1::CompleteJob job;
+  const grpc::Status status = stub_->SubmitSmall(&context, Relu(x, false), &job);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  std::vector<float> expected = x;
+  for (float& v : expected) v = v > 0 ? v : 0;
+  EXPECT_EQ(AsFloats(job.chunk().data()), expected);
+}
+
+TEST_F(CompactEventsTest, SubmitSmallRefusesWhatDoesNotFitOneMessageBeforeAcceptingIt) {
+  const auto refused = [&](const v1::SubmitRequest& request, const char* why) {
+    grpc::ClientContext context;
+    v1::CompleteJob job;
+    const grpc::Status status = stub_->SubmitSmall(&context, request, &job);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << why;
+    EXPECT_NE(status.error_message().find(why), std::string::npos) << status.error_message();
+    const auto& trailers = context.GetServerTrailingMetadata();
+    const auto mark = trailers.find("gpupipe-accepted");
+    ASSERT_NE(mark, trailers.end()) << why;
+    EXPECT_EQ(mark->second, "0");
+  };
+  v1::SubmitRequest explained = Relu({1, -2}, false);
+  explained.set_explain(true);
+  refused(explained, "send a job with explain or dry_run with Submit");
+  v1::SubmitRequest dry = Relu({1, -2}, false);
+  dry.set_dry_run(true);
+  refused(dry, "send a job with explain or dry_run with Submit");
+  // 3 MiB of result: more than one message.
+  refused(Relu(gpupipe::testing::RandomFloats(3 << 18, 1), false), "is larger than SubmitSmall");
+  // A small result of a job that runs as several chunks.
+  v1::SubmitRequest chunked = Relu(gpupipe::testing::RandomFloats(1 << 16, 2), false);
+  chunked.mutable_options()->set_chunk_bytes(64 << 10);
+  refused(chunked, "chunks and SubmitSmall takes jobs of one");
+  v1::SubmitRequest bad = Relu({1, 2}, false);
+  bad.mutable_input()->set_data("abc");  // not 2 float32
+  refused(bad, "");
+  // The service still runs jobs after refusing those.
+  grpc::ClientContext context;
+  v1::CompleteJob job;
+  EXPECT_TRUE(stub_->SubmitSmall(&context, Relu({-1}, false), &job).ok());
+  EXPECT_EQ(AsFloats(job.chunk().data()), (std::vector<float>{0}));
+}
+
 }  // namespace
 }  // namespace gpupipe::rpc

@@ -1,0 +1,43 @@
+#include "server/rpc/submit_job.h"
+
+#include <new>
+#include <utility>
+
+#include "server/rpc/call_context.h"
+#include "server/rpc/convert.h"
+
+namespace gpupipe::rpc {
+
+absl::Status SubmitJob(engine::Engine* engine, const grpc::CallbackServerContext& context,
+                       const v1::SubmitRequest* request, const std::string& caller,
+                       std::chrono::steady_clock::time_point received, int max_queued_events,
+                       bool one_message, const std::shared_ptr<EventStream>& stream) {
+  try {
+    absl::StatusOr<engine::JobSpec> spec = DecodeJobSpec(*request);
+    absl::StatusOr<engine::JobRegions> regions =
+        spec.ok() ? DecodeJobRegions(*request) : engine::JobRegions{};
+    if (!spec.ok() || !regions.ok()) {
+      absl::Status status = spec.ok() ? regions.status() : spec.status();
+      engine->CountRefusal(status);
+      return status;
+    }
+    ApplyCallContext(context, caller, &*spec);
+    spec->received_at = received;
+    spec->one_message = one_message;
+    // The request lives until the call ends and nothing reads its bytes after this point, so
+    // the input is moved out instead of copied (it can be tens of MiB).
+    std::string input =
+        std::move(*const_cast<v1::SubmitRequest*>(request)->mutable_input()->mutable_data());
+    // A small job may run right here (engine/scheduling/direct_run.h): its events are then
+    // all queued on the stream before the reactor is bound, and its writes start once it is.
+    // The stream must hold them without waiting for the reader.
+    const engine::SubmitThread thread = max_queued_events >= engine::kDirectRunEvents
+                                            ? engine::SubmitThread::kMayRun
+                                            : engine::SubmitThread::kQueue;
+    return engine->Submit(*std::move(spec), input, *regions, stream, thread);
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError("the server ran out of memory for this request");
+  }
+}
+
+}  // namespace gpupipe::rpc
