@@ -33,6 +33,47 @@ def test_submit_returns_the_result_and_timing(daemon, rng):
     assert r.job_id and r.backend in ("cpu", "cuda")
 
 
+class _Counting:
+    """Wraps a stub method and counts its calls."""
+
+    def __init__(self, method):
+        self.method, self.calls = method, 0
+
+    def __call__(self, *args, **kwargs):
+        self.calls += 1
+        return self.method(*args, **kwargs)
+
+
+def test_small_jobs_go_as_one_unary_call_and_others_as_submit(daemon, rng):
+    with gpupipe.Client(daemon.target) as client:
+        small_calls = client._stub.SubmitSmall = _Counting(client._stub.SubmitSmall)
+        submits = client._stub.Submit = _Counting(client._stub.Submit)
+        x = rng.uniform(-4, 4, (2, 1024)).astype(np.float32)
+        r = client.submit(x, "affine(alpha=2, beta=1) | relu | softmax")
+        np.testing.assert_allclose(r.output, softmax(np.maximum(2 * x + 1, 0)), rtol=2e-5,
+                                   atol=1e-7)
+        assert r.timing.total_us > 0 and r.job_id
+        assert (small_calls.calls, submits.calls) == (1, 0)
+        # 64 bytes in, 1 MiB of counts out (more than one message carries): refused by
+        # SubmitSmall, then run by Submit.
+        y = rng.uniform(-1, 1, (2, 8)).astype(np.float32)
+        r = client.submit(y, "histogram(bins=65536, lo=-1, hi=1)")
+        assert r.output.shape == (2, 65536) and r.output.dtype == np.int64
+        np.testing.assert_array_equal(r.output[1],
+                                      np.histogram(y[1].astype(np.float64), 65536, (-1, 1))[0])
+        assert (small_calls.calls, submits.calls) == (2, 1)
+        # A plan, or more than SUBMIT_SMALL_BYTES, never tries SubmitSmall.
+        client.submit(x, "relu", explain=True)
+        z = rng.standard_normal(gpupipe.client.SUBMIT_SMALL_BYTES // 4 + 1).astype(np.float32)
+        np.testing.assert_array_equal(client.submit(z, "relu", transport="grpc").output,
+                                      np.maximum(z, 0))
+        assert (small_calls.calls, submits.calls) == (2, 3)
+    with gpupipe.Client(daemon.target, submit_small=False) as client:
+        small_calls = client._stub.SubmitSmall = _Counting(client._stub.SubmitSmall)
+        np.testing.assert_array_equal(client.submit(x, "relu").output, np.maximum(x, 0))
+        assert small_calls.calls == 0
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, np.int32, np.int64])
 def test_every_dtype(daemon, rng, dtype):
     x = rng.integers(-5, 6, (3, 257)).astype(dtype)
