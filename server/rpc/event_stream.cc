@@ -68,8 +68,9 @@ absl::Status EventStream::OnChunk(int64_t offset, const char* data, int64_t size
   std::unique_lock<std::mutex> lock(mu_);
   if (whole_job_) {
     if (gone_) return gone_reason_;
+    const bool first = !partial_chunk_.has_chunk();
     v1::ResultChunk* chunk = partial_chunk_.mutable_chunk();
-    if (!partial_chunk_.has_chunk() || chunk->data().empty()) {
+    if (first) {
       partial_chunk_.set_job_id(job_id_);
       chunk->set_offset(offset);
     } else if (chunk->offset() + static_cast<int64_t>(chunk->data().size()) != offset) {
