@@ -143,11 +143,9 @@ class SubmitSmallCall final {
       job_->submit_small_unsupported->store(true, std::memory_order_relaxed);
       return true;
     }
-    const auto& trailers = context_.GetServerTrailingMetadata();
-    const auto mark = trailers.find(kAcceptedMetadataKey);
-    const bool refused = mark != trailers.end() && mark->second == "0";
-    return refused && (status.error_code() == grpc::StatusCode::INVALID_ARGUMENT ||
-                       status.error_code() == grpc::StatusCode::UNAVAILABLE);
+    return (status.error_code() == grpc::StatusCode::INVALID_ARGUMENT ||
+            status.error_code() == grpc::StatusCode::UNAVAILABLE) &&
+           MarkedAsAcceptingNone(context_);
   }
 
   std::shared_ptr<Job> job_;
@@ -157,11 +155,14 @@ class SubmitSmallCall final {
 
 }  // namespace
 
-bool RefusedBeforeAcceptance(const grpc::Status& status, const grpc::ClientContext& context) {
-  if (status.error_code() != grpc::StatusCode::UNAVAILABLE) return false;
+bool MarkedAsAcceptingNone(const grpc::ClientContext& context) {
   const auto& trailers = context.GetServerTrailingMetadata();
   const auto mark = trailers.find(kAcceptedMetadataKey);
   return mark != trailers.end() && mark->second == "0";
+}
+
+bool RefusedBeforeAcceptance(const grpc::Status& status, const grpc::ClientContext& context) {
+  return status.error_code() == grpc::StatusCode::UNAVAILABLE && MarkedAsAcceptingNone(context);
 }
 
 std::chrono::milliseconds SubmitRetryDelay(int attempt) {

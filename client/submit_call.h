@@ -30,6 +30,10 @@ inline constexpr char kAcceptedMetadataKey[] = "gpupipe-accepted";
 // having accepted no job (kAcceptedMetadataKey). `context` is the call's, after it finished.
 bool RefusedBeforeAcceptance(const grpc::Status& status, const grpc::ClientContext& context);
 
+// Whether the daemon marked a finished call as having accepted no job (kAcceptedMetadataKey),
+// whatever its status. `context` is the call's, after it finished.
+bool MarkedAsAcceptingNone(const grpc::ClientContext& context);
+
 // The wait before call `attempt` (2, 3, ...) of a job: 50 ms, doubling, at most 1 s. Short: a
 // balanced channel sends the next call to another daemon.
 std::chrono::milliseconds SubmitRetryDelay(int attempt);

@@ -5,9 +5,13 @@
 
 #include "server/rpc/call_context.h"
 #include "server/rpc/convert.h"
+#include "server/rpc/status_mapping.h"
 
 namespace gpupipe::rpc {
+namespace {
 
+// StartJobCall's submission: OK once the engine accepted the job, or why the request was
+// refused (counted in the engine's refusals); a failed allocation is RESOURCE_EXHAUSTED.
 absl::Status SubmitJob(engine::Engine* engine, const grpc::CallbackServerContext& context,
                        const v1::SubmitRequest* request, const std::string& caller,
                        std::chrono::steady_clock::time_point received, int max_queued_events,
@@ -38,6 +42,23 @@ absl::Status SubmitJob(engine::Engine* engine, const grpc::CallbackServerContext
   } catch (const std::bad_alloc&) {
     return absl::ResourceExhaustedError("the server ran out of memory for this request");
   }
+}
+
+}  // namespace
+
+void StartJobCall(engine::Engine* engine, grpc::CallbackServerContext* context,
+                  const v1::SubmitRequest* request, const absl::StatusOr<std::string>& caller,
+                  std::chrono::steady_clock::time_point received, int max_queued_events,
+                  bool one_message, const std::shared_ptr<EventStream>& stream) {
+  const absl::Status status =
+      caller.ok() ? SubmitJob(engine, *context, request, *caller, received, max_queued_events,
+                              one_message, stream)
+                  : caller.status();
+  if (status.ok()) return;
+  // A failure after the engine accepted the job (it never returns one, but an exception could
+  // come late) goes unmarked: the job may have run.
+  if (!stream->accepted()) context->AddTrailingMetadata(kAcceptedMetadataKey, "0");
+  stream->FinishNow(ToGrpcStatus(status));
 }
 
 }  // namespace gpupipe::rpc

@@ -8,24 +8,27 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "gpupipe/v1/gpupipe.pb.h"
 #include "server/engine/engine.h"
 #include "server/rpc/event_stream.h"
 
 namespace gpupipe::rpc {
 
-// Decodes `request`, gives its job the call's client identity and deadline (call_context.h)
-// and submits it to `engine` with `stream` as its sink. `caller`: the authenticated token name
-// (empty for none). `received`: when the call arrived (JobTiming::accept_us). `one_message`:
-// the job's outcome must fit one message (JobSpec::one_message). A small job may run before
-// this returns (engine/scheduling/direct_run.h) where the stream may hold its events
+// The start of a Submit or SubmitSmall call, after its reactor made `stream`: decodes
+// `request`, gives its job the call's client identity and deadline (call_context.h) and submits
+// it to `engine` with `stream` as its sink. `caller`: the authenticated token name (empty for
+// none), or why the caller is refused. `received`: when the call arrived (JobTiming::accept_us).
+// `one_message`: the job's outcome must fit one message (JobSpec::one_message). A small job may
+// run before this returns (engine/scheduling/direct_run.h) where the stream may hold its events
 // (`max_queued_events` >= engine::kDirectRunEvents). The request's input bytes are moved out:
-// the request must stay unread by anyone else. Returns OK once the engine accepted the job, or
-// why the request was refused (counted in the engine's refusals); a failed allocation is
-// RESOURCE_EXHAUSTED.
-absl::Status SubmitJob(engine::Engine* engine, const grpc::CallbackServerContext& context,
-                       const v1::SubmitRequest* request, const std::string& caller,
-                       std::chrono::steady_clock::time_point received, int max_queued_events,
-                       bool one_message, const std::shared_ptr<EventStream>& stream);
+// nothing else may read them. Where the caller was not authenticated or the job was refused,
+// the call is finished with that status and marked as having accepted no job
+// (kAcceptedMetadataKey), so that the client knows it may send the job again. `context` must
+// outlive the call (the reactor's).
+void StartJobCall(engine::Engine* engine, grpc::CallbackServerContext* context,
+                  const v1::SubmitRequest* request, const absl::StatusOr<std::string>& caller,
+                  std::chrono::steady_clock::time_point received, int max_queued_events,
+                  bool one_message, const std::shared_ptr<EventStream>& stream);
 
 }  // namespace gpupipe::rpc

@@ -1,6 +1,5 @@
 #include "server/rpc/submit_reactor.h"
 
-#include "server/rpc/status_mapping.h"
 #include "server/rpc/submit_job.h"
 
 namespace gpupipe::rpc {
@@ -16,20 +15,8 @@ SubmitReactor::SubmitReactor(engine::Engine* engine, grpc::CallbackServerContext
   if (calls_ != nullptr) calls_->Begin();
   if (request->compact_events()) stream_->AllowCompactEvents();
   if (watch != nullptr) watch->Watch(stream_);
-  if (!caller.ok()) {
-    Refuse(ToGrpcStatus(caller.status()));
-    return;
-  }
-  const absl::Status status = SubmitJob(engine, *context, request, *caller, received,
-                                        max_queued_events, /*one_message=*/false, stream_);
-  if (!status.ok()) Refuse(ToGrpcStatus(status));
-}
-
-void SubmitReactor::Refuse(const grpc::Status& status) {
-  // A failure after the engine accepted the job (it never returns one, but an exception could
-  // come late) goes unmarked: the job may have run.
-  if (!stream_->accepted()) context_->AddTrailingMetadata(kAcceptedMetadataKey, "0");
-  stream_->FinishNow(status);
+  StartJobCall(engine, context, request, caller, received, max_queued_events,
+               /*one_message=*/false, stream_);
 }
 
 void SubmitReactor::OnWriteDone(bool ok) { stream_->WriteDone(ok); }

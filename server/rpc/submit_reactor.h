@@ -37,9 +37,6 @@ class SubmitReactor final : public grpc::ServerWriteReactor<v1::JobEvent>, publi
     StartWriteAndFinish(event, grpc::WriteOptions(), status);
   }
   void CancelCall() override { context_->TryCancel(); }
-  // Ends the call before its job started, marked as having accepted none (kAcceptedMetadataKey)
-  // where the engine took no job, so that the client knows it may send the job elsewhere.
-  void Refuse(const grpc::Status& status);
 
   grpc::CallbackServerContext* const context_;
   ActiveCalls* const calls_;

@@ -1,6 +1,5 @@
 #include "server/rpc/submit_small_reactor.h"
 
-#include "server/rpc/status_mapping.h"
 #include "server/rpc/submit_job.h"
 
 namespace gpupipe::rpc {
@@ -19,18 +18,8 @@ SubmitSmallReactor::SubmitSmallReactor(engine::Engine* engine,
   if (calls_ != nullptr) calls_->Begin();
   stream_->HoldWholeJob();
   if (watch != nullptr) watch->Watch(stream_);
-  if (!caller.ok()) {
-    Refuse(ToGrpcStatus(caller.status()));
-    return;
-  }
-  const absl::Status status = SubmitJob(engine, *context, request, *caller, received,
-                                        max_queued_events, /*one_message=*/true, stream_);
-  if (!status.ok()) Refuse(ToGrpcStatus(status));
-}
-
-void SubmitSmallReactor::Refuse(const grpc::Status& status) {
-  if (!stream_->accepted()) context_->AddTrailingMetadata(kAcceptedMetadataKey, "0");
-  stream_->FinishNow(status);
+  StartJobCall(engine, context, request, caller, received, max_queued_events,
+               /*one_message=*/true, stream_);
 }
 
 void SubmitSmallReactor::WriteEvent(const v1::JobEvent* /*event*/, bool /*more_follow*/) {

@@ -35,7 +35,6 @@ class SubmitSmallReactor final : public grpc::ServerUnaryReactor, public EventWr
   void FinishCall(const grpc::Status& status) override { Finish(status); }
   void WriteLastAndFinish(const v1::JobEvent* event, const grpc::Status& status) override;
   void CancelCall() override { context_->TryCancel(); }
-  void Refuse(const grpc::Status& status);
 
   grpc::CallbackServerContext* const context_;
   v1::CompleteJob* const response_;

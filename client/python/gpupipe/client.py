@@ -218,12 +218,16 @@ def submit_retry_delay(attempt):
     return min(0.05 * 2 ** min(max(attempt - 2, 0), 5), 1.0)
 
 
+def marked_as_accepting_none(err):
+    """Whether the daemon marked a call that failed with `err` (a grpc.RpcError) as having
+    accepted no job, whatever its status."""
+    return any(k == ACCEPTED_METADATA_KEY and v == "0" for k, v in err.trailing_metadata() or ())
+
+
 def refused_before_acceptance(err):
     """Whether a Submit call that failed with `err` (a grpc.RpcError) before any event may be
     sent again: UNAVAILABLE, marked by the daemon as having accepted no job."""
-    if err.code() != grpc.StatusCode.UNAVAILABLE:
-        return False
-    return any(k == ACCEPTED_METADATA_KEY and v == "0" for k, v in err.trailing_metadata() or ())
+    return err.code() == grpc.StatusCode.UNAVAILABLE and marked_as_accepting_none(err)
 
 
 def is_local_target(target):
@@ -638,10 +642,8 @@ class Client:
             if e.code() == grpc.StatusCode.UNIMPLEMENTED:
                 self.submit_small = False
                 return None
-            marked = any(k == ACCEPTED_METADATA_KEY and v == "0"
-                         for k, v in e.trailing_metadata() or ())
-            if marked and e.code() in (grpc.StatusCode.INVALID_ARGUMENT,
-                                       grpc.StatusCode.UNAVAILABLE):
+            if e.code() in (grpc.StatusCode.INVALID_ARGUMENT,
+                            grpc.StatusCode.UNAVAILABLE) and marked_as_accepting_none(e):
                 return None
             raise JobError(e.code(), e.details()) from None
         event = pb.JobEvent(job_id=job.accepted.job_id, complete=job)
