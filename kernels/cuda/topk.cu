@@ -122,13 +122,19 @@ __device__ __forceinline__ void InsertSorted(Key (&top)[K], Key key) {
   }
 }
 
+// 16-byte loads in flight per lane of the warp path (tuning/topk_policy.h).
+template <typename T>
+inline constexpr int kTopkWarpLoads = sizeof(typename TopkTraits<T>::Key) > 4
+                                          ? tuning::TopkPolicy::kWarpLoadsInFlightWideKeys
+                                          : tuning::TopkPolicy::kWarpLoadsInFlight;
+
 template <typename T, int K>
 __global__ void __launch_bounds__(kTopkThreads)
     TopkWarpKernel(const T* d_in, T* d_out, TopkGeometry g) {
   using Tr = TopkTraits<T>;
   using Key = typename Tr::Key;
   constexpr int kV = detail::kVecElems<T>;
-  constexpr int kUnroll = tuning::TopkPolicy::kWarpLoadsInFlight;  // 16-byte loads a lane
+  constexpr int kUnroll = kTopkWarpLoads<T>;
   const int lane = threadIdx.x % kWarp;
   const int64_t warp = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kWarp;
   const int64_t warps = static_cast<int64_t>(gridDim.x) * blockDim.x / kWarp;
@@ -145,12 +151,41 @@ __global__ void __launch_bounds__(kTopkThreads)
     Key top[K];
 #pragma unroll
     for (int i = 0; i < K; ++i) top[i] = 0;
-    // Some lane holds K >= k keys >= thr (lists only grow), so a key below thr is not among
+    // The lists hold at least k keys >= thr (lists only grow), so a key below thr is not among
     // the k largest, and one equal to it has the value of a key that is: skipping both keeps
     // the result. Lanes insert only when some lane of the warp has a key above thr.
     Key thr = 0;
+    bool grew = false;  // some list changed since thr was last raised
     auto push = [&](Key key) {
-      if (__any_sync(kFullMask, key > thr && key > top[K - 1])) InsertSorted(top, key);
+      if (__any_sync(kFullMask, key > thr && key > top[K - 1])) {
+        InsertSorted(top, key);
+        grew = true;
+      }
+    };
+    // Raises thr to the larger of two keys with k keys >= them in the lists: the largest of the
+    // lanes' last entries (one lane's K >= k keys), and the k-th largest of the lanes' heads (k
+    // lanes' largest keys; k <= 32 on this path), found by a bitonic sort of the heads across
+    // the warp. A lane sees a 32nd of the keys, so its last entry trails the warp's k-th largest
+    // key far behind, while the k-th largest head stays close to it: few keys then pass the
+    // test, and the inserts, run by the whole warp when one lane has a candidate, become rare.
+    // The sort costs a few dozen shuffles, so it runs only after some list changed.
+    auto raise = [&] {
+      Key last = top[K - 1];
+#pragma unroll
+      for (int off = kWarp / 2; off > 0; off /= 2) {
+        last = max(last, __shfl_xor_sync(kFullMask, last, off));
+      }
+      Key h = top[0];  // after the sort, lane i holds the (i + 1)-th largest head
+#pragma unroll
+      for (int size = 2; size <= kWarp; size *= 2) {
+#pragma unroll
+        for (int stride = size / 2; stride > 0; stride /= 2) {
+          const Key other = __shfl_xor_sync(kFullMask, h, stride);
+          const bool keep_larger = ((lane & stride) == 0) == ((lane & size) == 0);
+          h = keep_larger ? max(h, other) : min(h, other);
+        }
+      }
+      thr = max(thr, max(last, __shfl_sync(kFullMask, h, g.k - 1)));
     };
 
     const int64_t head = detail::HeadToAlign16(x, count);  // < kV <= 8: one element per lane
@@ -166,15 +201,26 @@ __global__ void __launch_bounds__(kTopkThreads)
         ok[u] = vi < vecs;
         if (ok[u]) v[u] = detail::LoadVec16Cg(body + vi * kV);
       }
+      // One vote for the round's keys: most rounds have no key above thr in any lane and skip
+      // the votes of push.
+      Key keys[kUnroll * kV];
+      bool any = false;
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
 #pragma unroll
-        for (int e = 0; e < kV; ++e) push(ok[u] ? Tr::ToKey(v[u].v[e]) : Key(0));
+        for (int e = 0; e < kV; ++e) {
+          keys[u * kV + e] = ok[u] ? Tr::ToKey(v[u].v[e]) : Key(0);
+          any |= keys[u * kV + e] > thr;
+        }
       }
-      Key t = top[K - 1];
+      if (__any_sync(kFullMask, any)) {
 #pragma unroll
-      for (int off = kWarp / 2; off > 0; off /= 2) t = max(t, __shfl_xor_sync(kFullMask, t, off));
-      thr = t;
+        for (int i = 0; i < kUnroll * kV; ++i) push(keys[i]);
+      }
+      if (grew) {
+        raise();
+        grew = false;
+      }
     }
     const int64_t done = head + vecs * kV;  // fewer than kV elements remain
     push(lane < count - done ? Tr::ToKey(detail::LoadCg(x + done + lane)) : Key(0));

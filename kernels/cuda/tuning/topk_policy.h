@@ -11,8 +11,12 @@ namespace gpupipe::kernels::cuda::tuning {
 struct TopkPolicy {
   // Threads per block of both kernels (the warp path runs a warp per item).
   static constexpr int kThreads = 256;
-  // 16-byte loads in flight per lane of the warp path.
-  static constexpr int kWarpLoadsInFlight = 2;
+  // 16-byte loads in flight per lane of the warp path, for keys of up to 4 bytes: a lane's keys
+  // of one round are tested against the warp's threshold in one vote, so a longer round also
+  // means fewer votes. Types with 8-byte keys (float64) keep the shorter round: their register
+  // lists are twice as large (initial value for them, not swept).
+  static constexpr int kWarpLoadsInFlight = 4;
+  static constexpr int kWarpLoadsInFlightWideKeys = 2;
   // Rows split into segments when there are fewer than this many items (rows) an SM: the warp
   // path, a warp per item, wants more of them than the radix path, a block per item. Initial
   // values, not swept.
