@@ -69,10 +69,10 @@ __global__ void __launch_bounds__(kRowThreads)
   AllowDependentGrids();
 }
 
-// ---- wide rows (detail/row_wide.cuh: one block per SM, the next row prefetched) -------------
+// ---- wide rows (detail/row_wide.cuh: two blocks an SM, the next row prefetched) -------------
 // The body of RowMultipassRowsKernel on the rows ForEachWideRow hands over.
 template <typename Op, typename S>
-__global__ void __launch_bounds__(kWideRowThreads, 1)
+__global__ void __launch_bounds__(kWideRowThreads, kWideBlocksPerSm)
     RowMultipassWideRowsKernel(const S* d_in, S* d_out, int64_t rows, int cols,
                                typename Op::Param param, EwProgram pre) {
   using C = ComputeOf<S>;

@@ -6,11 +6,12 @@
 // Why: a block-per-row kernel reads its row, then reduces it (block barriers), then writes it;
 // while it reduces, its loads are idle, and only the other resident blocks keep DRAM busy. With
 // rows of 16384 float32 (64 KiB) only two or three rows fit an SM, too few to cover those gaps
-// (the shared-memory path leaves DRAM idle while its blocks reduce). Here one block per SM
-// walks rows blockIdx.x, + gridDim.x, ... with the row in registers and the NEXT row streaming
-// into shared memory meanwhile (cp.async through the pipeline primitives), so each SM has a
-// row's reads in flight while it reduces and writes the current one. A second register array
-// instead of the shared memory spills (standardize).
+// (the shared-memory path leaves DRAM idle while its blocks reduce). Here a persistent grid of
+// kWideBlocksPerSm blocks an SM walks rows blockIdx.x, + gridDim.x, ... with the row in
+// registers and the NEXT row streaming into shared memory meanwhile (cp.async through the
+// pipeline primitives), so each block has a row's reads in flight while it reduces and writes
+// the current one, and the other block on its SM covers the gaps of its own row's start. A
+// second register array instead of the shared memory spills (standardize).
 //
 // Thread t owns the row's 16-byte vectors t, t + kWideRowThreads, ...: it copies exactly the
 // vectors it later reads, so its own __pipeline_wait_prior(0) makes them visible to it.
@@ -33,6 +34,8 @@ namespace gpupipe::kernels::cuda::detail {
 // Threads of the block and the compute values each holds (tuning/row_normalize_policy.h).
 inline constexpr int kWideRowThreads = tuning::RowNormalizePolicy::kWideThreads;
 inline constexpr int kWidePerThread = tuning::RowNormalizePolicy::kWidePerThread;
+// Resident blocks an SM, the kernels' __launch_bounds__ minimum and the grid's multiple.
+inline constexpr int kWideBlocksPerSm = tuning::RowNormalizePolicy::kWideBlocksPerSm;
 inline constexpr int64_t kWideMaxCols = int64_t{kWideRowThreads} * kWidePerThread;
 
 template <typename S>
@@ -48,9 +51,10 @@ bool WideRowsApply(const S* d_in, const S* d_out, int64_t rows, int64_t cols,
          reinterpret_cast<uintptr_t>(d_out) % 16 == 0;
 }
 
-// One block per SM; each walks its rows with a grid stride.
+// kWideBlocksPerSm blocks an SM, all resident at once; each walks its rows with a grid stride.
 inline int64_t WideRowsGrid(int64_t rows, int multiprocessors) {
-  return rows < multiprocessors ? rows : multiprocessors;
+  const int64_t resident = int64_t{multiprocessors} * kWideBlocksPerSm;
+  return rows < resident ? rows : resident;
 }
 
 // Dynamic shared memory of a wide-row kernel: one row.
@@ -69,8 +73,8 @@ cudaError_t OptInWideRow() {
   return err;
 }
 
-// Launches the wide-row kernel `Kernel` over rows x cols of S (one block per SM, a row of
-// dynamic shared memory), opting it in to that shared memory first.
+// Launches the wide-row kernel `Kernel` over rows x cols of S (WideRowsGrid's blocks, a row of
+// dynamic shared memory each), opting it in to that shared memory first.
 template <auto Kernel, typename S, typename... Args>
 cudaError_t LaunchWideRows(Launcher& launch, const char* name, int64_t rows, int64_t cols,
                            Args&&... args) {

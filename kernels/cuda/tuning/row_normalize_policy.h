@@ -21,11 +21,16 @@ struct RowNormalizePolicy {
   // Group rows of at most this many elements a lane use a short register array (cols <= 128
   // with the group sizing of PlanRows), so tiny rows do not pay for kResidentPerThread.
   static constexpr int kResidentShortPerThread = 4;
-  // Wide rows: one block an SM of this many threads, each holding kWidePerThread compute values
-  // of the current row while the next row streams into shared memory. 512 x 32 covers a row of
-  // 16384 4-byte values (64 KiB), the longest row the path takes.
+  // Wide rows: kWideBlocksPerSm blocks an SM of this many threads, each thread holding
+  // kWidePerThread compute values of the current row while the next row streams into shared
+  // memory. 512 x 32 covers a row of 16384 4-byte values (64 KiB), the longest row the path
+  // takes. Two blocks an SM (__launch_bounds__ holds the kernels to the 64 registers a thread
+  // that allows; two 64 KiB rows of shared memory fit an SM) keep one block's loads in flight
+  // while the other reduces and writes; prefetching a second row ahead in one block does not
+  // do that as well.
   static constexpr int kWideThreads = 512;
   static constexpr int kWidePerThread = 32;
+  static constexpr int kWideBlocksPerSm = 2;
   // Shared-memory rows: 512 threads with 64 KiB rows (16384 float32) give 3 blocks (1536
   // threads, 192 KiB of an sm_90 SM's 228 KiB of shared memory) an SM; __launch_bounds__ asks
   // for that occupancy, so the load loop keeps kSmemUnroll 16-byte loads a thread in flight
