@@ -350,7 +350,12 @@ class Engine::Impl {
     direct_runs_done_.wait(lock, [&] { return direct_runs_in_progress_ == 0; });
   }
 
-  int64_t jobs_in_flight() const { return in_flight_.load(); }
+  // Under mu_: Submit counts a job in the same critical section that sends its Accepted, so a
+  // caller who has heard of a job finds it counted until it ended.
+  int64_t jobs_in_flight() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return in_flight_.load();
+  }
 
   bool Drain(std::chrono::milliseconds timeout) {
     std::unique_lock<std::mutex> lock(mu_);
