@@ -633,8 +633,9 @@ TEST_F(DtypesTest, WideRows) {
             DescribeRowSoftmax(shape.rows, shape.cols, type, few_sms);
         const bool wide = shape.cols % (type == ElementType::kFloat16 ? 8 : 4) == 0;
         ASSERT_FALSE(plan.empty());
-        const int64_t grid = std::min<int64_t>(
-            shape.rows, int64_t{few_sms.multiprocessors} * tuning::RowNormalizePolicy::kWideBlocksPerSm);
+        const int64_t grid =
+            std::min<int64_t>(shape.rows, int64_t{few_sms.multiprocessors} *
+                                              tuning::RowNormalizePolicy::kWideBlocksPerSm);
         EXPECT_EQ(plan.size() == 1 && plan[0].threads == 512 && plan[0].blocks == grid, wide)
             << ElementTypeName(type) << " " << shape.cols << ": " << plan.size() << " kernels, "
             << plan[0].blocks << " x " << plan[0].threads;
