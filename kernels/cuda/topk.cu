@@ -8,7 +8,8 @@
 //  - k <= 32, topk.warp: a warp per row (or row segment); each lane keeps a sorted register
 //    list of the K >= k largest keys it has seen (K = 16 or 32) and inserts by a min/max network
 //    when any lane of the warp has a key above its list's last and above the warp's threshold
-//    (the largest of the lanes' last entries); then k rounds of warp argmax pop the warp's
+//    (a key with k keys at or above it in the lists: the larger of the lanes' largest last
+//    entry and the k-th largest of their heads); then k rounds of warp argmax pop the warp's
 //    largest keys.
 //  - k > 32, topk.radix: a block per row (or segment) finds the k-th largest key by radix
 //    select (8 bits per pass, a shared-memory histogram), gathers the keys above it (fewer than
@@ -151,9 +152,10 @@ __global__ void __launch_bounds__(kTopkThreads)
     Key top[K];
 #pragma unroll
     for (int i = 0; i < K; ++i) top[i] = 0;
-    // The lists hold at least k keys >= thr (lists only grow), so a key below thr is not among
-    // the k largest, and one equal to it has the value of a key that is: skipping both keeps
-    // the result. Lanes insert only when some lane of the warp has a key above thr.
+    // The lists hold at least k keys >= thr (an entry only ever grows), so a key below thr is
+    // not among the k largest, and one equal to it has the value of a key that is: skipping
+    // both keeps the result. The warp inserts only when some lane has a key above thr and
+    // above its own last entry.
     Key thr = 0;
     bool grew = false;  // some list changed since thr was last raised
     auto push = [&](Key key) {

@@ -21,7 +21,7 @@ namespace {
 using testing::DeviceBytes;
 using testing::HostArray;
 
-enum class Data { kUniform, kTies, kSpecials, kAscending };
+enum class Data { kUniform, kTies, kSpecials, kAscending, kDescending, kPlateau };
 
 const char* DataName(Data d) {
   switch (d) {
@@ -29,13 +29,21 @@ const char* DataName(Data d) {
     case Data::kTies: return "ties";
     case Data::kSpecials: return "specials";
     case Data::kAscending: return "ascending";
+    case Data::kDescending: return "descending";
+    case Data::kPlateau: return "plateau";
   }
   return "?";
 }
 
 class TopkTest : public testing::TypedKernelTest {
  protected:
-  HostArray Generate(ElementType type, int64_t n, Data data) {
+  // rows x cols values of `data`. kPlateau: each row is 1 but for k copies of 100, k - 1 of them
+  // in the first 16-byte vector of k - 1 different lanes of the warp path's first round (rows
+  // that start at 16-byte boundaries) and the last one near the row's end, after the warp's
+  // threshold has been raised: a threshold above the k-th largest key drops that last copy.
+  HostArray Generate(ElementType type, int64_t rows, int64_t cols, int k, Data data) {
+    const int64_t n = rows * cols;
+    const int64_t lane_stride = 16 / static_cast<int64_t>(ElementSize(type));
     HostArray a(type, n);
     const bool is_float = IsFloatingPoint(type);
     std::uniform_real_distribution<double> uniform(-1000.0, 1000.0);
@@ -65,6 +73,13 @@ class TopkTest : public testing::TypedKernelTest {
           break;
         }
         case Data::kAscending: v = static_cast<double>(i % 60000) - 30000; break;
+        case Data::kDescending: v = 30000 - static_cast<double>(i % 60000); break;
+        case Data::kPlateau: {
+          const int64_t j = i % cols;
+          const bool early = j % lane_stride == 0 && j / lane_stride < k - 1;
+          v = early || j == cols - 5 ? 100 : 1;
+          break;
+        }
       }
       a.Set(i, v);
     }
@@ -78,7 +93,7 @@ class TopkTest : public testing::TypedKernelTest {
                              DataName(data) + " offset " + std::to_string(offset);
     SCOPED_TRACE(what);
     const size_t elem = ElementSize(type);
-    const HostArray x = Generate(type, rows * cols, data);
+    const HostArray x = Generate(type, rows, cols, k, data);
     HostArray ref(type, rows * k);
     ASSERT_TRUE(cpu::RowTopk(x.data(), type, ref.data(), rows, cols, k));
 
@@ -150,6 +165,20 @@ TEST_F(TopkTest, ManyShortRows) {
     Check(type, 5000, 40, 16, Data::kTies);
     Check(type, 3000, 64, 33, Data::kSpecials);
     if (HasFailure()) return;
+  }
+}
+
+// Rows of many rounds of the warp path, where its threshold has been raised many times: k
+// other than 1, 16 and 32, a plateau of equal top values reaching the threshold early, and
+// descending rows (every key after the first k is below the threshold).
+TEST_F(TopkTest, RaisedThresholdsKeepEveryTopValue) {
+  for (ElementType type : kTypes) {
+    for (int k : {1, 2, 3, 15, 16, 17, 30, 31, 32, 33}) {
+      Check(type, 20, 1000, k, Data::kPlateau);
+      Check(type, 8, 5000, k, Data::kDescending);
+      Check(type, 6, 3000, k, Data::kTies);
+      if (HasFailure()) return;
+    }
   }
 }
 
