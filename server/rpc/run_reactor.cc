@@ -104,7 +104,7 @@ void RunReactor::FinishCall(const grpc::Status& status) {
   Finish(status);
 }
 
-void RunReactor::WriteLastAndFinish(const v1::JobEvent* event, const grpc::Status& status) {
+void RunReactor::WriteLastAndFinish(v1::JobEvent* event, const grpc::Status& status) {
   {
     std::lock_guard<std::mutex> lock(finish_mu_);
     finished_ = true;

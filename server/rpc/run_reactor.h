@@ -71,7 +71,7 @@ class RunReactor final : public grpc::ServerBidiReactor<v1::RunRequest, v1::JobE
     StartWrite(event, more_follow ? grpc::WriteOptions().set_buffer_hint() : grpc::WriteOptions());
   }
   void FinishCall(const grpc::Status& status) override;
-  void WriteLastAndFinish(const v1::JobEvent* event, const grpc::Status& status) override;
+  void WriteLastAndFinish(v1::JobEvent* event, const grpc::Status& status) override;
   void CancelCall() override { context_->TryCancel(); }
 
   // The reaction to a read, without the exception guard of OnReadDone.

@@ -33,7 +33,7 @@ class SubmitReactor final : public grpc::ServerWriteReactor<v1::JobEvent>, publi
     StartWrite(event, more_follow ? grpc::WriteOptions().set_buffer_hint() : grpc::WriteOptions());
   }
   void FinishCall(const grpc::Status& status) override { Finish(status); }
-  void WriteLastAndFinish(const v1::JobEvent* event, const grpc::Status& status) override {
+  void WriteLastAndFinish(v1::JobEvent* event, const grpc::Status& status) override {
     StartWriteAndFinish(event, grpc::WriteOptions(), status);
   }
   void CancelCall() override { context_->TryCancel(); }

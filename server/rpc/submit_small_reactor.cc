@@ -1,5 +1,7 @@
 #include "server/rpc/submit_small_reactor.h"
 
+#include <utility>
+
 #include "server/rpc/submit_job.h"
 
 namespace gpupipe::rpc {
@@ -29,9 +31,8 @@ void SubmitSmallReactor::WriteEvent(const v1::JobEvent* /*event*/, bool /*more_f
                       "the job's events did not fit the one message of SubmitSmall"));
 }
 
-void SubmitSmallReactor::WriteLastAndFinish(const v1::JobEvent* event,
-                                            const grpc::Status& status) {
-  if (status.ok()) *response_ = event->complete();
+void SubmitSmallReactor::WriteLastAndFinish(v1::JobEvent* event, const grpc::Status& status) {
+  if (status.ok()) *response_ = std::move(*event->mutable_complete());
   Finish(status);
 }
 

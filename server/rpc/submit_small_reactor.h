@@ -33,7 +33,7 @@ class SubmitSmallReactor final : public grpc::ServerUnaryReactor, public EventWr
   // (FinishCall); an event on its own would mean the job did not fit one message.
   void WriteEvent(const v1::JobEvent* event, bool more_follow) override;
   void FinishCall(const grpc::Status& status) override { Finish(status); }
-  void WriteLastAndFinish(const v1::JobEvent* event, const grpc::Status& status) override;
+  void WriteLastAndFinish(v1::JobEvent* event, const grpc::Status& status) override;
   void CancelCall() override { context_->TryCancel(); }
 
   grpc::CallbackServerContext* const context_;
