@@ -34,8 +34,8 @@ class EventWriter {
   virtual void FinishCall(const grpc::Status& status) = 0;
   // The last event and the call's status in one operation (StartWriteAndFinish): no write-done
   // reaction follows. `event` stays valid until the reactor is done; the stream reads it no
-  // more, so a writer that copies it into a response of its own moves it instead (a result
-  // held for a reader who does not read is then held once, not twice).
+  // more, so a writer that puts it into a response of its own moves it there (a result held
+  // for a reader who does not read is then held by the response alone, not by both).
   virtual void WriteLastAndFinish(v1::JobEvent* event, const grpc::Status& status) = 0;
   // Cancels the call (ServerContext::TryCancel): its pending write fails, OnCancel follows.
   virtual void CancelCall() = 0;
