@@ -124,6 +124,9 @@ Runs the gpupipe job service: a gRPC daemon that owns one GPU.
   --max-client-jobs N        jobs one client may have queued or running (default 256)
   --max-client-queued-mib N  memory one client's queued jobs may hold (default 512)
   --max-client-uploads N     Run uploads one client may have in progress (default 4)
+  --max-client-unread-mib N  results one client's calls have not read yet (finished jobs
+                             included) before its next job is refused (default 256)
+  --max-unread-mib N         the same over all clients (default 1024)
                              (a client: its TLS identity, else its address without the
                              port, refined by a `client-id` metadata value; within a
                              priority, lanes take clients' jobs round-robin)
@@ -303,6 +306,9 @@ absl::StatusOr<DaemonOptions> ParseFlags(const std::vector<std::string>& args) {
            [&](int64_t v) { o.max_client_jobs = static_cast<int>(v); }},
           {"--max-client-queued-mib", 1, 1 << 20,
            [&](int64_t v) { o.max_client_queued_bytes = v << 20; }},
+          {"--max-client-unread-mib", 1, 1 << 20,
+           [&](int64_t v) { o.max_client_unread_bytes = v << 20; }},
+          {"--max-unread-mib", 1, 1 << 20, [&](int64_t v) { o.max_unread_bytes = v << 20; }},
           {"--max-client-uploads", 1, 1 << 16,
            [&](int64_t v) { o.max_client_uploads = static_cast<int>(v); }},
           {"--max-run-streams", 1, 256,

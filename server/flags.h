@@ -43,6 +43,8 @@ struct DaemonOptions {
   int max_client_jobs = 256;                             // --max-client-jobs
   int64_t max_client_queued_bytes = int64_t{512} << 20;  // --max-client-queued-mib
   int max_client_uploads = 4;                            // --max-client-uploads
+  int64_t max_client_unread_bytes = int64_t{256} << 20;  // --max-client-unread-mib
+  int64_t max_unread_bytes = int64_t{1} << 30;           // --max-unread-mib
   int max_run_streams = 16;                              // --max-run-streams
   int64_t max_work_per_byte = 4096;                      // --max-work-per-byte
   int64_t max_region_bytes = int64_t{32} << 30;          // --max-region-gib

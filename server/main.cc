@@ -260,6 +260,8 @@ int Run(const DaemonOptions& options) {
   service_options.reader_idle_timeout = std::chrono::milliseconds(options.reader_idle_timeout_ms);
   service_options.upload_idle_timeout = std::chrono::milliseconds(options.upload_idle_timeout_ms);
   service_options.max_run_streams = options.max_run_streams;
+  service_options.unread.max_bytes = options.max_unread_bytes;
+  service_options.unread.max_client_bytes = options.max_client_unread_bytes;
   // A run waiting for its calls is an upload about to start: the same per-client limit.
   service_options.waiting_runs.max_client_runs = options.max_client_uploads;
   service_options.authenticator = &authenticator;

@@ -109,6 +109,8 @@ nlohmann::ordered_json StringOrNull(const std::string& s) {
 }  // namespace
 
 std::string Line(absl::string_view label, absl::string_view text) {
+  // A label as wide as the column or wider still keeps a space before its text.
+  if (label.size() >= static_cast<size_t>(kLabelWidth)) return absl::StrCat(label, " ", text, "\n");
   return absl::StrFormat("%-*s%s\n", kLabelWidth, label, text);
 }
 
@@ -506,10 +508,19 @@ std::string RenderDescribeText(const v1::DescribeResponse& d) {
     }
     if (l.max_queued_jobs() > 0) {
       text += Line("queue", absl::StrCat(l.max_queued_jobs(), " jobs per priority, ",
-                                         FormatBytes(l.max_queued_bytes()), " held"));
+                                         FormatBytes(l.max_queued_bytes()), " held",
+                                         l.max_unread_bytes() > 0
+                                             ? absl::StrCat(", results of ",
+                                                            FormatBytes(l.max_unread_bytes()),
+                                                            " unread")
+                                             : std::string()));
+      const std::string unread =
+          l.max_client_unread_bytes() > 0
+              ? absl::StrCat(", ", FormatBytes(l.max_client_unread_bytes()), " unread")
+              : std::string();
       text += Line("client", absl::StrCat(l.max_client_jobs(), " jobs, ",
                                           FormatBytes(l.max_client_queued_bytes()), " queued, ",
-                                          l.max_client_uploads(), " uploads"));
+                                          l.max_client_uploads(), " uploads", unread));
     }
     if (l.min_chunk_bytes() > 0 || l.max_work_per_byte() > 0) {
       text +=

@@ -70,7 +70,8 @@ std::string RenderStepsText(const v1::Timing& timing);
 std::string RenderTimelineText(const v1::Timing& timing);
 inline constexpr int kMaxTimelineChunks = 32;
 
-// Left-aligned label column of the text renderings: "label     text\n".
+// Left-aligned label column of the text renderings: "label     text\n" (a longer label is
+// followed by one space).
 inline constexpr int kLabelWidth = 10;
 std::string Line(absl::string_view label, absl::string_view text);
 

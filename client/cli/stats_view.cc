@@ -137,18 +137,20 @@ std::string RenderStatsText(const v1::StatsResponse& s) {
     text += Line("clients", "none yet");
   } else {
     std::vector<std::vector<std::string>> clients = {
-        {"client", "active", "uploads", "queued", "ended", "ok", "failed", "in", "out"}};
+        {"client", "active", "uploads", "queued", "unread", "ended", "ok", "failed", "in", "out"}};
     for (const v1::ClientStats& c : s.clients()) {
       const int64_t ended = Ended(c.jobs());
       const int64_t ok = Ok(c.jobs());
       clients.push_back({c.client(), absl::StrCat(c.active_jobs()), absl::StrCat(c.uploads()),
-                         FormatBytes(c.queued_bytes()), absl::StrCat(ended), absl::StrCat(ok),
+                         FormatBytes(c.queued_bytes()), FormatBytes(c.unread_bytes()),
+                         absl::StrCat(ended), absl::StrCat(ok),
                          absl::StrCat(ended - ok), FormatBytes(c.jobs().bytes_in()),
                          FormatBytes(c.jobs().bytes_out())});
     }
     text += Labeled(
         "clients",
-        FormatTable(clients, {false, true, true, true, true, true, true, true, true}, kLabelWidth));
+        FormatTable(clients, {false, true, true, true, true, true, true, true, true, true},
+                    kLabelWidth));
   }
 
   bool first = true;

@@ -41,6 +41,13 @@ v1::JobEvent MergeIntoCompleteJob(std::deque<v1::JobEvent>& events) {
   return merged;
 }
 
+// The result bytes `event` carries.
+int64_t ResultBytes(const v1::JobEvent& event) {
+  if (event.has_chunk()) return static_cast<int64_t>(event.chunk().data().size());
+  if (event.has_complete()) return static_cast<int64_t>(event.complete().chunk().data().size());
+  return 0;
+}
+
 }  // namespace
 
 void EventStream::OnAccepted(const engine::AcceptedInfo& info) {
@@ -77,6 +84,7 @@ absl::Status EventStream::OnChunk(int64_t offset, const char* data, int64_t size
       return absl::InternalError("result chunks out of order in a one-message job");
     }
     chunk->mutable_data()->append(data, static_cast<size_t>(size));
+    HoldBytes(size);
     if (offset + size == output_bytes_) {
       tail_held_ = true;
       Push(std::move(lock), std::move(partial_chunk_));
@@ -88,6 +96,7 @@ absl::Status EventStream::OnChunk(int64_t offset, const char* data, int64_t size
   event.set_job_id(job_id_);
   event.mutable_chunk()->set_offset(offset);
   event.mutable_chunk()->set_data(data, static_cast<size_t>(size));
+  HoldBytes(size);
   if (!hold_success_ && offset + size == output_bytes_) {
     tail_held_ = true;
   } else {
@@ -128,6 +137,12 @@ void EventStream::HoldWholeJob() {
   compact_ = true;
 }
 
+void EventStream::CountUnreadIn(UnreadResults* unread, std::string client) {
+  std::lock_guard<std::mutex> lock(mu_);
+  unread_ = unread;
+  unread_client_ = std::move(client);
+}
+
 void EventStream::HoldSuccessUntilInputEnds() {
   std::lock_guard<std::mutex> lock(mu_);
   hold_success_ = true;
@@ -162,6 +177,11 @@ absl::Status EventStream::ReaderStatus() const {
 void EventStream::WriteDone(bool ok) {
   std::unique_lock<std::mutex> lock(mu_);
   writing_ = false;
+  // The written event is gRPC's no more: its bytes go now, not when the next write reuses it.
+  if (const int64_t bytes = ResultBytes(in_flight_); bytes > 0) {
+    ReleaseBytes(bytes);
+    in_flight_ = v1::JobEvent();
+  }
   if (!ok) MarkGone(ClientGone());
   Pump(std::move(lock));
 }
@@ -208,6 +228,8 @@ void EventStream::Detach() {
   }
   writer_ = nullptr;
   MarkGone(ClientGone());
+  // What is left is the last event, given to gRPC with the call's status.
+  ReleaseBytes(held_bytes_);
 }
 
 bool EventStream::detached() const {
@@ -248,8 +270,24 @@ void EventStream::CheckStalled(std::chrono::steady_clock::time_point now,
 void EventStream::MarkGone(absl::Status reason) {
   if (!gone_) gone_reason_ = std::move(reason);
   gone_ = true;
+  int64_t dropped = ResultBytes(partial_chunk_);
+  for (const v1::JobEvent& event : queue_) dropped += ResultBytes(event);
   queue_.clear();
+  partial_chunk_.Clear();
+  ReleaseBytes(dropped);
   space_.notify_all();
+}
+
+void EventStream::HoldBytes(int64_t bytes) {
+  if (unread_ == nullptr || bytes <= 0) return;
+  held_bytes_ += bytes;
+  unread_->Hold(unread_client_, bytes);
+}
+
+void EventStream::ReleaseBytes(int64_t bytes) {
+  if (unread_ == nullptr || bytes <= 0) return;
+  held_bytes_ -= bytes;
+  unread_->Release(unread_client_, bytes);
 }
 
 void EventStream::Push(std::unique_lock<std::mutex> lock, v1::JobEvent event) {

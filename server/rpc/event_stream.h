@@ -19,6 +19,7 @@
 
 #include "gpupipe/v1/gpupipe.pb.h"
 #include "server/engine/job/job_sink.h"
+#include "server/rpc/unread_results.h"
 
 namespace gpupipe::rpc {
 
@@ -93,6 +94,10 @@ class EventStream final : public engine::JobSink {
   // result chunks are joined as they come (a batch may deliver a job's rows in two), without
   // waiting for room in the queue.
   void HoldWholeJob();
+  // Counts the result bytes this stream holds, from OnChunk until their write completes or the
+  // call is over, as `client`'s in `unread` (which must outlive the stream). Called before the
+  // job is submitted, at most once.
+  void CountUnreadIn(UnreadResults* unread, std::string client);
   // The client half-closed after sending the whole input.
   void InputEnded();
   // The upload broke on another call of the same run (RunRequest.stripes): a successful Done,
@@ -116,6 +121,9 @@ class EventStream final : public engine::JobSink {
   // The reader is gone, for `reason` (CANCELLED unless stalled).
   void MarkGone(absl::Status reason);
   void Push(std::unique_lock<std::mutex> lock, v1::JobEvent event);
+  // Result bytes now held, or no longer held (CountUnreadIn). Called with the lock held.
+  void HoldBytes(int64_t bytes);
+  void ReleaseBytes(int64_t bytes);
   // Starts the next write, or finishes the call once the terminal event is written (or the
   // reader is gone). Called with the lock held; releases it before calling into gRPC.
   void Pump(std::unique_lock<std::mutex> lock);
@@ -153,6 +161,9 @@ class EventStream final : public engine::JobSink {
   bool cancelling_ = false;
   std::thread::id canceller_;
   grpc::Status final_status_;
+  UnreadResults* unread_ = nullptr;  // CountUnreadIn
+  std::string unread_client_;
+  int64_t held_bytes_ = 0;  // result bytes counted in unread_
 };
 
 }  // namespace gpupipe::rpc

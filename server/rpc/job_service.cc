@@ -2,6 +2,7 @@
 
 #include <limits>
 #include <new>
+#include <unordered_map>
 
 #include "absl/strings/str_cat.h"
 #include "server/rpc/call_context.h"
@@ -17,6 +18,7 @@ JobServiceImpl::JobServiceImpl(engine::Engine* engine, JobServiceOptions options
     : engine_(engine),
       options_(std::move(options)),
       stall_watch_(options_.reader_idle_timeout),
+      unread_(options_.unread),
       runs_(engine, options_.upload_idle_timeout, options_.waiting_runs) {}
 
 absl::StatusOr<std::string> JobServiceImpl::Authenticate(
@@ -33,6 +35,26 @@ v1::StatsResponse JobServiceImpl::Stats(bool with_clients, bool lane_activity) c
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count());
   if (const int64_t n = unauthenticated_.load(); n > 0) {
     (*stats.mutable_rejected())["unauthenticated"] = n;
+  }
+  v1::PoolStats* pool = stats.add_pools();
+  pool->set_name("unread_results");
+  pool->set_used_bytes(unread_.total_bytes());
+  pool->set_capacity_bytes(options_.unread.max_bytes);
+  if (with_clients) {
+    // A client may hold unread results with no job left, so it may need an entry of its own.
+    std::unordered_map<std::string, int64_t> unread;
+    for (auto& [client, bytes] : unread_.clients()) unread.emplace(std::move(client), bytes);
+    for (v1::ClientStats& c : *stats.mutable_clients()) {
+      if (auto it = unread.find(c.client()); it != unread.end()) {
+        c.set_unread_bytes(it->second);
+        unread.erase(it);
+      }
+    }
+    for (const auto& [client, bytes] : unread) {
+      v1::ClientStats* entry = stats.add_clients();
+      entry->set_client(client);
+      entry->set_unread_bytes(bytes);
+    }
   }
   return stats;
 }
@@ -67,21 +89,23 @@ grpc::ServerUnaryReactor* JobServiceImpl::GetStats(grpc::CallbackServerContext* 
 grpc::ServerWriteReactor<v1::JobEvent>* JobServiceImpl::Submit(grpc::CallbackServerContext* context,
                                                                const v1::SubmitRequest* request) {
   return new SubmitReactor(engine_, context, request, Authenticate(*context),
-                           options_.max_queued_events, &stall_watch_, &active_calls_);
+                           options_.max_queued_events, &stall_watch_, &unread_,
+                           &active_calls_);
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::SubmitSmall(grpc::CallbackServerContext* context,
                                                        const v1::SubmitRequest* request,
                                                        v1::CompleteJob* response) {
   return new SubmitSmallReactor(engine_, context, request, response, Authenticate(*context),
-                                options_.max_queued_events, &stall_watch_, &active_calls_);
+                                options_.max_queued_events, &stall_watch_, &unread_,
+                                &active_calls_);
 }
 
 grpc::ServerBidiReactor<v1::RunRequest, v1::JobEvent>* JobServiceImpl::Run(
     grpc::CallbackServerContext* context) {
   return new RunReactor(engine_, context, Authenticate(*context), options_.max_queued_events,
                         &stall_watch_, options_.upload_idle_timeout, &runs_,
-                        options_.max_run_streams, &active_calls_);
+                        options_.max_run_streams, &unread_, &active_calls_);
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::Describe(grpc::CallbackServerContext* context,
@@ -91,6 +115,8 @@ grpc::ServerUnaryReactor* JobServiceImpl::Describe(grpc::CallbackServerContext* 
     *response = EncodeDescription(engine_->Describe(), options_.server_version);
     response->mutable_limits()->set_reader_idle_timeout_ms(options_.reader_idle_timeout.count());
     response->mutable_limits()->set_max_run_streams(options_.max_run_streams);
+    response->mutable_limits()->set_max_unread_bytes(options_.unread.max_bytes);
+    response->mutable_limits()->set_max_client_unread_bytes(options_.unread.max_client_bytes);
     response->set_region_fd_socket(options_.region_fd_socket);
     return absl::OkStatus();
   });

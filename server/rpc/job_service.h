@@ -20,6 +20,7 @@
 #include "server/rpc/run_groups.h"
 #include "server/rpc/stall_watch.h"
 #include "server/rpc/token_auth.h"
+#include "server/rpc/unread_results.h"
 
 namespace gpupipe::rpc {
 
@@ -39,6 +40,8 @@ struct JobServiceOptions {
   int max_run_streams = 16;
   // Runs split over calls that may wait for their calls at once (RunGroupLimits).
   RunGroupLimits waiting_runs;
+  // Results held for clients that have not read them (unread_results.h).
+  UnreadLimits unread;
   // Checks every call's token (token_auth.h); null: calls need none. Must outlive the service.
   const Authenticator* authenticator = nullptr;
   // The descriptors passed over the region socket (fd_socket.h), which RegisterRegion's
@@ -82,7 +85,8 @@ class JobServiceImpl final : public v1::JobService::CallbackService {
   }
 
   // The figures GetStats answers with (also the daemon's Prometheus metrics): the engine's,
-  // with the calls this layer refused (no valid token) among the refusals.
+  // with the calls this layer refused (no valid token) among the refusals and the results held
+  // unread (a pool, and per client).
   v1::StatsResponse Stats(bool with_clients = true, bool lane_activity = false) const;
 
   // After the last Submit or Run call began, how long WaitForCalls waits for another.
@@ -112,6 +116,7 @@ class JobServiceImpl final : public v1::JobService::CallbackService {
   engine::Engine* engine_;
   JobServiceOptions options_;
   StallWatch stall_watch_;
+  UnreadResults unread_;
   ActiveCalls active_calls_;
   OpenLeases leases_;
   RunGroups runs_;

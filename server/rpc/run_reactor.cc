@@ -15,9 +15,10 @@ namespace gpupipe::rpc {
 RunReactor::RunReactor(engine::Engine* engine, grpc::CallbackServerContext* context,
                        const absl::StatusOr<std::string>& caller, int max_queued_events,
                        StallWatch* watch, std::chrono::milliseconds spec_timeout, RunGroups* runs,
-                       int max_run_streams, ActiveCalls* calls)
+                       int max_run_streams, UnreadResults* unread, ActiveCalls* calls)
     : engine_(engine),
       context_(context),
+      unread_(unread),
       caller_(caller.ok() ? *caller : std::string()),
       runs_(runs),
       max_run_streams_(max_run_streams),
@@ -145,6 +146,18 @@ bool RunReactor::OnSpec(v1::RunRequest* message) {
     return false;
   }
   ApplyCallContext(*context_, caller_, &*spec);
+  if (unread_ != nullptr) {
+    if (absl::Status full = unread_->Check(spec->client); !full.ok()) {
+      if (striped) {
+        runs_->Refuse(spec->client, message->stripes(),
+                      std::make_shared<RunSeat>(stream_, 0, nullptr), full);
+      } else {
+        Reject(full);
+      }
+      return false;
+    }
+    stream_->CountUnreadIn(unread_, spec->client);
+  }
   if (striped) {
     TakeSeat(message->stripes(), *std::move(spec));
     return false;  // the run's start reads on
@@ -185,6 +198,8 @@ bool RunReactor::OnJoin(const v1::RunStripes& join) {
     Reject(bad);
     return false;
   }
+  // The run's spec was checked against the unread limits; each call holds its share.
+  if (unread_ != nullptr) stream_->CountUnreadIn(unread_, ClientIdentity(*context_, caller_));
   TakeSeat(join, std::nullopt);
   return false;  // the run's start reads on
 }

@@ -48,13 +48,14 @@ class RunReactor final : public grpc::ServerBidiReactor<v1::RunRequest, v1::JobE
  public:
   // `watch` (may be null) watches the call for a client that stops reading; a call whose spec
   // has not come `spec_timeout` after it began ends with DEADLINE_EXCEEDED (0: no limit).
+  // `unread` (may be null) bounds and counts the client's unread results, as StartJobCall does;
   // `calls` (may be null) counts the call until OnDone.
   // `caller`: the caller's token name (empty for none), or why the call is refused.
   // `runs` seats the calls of runs split over calls, up to `max_run_streams` calls each.
   RunReactor(engine::Engine* engine, grpc::CallbackServerContext* context,
              const absl::StatusOr<std::string>& caller, int max_queued_events, StallWatch* watch,
              std::chrono::milliseconds spec_timeout, RunGroups* runs, int max_run_streams,
-             ActiveCalls* calls = nullptr);
+             UnreadResults* unread, ActiveCalls* calls = nullptr);
 
   // How long after a stream ends early it is judged (see above).
   static constexpr std::chrono::milliseconds kCancelSettle{250};
@@ -101,6 +102,7 @@ class RunReactor final : public grpc::ServerBidiReactor<v1::RunRequest, v1::JobE
 
   engine::Engine* const engine_;
   grpc::CallbackServerContext* const context_;
+  UnreadResults* const unread_;
   const std::string caller_;  // the caller's token name
   RunGroups* const runs_;
   const int max_run_streams_;

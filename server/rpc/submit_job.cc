@@ -15,7 +15,8 @@ namespace {
 absl::Status SubmitJob(engine::Engine* engine, const grpc::CallbackServerContext& context,
                        const v1::SubmitRequest* request, const std::string& caller,
                        std::chrono::steady_clock::time_point received, int max_queued_events,
-                       bool one_message, const std::shared_ptr<EventStream>& stream) {
+                       bool one_message, UnreadResults* unread,
+                       const std::shared_ptr<EventStream>& stream) {
   try {
     absl::StatusOr<engine::JobSpec> spec = DecodeJobSpec(*request);
     absl::StatusOr<engine::JobRegions> regions =
@@ -28,6 +29,13 @@ absl::Status SubmitJob(engine::Engine* engine, const grpc::CallbackServerContext
     ApplyCallContext(context, caller, &*spec);
     spec->received_at = received;
     spec->one_message = one_message;
+    if (unread != nullptr) {
+      if (absl::Status full = unread->Check(spec->client); !full.ok()) {
+        engine->CountRefusal(full);
+        return full;
+      }
+      stream->CountUnreadIn(unread, spec->client);
+    }
     // The request lives until the call ends and nothing reads its bytes after this point, so
     // the input is moved out instead of copied (it can be tens of MiB).
     std::string input =
@@ -49,10 +57,11 @@ absl::Status SubmitJob(engine::Engine* engine, const grpc::CallbackServerContext
 void StartJobCall(engine::Engine* engine, grpc::CallbackServerContext* context,
                   const v1::SubmitRequest* request, const absl::StatusOr<std::string>& caller,
                   std::chrono::steady_clock::time_point received, int max_queued_events,
-                  bool one_message, const std::shared_ptr<EventStream>& stream) {
+                  bool one_message, UnreadResults* unread,
+                  const std::shared_ptr<EventStream>& stream) {
   const absl::Status status =
       caller.ok() ? SubmitJob(engine, *context, request, *caller, received, max_queued_events,
-                              one_message, stream)
+                              one_message, unread, stream)
                   : caller.status();
   if (status.ok()) return;
   // A failure after the engine accepted the job (it never returns one, but an exception could

@@ -12,6 +12,7 @@
 #include "gpupipe/v1/gpupipe.pb.h"
 #include "server/engine/engine.h"
 #include "server/rpc/event_stream.h"
+#include "server/rpc/unread_results.h"
 
 namespace gpupipe::rpc {
 
@@ -24,11 +25,14 @@ namespace gpupipe::rpc {
 // (`max_queued_events` >= engine::kDirectRunEvents). The request's input bytes are moved out:
 // nothing else may read them. Where the caller was not authenticated or the job was refused,
 // the call is finished with that status and marked as having accepted no job
-// (kAcceptedMetadataKey), so that the client knows it may send the job again. `context` must
-// outlive the call (the reactor's).
+// (kAcceptedMetadataKey), so that the client knows it may send the job again. `unread` (may be
+// null): a client with too many results unread is refused, and the stream's result bytes count
+// as the client's there (EventStream::CountUnreadIn). `context` must outlive the call (the
+// reactor's).
 void StartJobCall(engine::Engine* engine, grpc::CallbackServerContext* context,
                   const v1::SubmitRequest* request, const absl::StatusOr<std::string>& caller,
                   std::chrono::steady_clock::time_point received, int max_queued_events,
-                  bool one_message, const std::shared_ptr<EventStream>& stream);
+                  bool one_message, UnreadResults* unread,
+                  const std::shared_ptr<EventStream>& stream);
 
 }  // namespace gpupipe::rpc

@@ -7,7 +7,7 @@ namespace gpupipe::rpc {
 SubmitReactor::SubmitReactor(engine::Engine* engine, grpc::CallbackServerContext* context,
                              const v1::SubmitRequest* request,
                              const absl::StatusOr<std::string>& caller, int max_queued_events,
-                             StallWatch* watch, ActiveCalls* calls)
+                             StallWatch* watch, UnreadResults* unread, ActiveCalls* calls)
     : context_(context),
       calls_(calls),
       stream_(std::make_shared<EventStream>(this, static_cast<size_t>(max_queued_events))) {
@@ -16,7 +16,7 @@ SubmitReactor::SubmitReactor(engine::Engine* engine, grpc::CallbackServerContext
   if (request->compact_events()) stream_->AllowCompactEvents();
   if (watch != nullptr) watch->Watch(stream_);
   StartJobCall(engine, context, request, caller, received, max_queued_events,
-               /*one_message=*/false, stream_);
+               /*one_message=*/false, unread, stream_);
 }
 
 void SubmitReactor::OnWriteDone(bool ok) { stream_->WriteDone(ok); }

@@ -18,11 +18,13 @@ namespace gpupipe::rpc {
 class SubmitReactor final : public grpc::ServerWriteReactor<v1::JobEvent>, public EventWriter {
  public:
   // `caller`: the caller's token name (empty for none), or why the call is refused.
-  // `watch` (may be null) watches the call for a client that stops reading; `calls` (may be
-  // null) counts it until OnDone.
+  // `watch` (may be null) watches the call for a client that stops reading; `unread` (may be
+  // null) bounds and counts the client's unread results (StartJobCall); `calls` (may be null)
+  // counts the call until OnDone.
   SubmitReactor(engine::Engine* engine, grpc::CallbackServerContext* context,
                 const v1::SubmitRequest* request, const absl::StatusOr<std::string>& caller,
-                int max_queued_events, StallWatch* watch, ActiveCalls* calls = nullptr);
+                int max_queued_events, StallWatch* watch, UnreadResults* unread,
+                ActiveCalls* calls = nullptr);
 
   void OnWriteDone(bool ok) override;
   void OnCancel() override;

@@ -11,7 +11,7 @@ SubmitSmallReactor::SubmitSmallReactor(engine::Engine* engine,
                                        const v1::SubmitRequest* request, v1::CompleteJob* response,
                                        const absl::StatusOr<std::string>& caller,
                                        int max_queued_events, StallWatch* watch,
-                                       ActiveCalls* calls)
+                                       UnreadResults* unread, ActiveCalls* calls)
     : context_(context),
       response_(response),
       calls_(calls),
@@ -21,7 +21,7 @@ SubmitSmallReactor::SubmitSmallReactor(engine::Engine* engine,
   stream_->HoldWholeJob();
   if (watch != nullptr) watch->Watch(stream_);
   StartJobCall(engine, context, request, caller, received, max_queued_events,
-               /*one_message=*/true, stream_);
+               /*one_message=*/true, unread, stream_);
 }
 
 void SubmitSmallReactor::WriteEvent(const v1::JobEvent* /*event*/, bool /*more_follow*/) {

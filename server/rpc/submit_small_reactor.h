@@ -23,7 +23,7 @@ class SubmitSmallReactor final : public grpc::ServerUnaryReactor, public EventWr
   SubmitSmallReactor(engine::Engine* engine, grpc::CallbackServerContext* context,
                      const v1::SubmitRequest* request, v1::CompleteJob* response,
                      const absl::StatusOr<std::string>& caller, int max_queued_events,
-                     StallWatch* watch, ActiveCalls* calls = nullptr);
+                     StallWatch* watch, UnreadResults* unread, ActiveCalls* calls = nullptr);
 
   void OnCancel() override;
   void OnDone() override;

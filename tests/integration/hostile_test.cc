@@ -538,6 +538,84 @@ TEST(Hostile, AClientThatStopsReadingLosesItsLaneAtTheIdleTimeout) {
   EXPECT_TRUE(RunSmallJob(daemon).ok());
 }
 
+// A client that sends jobs and reads none of their results (its receive window never opens)
+// once pinned the results in the daemon's memory until each call's reader idle timeout: the
+// jobs were done, so --max-client-jobs no longer counted them. Its unread results are bounded
+// now (--max-client-unread-mib): further jobs are refused, marked as not accepted, the
+// daemon's memory stays bounded, and other clients are served.
+TEST(Hostile, AClientThatReadsNoResultsCannotPinTheDaemonsMemory) {
+  DaemonProcess daemon(DaemonBinary(), {"--backend", "cpu", "--max-client-unread-mib", "8",
+                                        "--reader-idle-timeout-seconds", "60"});
+  ASSERT_NE(daemon.port(), 0) << daemon.error();
+  auto stub = v1::JobService::NewStub(Channel(daemon, /*grow_window=*/false));
+  auto watcher = v1::JobService::NewStub(Channel(daemon));
+  const auto unread_and_refused = [&](int64_t* unread, int64_t* refused) {
+    grpc::ClientContext context;
+    v1::StatsResponse stats;
+    ASSERT_TRUE(watcher->GetStats(&context, v1::StatsRequest(), &stats).ok());
+    for (const v1::PoolStats& pool : stats.pools()) {
+      if (pool.name() == "unread_results") *unread = pool.used_bytes();
+    }
+    const auto it = stats.rejected().find("max-client-unread-mib");
+    *refused = it == stats.rejected().end() ? 0 : it->second;
+  };
+  const int64_t rss_before = ProcStatusBytes(daemon.pid(), "VmRSS");
+
+  struct Unread {
+    grpc::ClientContext context;
+    std::unique_ptr<grpc::ClientReader<v1::JobEvent>> reader;
+  };
+  std::vector<std::unique_ptr<Unread>> calls;
+  constexpr int kCalls = 64;
+  constexpr int64_t kMib = 1 << 20;
+  int64_t unread = 0;
+  int64_t refused = 0;
+  for (int i = 0; i < kCalls; ++i) {
+    auto call = std::make_unique<Unread>();
+    call->reader = stub->Submit(&call->context,
+                                Request({kMib / 4}, {Relu()}, std::string(kMib, '\0')));
+    calls.push_back(std::move(call));
+    // One call at a time: each is either held whole or refused before the next is sent.
+    const auto deadline = Clock::now() + std::chrono::seconds(10);
+    do {
+      unread_and_refused(&unread, &refused);
+    } while (unread / kMib + refused < i + 1 && Clock::now() < deadline);
+    ASSERT_EQ(unread / kMib + refused, i + 1) << "call " << i;
+  }
+  EXPECT_EQ(unread, 8 * kMib);
+  EXPECT_EQ(refused, kCalls - 8);
+  // Without the bound all 64 results would be held, at more than twice their size; with it the
+  // daemon grows by less than the 64 results themselves.
+  const int64_t rss_after = ProcStatusBytes(daemon.pid(), "VmRSS");
+  EXPECT_LT(rss_after - rss_before, kCalls * kMib) << rss_before << " -> " << rss_after;
+  // A refused call says why and that its job never ran.
+  Outcome last = ReadToEnd(*calls.back()->reader);
+  EXPECT_EQ(last.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(last.status.error_message().find("--max-client-unread-mib"), std::string::npos)
+      << last.status.error_message();
+  const auto& trailers = calls.back()->context.GetServerTrailingMetadata();
+  ASSERT_EQ(trailers.count("gpupipe-accepted"), 1u);
+  EXPECT_EQ(trailers.find("gpupipe-accepted")->second, "0");
+
+  client::ClientOptions other_options;
+  other_options.client_id = "other";
+  auto other = client::JobClient::Create(daemon.target(), other_options);
+  ASSERT_TRUE(other.ok());
+  absl::StatusOr<client::JobResult> served =
+      (*other)->Submit(Request({3}, {Relu()}, AsBytes(std::vector<float>{-1, 0.5f, 2})));
+  ASSERT_TRUE(served.ok()) << served.status();
+  EXPECT_EQ(AsFloats(served->output.data()), (std::vector<float>{0, 0.5f, 2}));
+
+  // Once its calls end, the client is served again and nothing is left held.
+  for (auto& call : calls) call->context.TryCancel();
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  do {
+    unread_and_refused(&unread, &refused);
+  } while (unread != 0 && Clock::now() < deadline);
+  EXPECT_EQ(unread, 0);
+  EXPECT_TRUE(RunSmallJob(daemon).ok());
+}
+
 // A raw TCP connection to the daemon: what a client that speaks little or no HTTP/2 sees.
 class RawConnection {
  public:

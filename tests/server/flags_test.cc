@@ -1,6 +1,6 @@
 // gpupiped's memory and scheduling flags: --device-memory as a percentage or a size,
 // --chunk-mib, --input-ring-mib, --input-ring-total-mib, --priority-hold-ms,
-// --direct-run-max-kib.
+// --direct-run-max-kib, --max-client-unread-mib, --max-unread-mib.
 #include "server/flags.h"
 
 #include <gtest/gtest.h>
@@ -54,6 +54,22 @@ TEST(Flags, InputRingsDefaultTo64MiBPerUploadIn512MiBAndZeroTurnsUploadsOff) {
   ASSERT_FALSE(o.ok());
   EXPECT_NE(o.status().message().find("--input-ring-total-mib"), std::string::npos)
       << o.status();
+}
+
+TEST(Flags, UnreadResultsAre256MiBPerClientIn1GiBByDefault) {
+  absl::StatusOr<DaemonOptions> o = ParseFlags({});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->max_client_unread_bytes, int64_t{256} << 20);
+  EXPECT_EQ(o->max_unread_bytes, int64_t{1} << 30);
+  o = ParseFlags({"--max-client-unread-mib=8", "--max-unread-mib", "64"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->max_client_unread_bytes, int64_t{8} << 20);
+  EXPECT_EQ(o->max_unread_bytes, int64_t{64} << 20);
+  for (const char* flag : {"--max-client-unread-mib", "--max-unread-mib"}) {
+    o = ParseFlags({flag, "0"});  // no off switch: results wait in memory either way
+    ASSERT_FALSE(o.ok()) << flag;
+    EXPECT_NE(o.status().message().find(flag), std::string::npos) << o.status();
+  }
 }
 
 TEST(Flags, RegionLimitsHaveTheirDefaultsAndZeroGibTurnsRegionsOff) {

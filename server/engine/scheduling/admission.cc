@@ -7,12 +7,11 @@ namespace {
 
 double Mib(int64_t bytes) { return static_cast<double>(bytes) / double(1 << 20); }
 
-// A client's name in a message: its own text, or what an anonymous client is.
+}  // namespace
+
 std::string ClientName(const std::string& client) {
   return client.empty() ? std::string("an anonymous client") : "client '" + client + "'";
 }
-
-}  // namespace
 
 absl::Status Admission::Check(const AdmissionTicket& job) const {
   const int level_queued = queued_jobs_[Level(job.priority)];

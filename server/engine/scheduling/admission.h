@@ -32,6 +32,9 @@ struct AdmissionLimits {
   int max_client_uploads = 4;
 };
 
+// A client's name in a refusal's message: "client 'NAME'", or what an anonymous client is.
+std::string ClientName(const std::string& client);
+
 // One job as admission counts it.
 struct AdmissionTicket {
   std::string client;

@@ -31,11 +31,13 @@ std::string RefusalReason(const absl::Status& status) {
                                                       "input-ring-total-mib",
                                                       "max-client-jobs",
                                                       "max-client-queued-mib",
+                                                      "max-client-unread-mib",
                                                       "max-client-uploads",
                                                       "max-input-mib",
                                                       "max-queued-jobs",
                                                       "max-queued-mib",
                                                       "max-stream-input-gib",
+                                                      "max-unread-mib",
                                                       "max-work-per-byte"};
   const absl::string_view message = status.message();
   constexpr absl::string_view kPrefix = "gpupiped --";

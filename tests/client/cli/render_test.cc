@@ -457,6 +457,14 @@ TEST(RenderTest, DescribeText) {
       limits,
       HasSubstr("work      chunks of at least 64.0 KiB, at most 4096 operations per byte\n"));
   EXPECT_THAT(limits, HasSubstr("idle      upload 30 s, reader none\n"));
+  // Results held unread (server/rpc/unread_results.h), where the daemon states them.
+  l->set_max_unread_bytes(int64_t{1} << 30);
+  l->set_max_client_unread_bytes(int64_t{256} << 20);
+  const std::string unread = RenderDescribeText(admission);
+  EXPECT_THAT(unread, HasSubstr("queue     1024 jobs per priority, 2.0 GiB held, results of "
+                                "1.0 GiB unread\n"));
+  EXPECT_THAT(unread,
+              HasSubstr("client    256 jobs, 512.0 MiB queued, 4 uploads, 256.0 MiB unread\n"));
   v1::DescribeResponse cpu;
   cpu.set_backend("cpu");
   EXPECT_THAT(RenderDescribeText(cpu), HasSubstr("device    none (CPU backend)\n"));

@@ -50,6 +50,7 @@ v1::StatsResponse Stats() {
   v1::ClientStats* c = s.add_clients();
   c->set_client("ipv4:10.0.0.7/batch");
   c->set_active_jobs(2);
+  c->set_unread_bytes(3 << 20);
   (*c->mutable_jobs()->mutable_by_status())["OK"] = 5;
   v1::PoolStats* pool = s.add_pools();
   pool->set_name("input_rings");
@@ -76,10 +77,14 @@ TEST(StatsViewTest, TextShowsEachPriorityClientPoolAndRefusal) {
   // high: 2 lanes, 1 busy, 3 queued, 10 ended, 8 ok, 2 failed; total p50 3.25 ms (rank 5: the
   // first of the second bucket's 4), p99 past the last bound.
   EXPECT_THAT(text, ::testing::ContainsRegex("high +2 +1 +3 +10 +8 +2 .* 3\\.25 ms +> 10\\.00 ms"));
-  EXPECT_THAT(text, ::testing::ContainsRegex("ipv4:10.0.0.7/batch +2 +0 +0 B +5 +5 +0"));
+  // active 2, uploads 0, queued 0 B, unread 3 MiB, ended 5, ok 5, failed 0
+  EXPECT_THAT(text,
+              ::testing::ContainsRegex("ipv4:10.0.0.7/batch +2 +0 +0 B +3\\.0 MiB +5 +5 +0"));
   EXPECT_THAT(text, HasSubstr("pools     input_rings  used 1.0 MiB of 64.0 MiB\n"));
   EXPECT_THAT(text, HasSubstr("graphs    hits 3, updates 0"));
   EXPECT_THAT(text, HasSubstr("rejected  max-client-jobs 4, unauthenticated 1\n"));
+  // A label wider than the label column keeps a space before its value.
+  EXPECT_THAT(text, HasSubstr("\ndirect runs 0\n"));
   v1::StatsResponse empty;
   EXPECT_THAT(RenderStatsText(empty), HasSubstr("clients   none yet\n"));
   EXPECT_THAT(RenderStatsText(empty), HasSubstr("rejected  none\n"));
