@@ -173,6 +173,8 @@ TEST_F(CudaIpc, JobsRunOnDeviceBuffersOfAnotherProcessWithNoHostCopy) {
       inline_in.mutable_input()->set_data(input);
       *inline_in.mutable_output_region() = request.output_region();
       ASSERT_EQ(cudaMemset(out.data(), 0, want.size() + 512), cudaSuccess);
+      // The clear is asynchronous to this process: it must be done before the daemon writes.
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
       ASSERT_TRUE(gpu_client_->Submit(inline_in).ok());
       ExpectClose(out.Download(static_cast<int64_t>(want.size()), 512), want, c.exact, c.reduced);
     }

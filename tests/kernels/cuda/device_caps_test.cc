@@ -69,6 +69,9 @@ TEST_F(DeviceCapsTest, BulkStagingRunsOnlyWhereTheCodeHasIt) {
   ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&d_out), n * sizeof(float)), cudaSuccess);
   ASSERT_EQ(cudaMemcpy(d_in, in.data(), n * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
   ASSERT_EQ(cudaMemset(d_out, 0, n * sizeof(float)), cudaSuccess);
+  // cudaMemset runs on the legacy stream, asynchronously to the host: without this it may run
+  // after the kernel on the non-blocking stream_ and clear its result.
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   EwProgram program;
   program.Append({EwOpcode::kAffine, 2.0, 1.0});
   LaunchConfig config;
