@@ -216,7 +216,8 @@ class JobClient {
   std::mutex calls_mu_;
   std::vector<std::unique_ptr<v1::JobService::Stub>> call_stubs_;  // of calls 1, 2, ...
   int max_run_streams_ = 0;                                        // 0: not asked yet
-  // Set once the daemon answered SubmitSmall with UNIMPLEMENTED (an older daemon).
+  // Set once the daemon answered SubmitSmall with UNIMPLEMENTED and then decoded the same
+  // request as a Submit (an older daemon; see StartSubmitCall).
   std::atomic<bool> submit_small_unsupported_{false};
 };
 

@@ -21,7 +21,26 @@ struct Job {
   bool deadline_set = false;
   SubmitDone done;
   std::atomic<bool>* submit_small_unsupported = nullptr;
+  // SubmitSmall answered UNIMPLEMENTED, which gRPC also answers for a request it cannot
+  // decode: the daemon lacks SubmitSmall only if it decodes the same request as a Submit.
+  bool small_unimplemented = false;
 };
+
+// Whether a Submit call that ended with `status` (`accepted`: after an Accepted event) reached
+// the daemon's own handling of its request, which gRPC runs only on a request it decoded.
+bool DaemonDecoded(const grpc::Status& status, bool accepted) {
+  switch (status.error_code()) {
+    case grpc::StatusCode::OK:
+    case grpc::StatusCode::INVALID_ARGUMENT:
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+    case grpc::StatusCode::FAILED_PRECONDITION:
+    case grpc::StatusCode::PERMISSION_DENIED:
+    case grpc::StatusCode::UNAUTHENTICATED:
+      return true;
+    default:
+      return accepted;
+  }
+}
 
 // One call of a job. Owns itself from Start to OnDone, where it reports, or hands the job to
 // the next call, and deletes itself.
@@ -72,6 +91,9 @@ class SubmitCall final : public grpc::ClientReadReactor<v1::JobEvent> {
         delete this;
         return;
       }
+    }
+    if (job_->small_unimplemented && DaemonDecoded(status, assembler_.accepted())) {
+      job_->submit_small_unsupported->store(true, std::memory_order_relaxed);
     }
     // As JobClient::Submit: a failed Done carries the job's own verdict.
     absl::StatusOr<JobResult> result = !stream_error_.ok()
@@ -137,10 +159,11 @@ class SubmitSmallCall final {
   }
 
   // Whether the job may go on as Submit calls: the daemon ran nothing (it refused the call
-  // before accepting a job, or does not know SubmitSmall).
+  // before accepting a job, or does not know SubmitSmall, or could not decode the request:
+  // the Submit call tells which, see Job::small_unimplemented).
   bool GoesOnAsSubmit(const grpc::Status& status) {
     if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
-      job_->submit_small_unsupported->store(true, std::memory_order_relaxed);
+      job_->small_unimplemented = true;
       return true;
     }
     return (status.error_code() == grpc::StatusCode::INVALID_ARGUMENT ||

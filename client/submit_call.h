@@ -52,8 +52,9 @@ inline constexpr int64_t kSubmitSmallInputBytes = int64_t{64} << 10;
 // With `submit_small_unsupported` (null: never), a job of at most kSubmitSmallInputBytes of
 // inline input without explain or dry_run goes first as one SubmitSmall call; where the daemon
 // refuses it before accepting it (too large for one message: INVALID_ARGUMENT; draining:
-// UNAVAILABLE) or does not know the method (UNIMPLEMENTED, which also sets
-// `*submit_small_unsupported` so that later jobs skip it), the job goes on as Submit calls.
+// UNAVAILABLE) or answers UNIMPLEMENTED, the job goes on as Submit calls. UNIMPLEMENTED is
+// also gRPC's answer to a request it cannot decode, so `*submit_small_unsupported` is set (later
+// jobs skip SubmitSmall) only once the daemon decoded the same request as a Submit.
 void StartSubmitCall(v1::JobService::Stub* stub,
                      const std::function<void(grpc::ClientContext*)>& prepare,
                      const v1::SubmitRequest& request, SubmitDone done, int attempts = 1,

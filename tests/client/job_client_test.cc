@@ -30,6 +30,9 @@ class FakeJobService final : public v1::JobService::Service {
   // The mark on the scripted call too (which a daemon never sends after an event).
   bool mark_final = false;
   int submits = 0;  // calls received
+  // The next `undecodable` Submit calls get UNIMPLEMENTED with no message, as gRPC answers a
+  // request it cannot decode.
+  int undecodable = 0;
   std::mutex mu;
 
   grpc::Status Submit(grpc::ServerContext* context, const v1::SubmitRequest* request,
@@ -37,6 +40,10 @@ class FakeJobService final : public v1::JobService::Service {
     {
       std::lock_guard<std::mutex> lock(mu);
       ++submits;
+      if (undecodable > 0) {
+        --undecodable;
+        return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "");
+      }
       if (refusals > 0) {
         --refusals;
         if (mark_refusals) context->AddTrailingMetadata(kAcceptedMetadataKey, "0");
@@ -443,6 +450,26 @@ TEST_F(JobClientTest, ADaemonWithoutSubmitSmallIsAskedOnce) {
   }
   EXPECT_EQ(SubmitSmalls(), 1);
   EXPECT_EQ(Submits(), 3);
+}
+
+TEST_F(JobClientTest, AnUndecodableRequestDoesNotTurnSubmitSmallOff) {
+  // gRPC answers a request it cannot decode (bad UTF-8 in a string field) with UNIMPLEMENTED,
+  // as it answers a method the daemon lacks. A job whose Submit gets the same answer says
+  // nothing about SubmitSmall: the next job still tries it.
+  AnswerSmall();
+  service_.small_answers = false;  // SubmitSmall: UNIMPLEMENTED
+  service_.undecodable = 1;
+  ScriptOneFloat();
+  EXPECT_EQ(SubmitAsyncAndWait(v1::SubmitRequest()).status().code(),
+            absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(SubmitSmalls(), 1);
+  EXPECT_EQ(Submits(), 1);
+  service_.small_answers = true;  // the daemon does answer SubmitSmall
+  absl::StatusOr<JobResult> r = SubmitAsyncAndWait(v1::SubmitRequest());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->output.data(), "yyyy");
+  EXPECT_EQ(SubmitSmalls(), 2);
+  EXPECT_EQ(Submits(), 1);
 }
 
 TEST_F(JobClientTest, LargePlannedOrOptedOutJobsGoAsSubmit) {

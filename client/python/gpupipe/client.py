@@ -218,6 +218,16 @@ def submit_retry_delay(attempt):
     return min(0.05 * 2 ** min(max(attempt - 2, 0), 5), 1.0)
 
 
+# _submit_small's answer for UNIMPLEMENTED.
+_UNIMPLEMENTED = object()
+# Statuses of a Submit call that only the daemon's own handling of a request gives, which gRPC
+# runs only on a request it decoded.
+_DAEMON_DECODED = frozenset({grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.RESOURCE_EXHAUSTED,
+                             grpc.StatusCode.FAILED_PRECONDITION,
+                             grpc.StatusCode.PERMISSION_DENIED,
+                             grpc.StatusCode.UNAUTHENTICATED})
+
+
 def marked_as_accepting_none(err):
     """Whether the daemon marked a call that failed with `err` (a grpc.RpcError) as having
     accepted no job, whatever its status."""
@@ -338,7 +348,9 @@ class Client:
         self.submit_attempts = submit_attempts
         # A job of at most SUBMIT_SMALL_BYTES without explain goes first as one SubmitSmall
         # call; one the daemon refuses as too large for one message goes as Submit. Turned off
-        # for good by a daemon that does not know SubmitSmall.
+        # for good by a daemon that does not know SubmitSmall (it answers UNIMPLEMENTED, and
+        # then decodes the same request as a Submit: gRPC also answers UNIMPLEMENTED to a
+        # request it cannot decode, which says nothing about the method).
         self.submit_small = submit_small
         options = _channel_options(self._resolved)
         if tls_ca or tls_cert or tls_key:
@@ -626,22 +638,31 @@ class Client:
                 return self._submit_striped(array, request, out, streams)
             return self._submit_streamed(array, request, out)
         request.input.data = array.tobytes()
+        small = None
         if self.submit_small and not explain and array.nbytes <= SUBMIT_SMALL_BYTES:
-            result = self._submit_small(request, out)
-            if result is not None:
-                return result
-        return self._submit_call(request, out, "inline")[0]
+            small = self._submit_small(request, out)
+            if small is not None and small is not _UNIMPLEMENTED:
+                return small
+        try:
+            result = self._submit_call(request, out, "inline")[0]
+        except JobError as e:
+            if small is _UNIMPLEMENTED and e.code in _DAEMON_DECODED:
+                self.submit_small = False
+            raise
+        if small is _UNIMPLEMENTED:
+            self.submit_small = False
+        return result
 
     def _submit_small(self, request, out):
         """The job as one unary SubmitSmall call: its Result, or None where it is to go as
         Submit (the daemon refused it before accepting it, as too large for one message or
-        while draining, or does not know SubmitSmall)."""
+        while draining), or _UNIMPLEMENTED (the daemon lacks SubmitSmall or could not decode
+        the request; it goes as Submit, which tells which)."""
         try:
             job = self._stub.SubmitSmall(request, timeout=self.deadline, metadata=self._metadata)
         except grpc.RpcError as e:
             if e.code() == grpc.StatusCode.UNIMPLEMENTED:
-                self.submit_small = False
-                return None
+                return _UNIMPLEMENTED
             if e.code() in (grpc.StatusCode.INVALID_ARGUMENT,
                             grpc.StatusCode.UNAVAILABLE) and marked_as_accepting_none(e):
                 return None

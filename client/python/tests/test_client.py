@@ -74,6 +74,40 @@ def test_small_jobs_go_as_one_unary_call_and_others_as_submit(daemon, rng):
         assert small_calls.calls == 0
 
 
+class _Unimplemented(grpc.RpcError):
+    """What gRPC answers both for a method the daemon lacks and for a request it cannot
+    decode (bad UTF-8 in a string field): UNIMPLEMENTED, with no message."""
+
+    def code(self):
+        return grpc.StatusCode.UNIMPLEMENTED
+
+    def details(self):
+        return ""
+
+    def trailing_metadata(self):
+        return ()
+
+
+def test_an_undecodable_request_does_not_turn_submit_small_off(daemon, rng):
+    def unimplemented(*args, **kwargs):
+        raise _Unimplemented()
+
+    x = rng.uniform(-4, 4, (2, 64)).astype(np.float32)
+    with gpupipe.Client(daemon.target) as client:
+        client._stub.SubmitSmall = _Counting(unimplemented)
+        submit = client._stub.Submit
+        client._stub.Submit = unimplemented  # the same request fails to decode as a Submit
+        with pytest.raises(gpupipe.JobError) as err:
+            client.submit(x, "relu")
+        assert err.value.code == grpc.StatusCode.UNIMPLEMENTED
+        assert client.submit_small  # nothing said the daemon lacks SubmitSmall
+        client._stub.Submit = submit  # the daemon decodes it as a Submit: it lacks SubmitSmall
+        np.testing.assert_array_equal(client.submit(x, "relu").output, np.maximum(x, 0))
+        assert not client.submit_small and client._stub.SubmitSmall.calls == 2
+        client.submit(x, "relu")
+        assert client._stub.SubmitSmall.calls == 2
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, np.int32, np.int64])
 def test_every_dtype(daemon, rng, dtype):
     x = rng.integers(-5, 6, (3, 257)).astype(dtype)
