@@ -124,12 +124,12 @@ Runs the gpupipe job service: a gRPC daemon that owns one GPU.
   --max-client-jobs N        jobs one client may have queued or running (default 256)
   --max-client-queued-mib N  memory one client's queued jobs may hold (default 512)
   --max-client-uploads N     Run uploads one client may have in progress (default 4)
-  --max-client-unread-mib N  results one client's calls have not read yet (finished jobs
-                             included) before its next job is refused (default 256)
-  --max-unread-mib N         the same over all clients (default 1024)
                              (a client: its TLS identity, else its address without the
                              port, refined by a `client-id` metadata value; within a
                              priority, lanes take clients' jobs round-robin)
+  --max-client-unread-mib N  results of one client's finished jobs that it has not read yet
+                             before its next job is refused (default 256)
+  --max-unread-mib N         the same over all clients, for clients holding any (default 1024)
   --max-run-streams N        calls one Run may be split over (RunRequest.stripes), each
                              holding at most one data message while it waits (default 16)
   --max-work-per-byte N      refuse a job whose estimated work exceeds N element operations

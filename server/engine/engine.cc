@@ -357,6 +357,11 @@ class Engine::Impl {
     return in_flight_.load();
   }
 
+  bool accepting() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return !stopping_ && !stopping_accepting_;
+  }
+
   bool Drain(std::chrono::milliseconds timeout) {
     std::unique_lock<std::mutex> lock(mu_);
     stopping_accepting_ = true;
@@ -1149,5 +1154,6 @@ void Engine::StopRunningJobs() { impl_->StopRunningJobs(); }
 void Engine::Shutdown() { impl_->Shutdown(); }
 bool Engine::Drain(std::chrono::milliseconds timeout) { return impl_->Drain(timeout); }
 int64_t Engine::jobs_in_flight() const { return impl_->jobs_in_flight(); }
+bool Engine::accepting() const { return impl_->accepting(); }
 
 }  // namespace gpupipe::engine

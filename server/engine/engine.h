@@ -219,6 +219,8 @@ class Engine {
 
   // Jobs accepted and not yet done.
   int64_t jobs_in_flight() const;
+  // False once Drain or Shutdown began: Submit answers UNAVAILABLE.
+  bool accepting() const;
 
  private:
   class Impl;

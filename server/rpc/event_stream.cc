@@ -113,6 +113,11 @@ void EventStream::OnTiming(const engine::JobTiming& timing) {
 
 void EventStream::OnDone(const absl::Status& job_status) {
   std::unique_lock<std::mutex> lock(mu_);
+  // The job no longer counts against the engine's admission; what it left here does now.
+  if (unread_ != nullptr && !unread_counted_) {
+    unread_counted_ = true;
+    unread_->Hold(unread_client_, held_bytes_);
+  }
   if (aborted_) return;  // the call already ends with the abort's status
   const absl::Status& status = job_status.ok() ? input_failure_ : job_status;
   if (status.ok() && hold_success_ && !input_ended_) {
@@ -281,13 +286,13 @@ void EventStream::MarkGone(absl::Status reason) {
 void EventStream::HoldBytes(int64_t bytes) {
   if (unread_ == nullptr || bytes <= 0) return;
   held_bytes_ += bytes;
-  unread_->Hold(unread_client_, bytes);
+  if (unread_counted_) unread_->Hold(unread_client_, bytes);
 }
 
 void EventStream::ReleaseBytes(int64_t bytes) {
   if (unread_ == nullptr || bytes <= 0) return;
   held_bytes_ -= bytes;
-  unread_->Release(unread_client_, bytes);
+  if (unread_counted_) unread_->Release(unread_client_, bytes);
 }
 
 void EventStream::Push(std::unique_lock<std::mutex> lock, v1::JobEvent event) {

@@ -94,9 +94,11 @@ class EventStream final : public engine::JobSink {
   // result chunks are joined as they come (a batch may deliver a job's rows in two), without
   // waiting for room in the queue.
   void HoldWholeJob();
-  // Counts the result bytes this stream holds, from OnChunk until their write completes or the
-  // call is over, as `client`'s in `unread` (which must outlive the stream). Called before the
-  // job is submitted, at most once.
+  // Counts the result bytes this stream holds once its job is done (OnDone), until their write
+  // completes or the call is over, as `client`'s in `unread` (which must outlive the stream).
+  // A running job's bytes are not counted: it counts against the engine's admission limits
+  // (--max-client-jobs), and the queue here bounds them (max_queued). Called before the job is
+  // submitted, at most once.
   void CountUnreadIn(UnreadResults* unread, std::string client);
   // The client half-closed after sending the whole input.
   void InputEnded();
@@ -163,7 +165,8 @@ class EventStream final : public engine::JobSink {
   grpc::Status final_status_;
   UnreadResults* unread_ = nullptr;  // CountUnreadIn
   std::string unread_client_;
-  int64_t held_bytes_ = 0;  // result bytes counted in unread_
+  int64_t held_bytes_ = 0;        // result bytes held (with unread_)
+  bool unread_counted_ = false;  // the job is done: held_bytes_ count in unread_
 };
 
 }  // namespace gpupipe::rpc

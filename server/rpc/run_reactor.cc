@@ -146,7 +146,7 @@ bool RunReactor::OnSpec(v1::RunRequest* message) {
     return false;
   }
   ApplyCallContext(*context_, caller_, &*spec);
-  if (unread_ != nullptr) {
+  if (unread_ != nullptr && engine_->accepting()) {  // draining: the engine's UNAVAILABLE
     if (absl::Status full = unread_->Check(spec->client); !full.ok()) {
       if (striped) {
         runs_->Refuse(spec->client, message->stripes(),
@@ -165,7 +165,9 @@ bool RunReactor::OnSpec(v1::RunRequest* message) {
   absl::StatusOr<std::shared_ptr<engine::InputRing>> ring =
       engine_->SubmitStreamed(*std::move(spec), stream_);
   if (!ring.ok()) {
-    stream_->FinishNow(ToGrpcStatus(ring.status()));  // the engine counted the refusal
+    // The engine counted the refusal; the mark says no job ran, as Submit's refusals do.
+    if (!stream_->accepted()) context_->AddTrailingMetadata(kAcceptedMetadataKey, "0");
+    stream_->FinishNow(ToGrpcStatus(ring.status()));
     return false;
   }
   return BeginUpload(engine::StripedInput::Create(*std::move(ring), 1), 0);
@@ -297,6 +299,7 @@ void RunReactor::OnEndedEarly() {
 
 void RunReactor::Reject(const absl::Status& status) {
   engine_->CountRefusal(status);
+  if (!stream_->accepted()) context_->AddTrailingMetadata(kAcceptedMetadataKey, "0");
   stream_->FinishNow(ToGrpcStatus(status));
 }
 

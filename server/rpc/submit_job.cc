@@ -29,7 +29,9 @@ absl::Status SubmitJob(engine::Engine* engine, const grpc::CallbackServerContext
     ApplyCallContext(context, caller, &*spec);
     spec->received_at = received;
     spec->one_message = one_message;
-    if (unread != nullptr) {
+    // A draining daemon's UNAVAILABLE (which clients send elsewhere) comes before the ledger's
+    // RESOURCE_EXHAUSTED.
+    if (unread != nullptr && engine->accepting()) {
       if (absl::Status full = unread->Check(spec->client); !full.ok()) {
         engine->CountRefusal(full);
         return full;

@@ -23,11 +23,12 @@ absl::Status UnreadResults::Check(const std::string& client) const {
         "may leave unread (gpupiped --max-client-unread-mib); read them before sending more jobs",
         ClientName(client), Mib(own), Mib(limits_.max_client_bytes)));
   }
-  if (total_ >= limits_.max_bytes) {
+  if (own > 0 && total_ >= limits_.max_bytes) {
     return absl::ResourceExhaustedError(absl::StrFormat(
-        "the server is busy: its clients have %.1f MiB of results they have not read, at or "
-        "over the %.1f MiB it holds (gpupiped --max-unread-mib); retry later",
-        Mib(total_), Mib(limits_.max_bytes)));
+        "%s has %.1f MiB of results its calls have not read, and all clients together %.1f "
+        "MiB, at or over the %.1f MiB the server holds (gpupiped --max-unread-mib); read them "
+        "before sending more jobs",
+        ClientName(client), Mib(own), Mib(total_), Mib(limits_.max_bytes)));
   }
   return absl::OkStatus();
 }

@@ -1,13 +1,15 @@
-// Results the service holds for clients that have not read them yet: the result bytes of every
-// call's events from the moment the engine hands them over until the client has them (their
-// write completed) or the call is over. A job stops counting against the engine's admission
-// limits once it is done, but its result stays in server memory until its client reads it, and
-// a client that opens calls and never reads (a zero flow-control window) could otherwise pile
-// up finished results until each call's reader idle timeout. So a client that holds
-// `max_client_bytes` or more unread, or any client while all of them hold `max_bytes` or more,
-// may not start another job: RESOURCE_EXHAUSTED naming the flag, before the job is accepted.
-// Jobs already accepted still deliver, so the bound is the limit plus what the client's jobs in
-// flight (gpupiped --max-client-jobs) produce.
+// Results the service holds for clients that have not read them yet: the result bytes of the
+// calls whose jobs are done, from the job's end until the client has them (their write
+// completed) or the call is over. A job stops counting against the engine's admission limits
+// once it is done, but its result stays in server memory until its client reads it, and a
+// client that opens calls and never reads (a zero flow-control window) could otherwise pile up
+// finished results until each call's reader idle timeout. (A running job's results are bounded
+// by its call's event queue and by --max-client-jobs.) So a client that holds
+// `max_client_bytes` or more unread may not start another job, nor may a client that holds any
+// while all clients together hold `max_bytes` or more: RESOURCE_EXHAUSTED naming the flag,
+// before the job is accepted. A client that holds nothing unread is not refused for others'
+// results. Jobs already accepted still deliver, so the bound is the limit plus what the
+// client's jobs in flight (gpupiped --max-client-jobs) produce.
 //
 // Thread safety: every method may be called from any thread (one mutex; it calls nothing).
 #pragma once

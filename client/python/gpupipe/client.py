@@ -646,7 +646,8 @@ class Client:
         try:
             result = self._submit_call(request, out, "inline")[0]
         except JobError as e:
-            if small is _UNIMPLEMENTED and e.code in _DAEMON_DECODED:
+            if small is _UNIMPLEMENTED and (getattr(e, "after_events", False)
+                                            or e.code in _DAEMON_DECODED):
                 self.submit_small = False
             raise
         if small is _UNIMPLEMENTED:
@@ -681,7 +682,8 @@ class Client:
             try:
                 return self._collect(self._events(self._stub.Submit, request, seen, timeout), out,
                                      transport, with_bytes=with_bytes)
-            except JobError:
+            except JobError as e:
+                e.after_events = seen["events"] > 0  # the daemon decoded the request
                 delay = submit_retry_delay(attempt + 1)
                 if (not seen["refused"] or seen["events"] or attempt == self.submit_attempts
                         or time.monotonic() + delay >= deadline):

@@ -40,9 +40,11 @@ TEST(UnreadResults, RefusesAClientAtItsLimitAndEveryoneAtTheTotal) {
 
   unread.Hold("b", 3 * kMib);
   unread.Hold("c", 3 * kMib);
-  const absl::Status busy = unread.Check("d");
+  // At the total, a client holding unread results is refused; one holding none is not.
+  const absl::Status busy = unread.Check("b");
   EXPECT_EQ(busy.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_NE(busy.message().find("(gpupiped --max-unread-mib)"), std::string::npos) << busy;
+  EXPECT_TRUE(unread.Check("d").ok());
   EXPECT_EQ(unread.total_bytes(), 10 * kMib);
   EXPECT_EQ(unread.clients().size(), 3u);
 
@@ -190,6 +192,10 @@ TEST_F(UnreadServiceTest, AClientThatLeavesResultsUnreadIsRefusedUntilTheyAreGon
     const grpc::Status status = run->Finish();
     EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << status.error_message();
     EXPECT_NE(status.error_message().find("--max-client-unread-mib"), std::string::npos);
+    const auto& trailers = context.GetServerTrailingMetadata();
+    const auto mark = trailers.find(kAcceptedMetadataKey);
+    ASSERT_NE(mark, trailers.end());  // a Run refused at its spec is marked as Submit's are
+    EXPECT_EQ(mark->second, "0");
   }
 
   // Stats name the bytes, the client, and the refusals.
@@ -217,13 +223,38 @@ TEST_F(UnreadServiceTest, AllClientsTogetherAreBoundedToo) {
   Start({/*max_bytes=*/2 * kMib, /*max_client_bytes=*/64 * kMib});
   Stall(Relu(2));
   EXPECT_EQ(WaitForUnread([](int64_t b) { return b >= 2 * kMib; }), 2 * kMib);
+  // The client holding the results is refused at the total, under its own limit...
   std::string mark;
-  const grpc::Status busy = SubmitAndRead(Relu(1), "someone-else", &mark);
+  const grpc::Status busy = SubmitAndRead(Relu(1), "", &mark);
   EXPECT_EQ(busy.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_NE(busy.error_message().find("--max-unread-mib"), std::string::npos)
       << busy.error_message();
   EXPECT_EQ(mark, "0");
   EXPECT_EQ(service_->Stats().rejected().at("max-unread-mib"), 1);
+  // ... and a client that holds none is not refused for it.
+  EXPECT_TRUE(SubmitAndRead(Relu(1), "someone-else", &mark).ok());
+}
+
+TEST_F(UnreadServiceTest, ARunningJobsResultsDoNotCount) {
+  // A job whose reader reads nothing fills its call's event queue and waits: it still counts
+  // against the engine's admission (--max-client-jobs), and its results are not unread ones.
+  v1::SubmitRequest many_chunks = Relu(8);
+  many_chunks.mutable_options()->set_chunk_bytes(1 << 20);
+  Stall(many_chunks);
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  while (engine_->jobs_in_flight() != 1 && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  ASSERT_EQ(engine_->jobs_in_flight(), 1);  // waiting for room in its queue
+  EXPECT_EQ(UnreadBytes(), 0);
+  std::string mark;
+  EXPECT_TRUE(SubmitAndRead(Relu(1), "", &mark).ok());  // the same client is served
+  // Once the call ends (here: cancelled), the job ends too and nothing stays counted.
+  stalled_.front()->context.TryCancel();
+  EXPECT_EQ(WaitForUnread([&](int64_t b) { return b == 0 && engine_->jobs_in_flight() == 0; }),
+            0);
+  EXPECT_EQ(engine_->jobs_in_flight(), 0);
 }
 
 TEST_F(UnreadServiceTest, ReadResultsAndEndedCallsLeaveNothingCounted) {
