@@ -146,8 +146,9 @@ bool RunReactor::OnSpec(v1::RunRequest* message) {
     return false;
   }
   ApplyCallContext(*context_, caller_, &*spec);
-  if (unread_ != nullptr && engine_->accepting()) {  // draining: the engine's UNAVAILABLE
-    if (absl::Status full = unread_->Check(spec->client); !full.ok()) {
+  if (unread_ != nullptr) {
+    // Draining: the engine's UNAVAILABLE comes first (SubmitStreamed answers it).
+    if (absl::Status full = unread_->Check(spec->client); !full.ok() && engine_->accepting()) {
       if (striped) {
         runs_->Refuse(spec->client, message->stripes(),
                       std::make_shared<RunSeat>(stream_, 0, nullptr), full);

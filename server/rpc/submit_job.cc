@@ -29,10 +29,10 @@ absl::Status SubmitJob(engine::Engine* engine, const grpc::CallbackServerContext
     ApplyCallContext(context, caller, &*spec);
     spec->received_at = received;
     spec->one_message = one_message;
-    // A draining daemon's UNAVAILABLE (which clients send elsewhere) comes before the ledger's
-    // RESOURCE_EXHAUSTED.
-    if (unread != nullptr && engine->accepting()) {
-      if (absl::Status full = unread->Check(spec->client); !full.ok()) {
+    if (unread != nullptr) {
+      // A draining daemon's UNAVAILABLE (which clients send elsewhere; the engine's Submit
+      // answers it) comes before the ledger's RESOURCE_EXHAUSTED.
+      if (absl::Status full = unread->Check(spec->client); !full.ok() && engine->accepting()) {
         engine->CountRefusal(full);
         return full;
       }

@@ -218,6 +218,18 @@ TEST_F(UnreadServiceTest, AClientThatLeavesResultsUnreadIsRefusedUntilTheyAreGon
   EXPECT_EQ(UnreadBytes(), 0);
 }
 
+TEST_F(UnreadServiceTest, ADrainingDaemonAnswersUnavailableFirst) {
+  // A client over its limit that reaches a draining daemon gets the marked UNAVAILABLE, which
+  // clients answer by sending the job to another daemon, not the ledger's refusal.
+  for (int i = 0; i < 3; ++i) Stall(Relu(1));
+  EXPECT_EQ(WaitForUnread([](int64_t b) { return b >= 3 * kMib; }), 3 * kMib);
+  ASSERT_TRUE(engine_->Drain(std::chrono::milliseconds(1000)));
+  std::string mark;
+  const grpc::Status status = SubmitAndRead(Relu(1), "", &mark);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE) << status.error_message();
+  EXPECT_EQ(mark, "0");
+}
+
 TEST_F(UnreadServiceTest, AllClientsTogetherAreBoundedToo) {
   TearDown();
   Start({/*max_bytes=*/2 * kMib, /*max_client_bytes=*/64 * kMib});
