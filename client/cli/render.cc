@@ -507,20 +507,17 @@ std::string RenderDescribeText(const v1::DescribeResponse& d) {
                                            FormatBytes(l.input_ring_total_bytes())));
     }
     if (l.max_queued_jobs() > 0) {
+      // Daemons that bound unread results state it (0: not stated).
+      const auto unread = [](int64_t bytes, absl::string_view before) {
+        return bytes > 0 ? absl::StrCat(before, FormatBytes(bytes), " unread") : std::string();
+      };
       text += Line("queue", absl::StrCat(l.max_queued_jobs(), " jobs per priority, ",
                                          FormatBytes(l.max_queued_bytes()), " held",
-                                         l.max_unread_bytes() > 0
-                                             ? absl::StrCat(", results of ",
-                                                            FormatBytes(l.max_unread_bytes()),
-                                                            " unread")
-                                             : std::string()));
-      const std::string unread =
-          l.max_client_unread_bytes() > 0
-              ? absl::StrCat(", ", FormatBytes(l.max_client_unread_bytes()), " unread")
-              : std::string();
+                                         unread(l.max_unread_bytes(), ", results of ")));
       text += Line("client", absl::StrCat(l.max_client_jobs(), " jobs, ",
                                           FormatBytes(l.max_client_queued_bytes()), " queued, ",
-                                          l.max_client_uploads(), " uploads", unread));
+                                          l.max_client_uploads(), " uploads",
+                                          unread(l.max_client_unread_bytes(), ", ")));
     }
     if (l.min_chunk_bytes() > 0 || l.max_work_per_byte() > 0) {
       text +=

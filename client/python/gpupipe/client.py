@@ -63,6 +63,8 @@ class JobError(Exception):
         super().__init__(f"{code.name}: {message}")
         self.code = code
         self.message = message
+        # A Submit call that failed after events came: the daemon had decoded its request.
+        self.after_events = False
 
 
 @dataclasses.dataclass
@@ -646,8 +648,7 @@ class Client:
         try:
             result = self._submit_call(request, out, "inline")[0]
         except JobError as e:
-            if small is _UNIMPLEMENTED and (getattr(e, "after_events", False)
-                                            or e.code in _DAEMON_DECODED):
+            if small is _UNIMPLEMENTED and (e.after_events or e.code in _DAEMON_DECODED):
                 self.submit_small = False
             raise
         if small is _UNIMPLEMENTED:
@@ -683,7 +684,7 @@ class Client:
                 return self._collect(self._events(self._stub.Submit, request, seen, timeout), out,
                                      transport, with_bytes=with_bytes)
             except JobError as e:
-                e.after_events = seen["events"] > 0  # the daemon decoded the request
+                e.after_events = seen["events"] > 0
                 delay = submit_retry_delay(attempt + 1)
                 if (not seen["refused"] or seen["events"] or attempt == self.submit_attempts
                         or time.monotonic() + delay >= deadline):
