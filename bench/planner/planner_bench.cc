@@ -451,7 +451,7 @@ cudaError_t EnqueuePlan(const Plan& plan, CaseBuffers& bufs, int set, const kc::
   if (!ModeGraph(mode)) return engine::LaunchPlan(plan, bufs.set(set), cfg, &kernels);
   absl::StatusOr<engine::GraphCache::Lookup> g = bufs.cache(set).Get(
       engine::PlanTopologyKey(plan, cfg), engine::PlanParamsKey(plan), cfg.stream,
-      [&] { return engine::LaunchPlan(plan, bufs.set(set), cfg, &kernels); });
+      [&](int* captured) { return engine::LaunchPlan(plan, bufs.set(set), cfg, captured); });
   if (!g.ok()) Die("GraphCache::Get: " + std::string(g.status().ToString()));
   return cudaGraphLaunch(g->exec, cfg.stream);
 }
@@ -648,7 +648,8 @@ void MeasureEmptyChain(const Device& dev, const Options& opt, const std::string&
     const std::string topo = variant + "/" + staging + "/" + (pdl ? "pdl" : "stream");
     const Timing t = TimeRegion(dev, opt.warmup, opt.reps, nullptr, [&](int) -> cudaError_t {
       if (!ModeGraph(mode)) return enqueue_all();
-      absl::StatusOr<engine::GraphCache::Lookup> g = cache.Get(topo, "", dev.stream, enqueue_all);
+      absl::StatusOr<engine::GraphCache::Lookup> g =
+          cache.Get(topo, "", dev.stream, [&](int* /*kernels*/) { return enqueue_all(); });
       if (!g.ok()) Die("GraphCache::Get: " + std::string(g.status().ToString()));
       return cudaGraphLaunch(g->exec, dev.stream);
     });

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -253,54 +254,101 @@ absl::Status CudaLane::EnqueueOnOneStream(const Chunk& chunk, int s, const Stage
   // event (times[0] copy in starts, [2] kernels start, [3] kernels end, [5] copy out ends).
   Slot& slot = lane_.slots[s];
   const cudaStream_t stream = lane_.stream();
-  GPUPIPE_CUDA_RETURN(cudaEventRecord(slot.times[0].get(), stream), "cudaEventRecord");
-  GPUPIPE_CUDA_RETURN(cudaMemcpyAsync(slot.d_buffers[0], input.source,
-                                      chunk.in_elements * layout_->in_itemsize, cudaMemcpyDefault,
-                                      stream),
-                      "copying a chunk of the input to the device");
-  GPUPIPE_CUDA_RETURN(cudaEventRecord(slot.times[2].get(), stream), "cudaEventRecord");
-  if (absl::Status st = LaunchChunk(chunk, s); !st.ok()) return st;
-  GPUPIPE_CUDA_RETURN(cudaEventRecord(slot.times[3].get(), stream), "cudaEventRecord");
+  const int64_t in_bytes = chunk.in_elements * layout_->in_itemsize;
+  const int64_t out_bytes = chunk.out_elements * layout_->out_itemsize;
   const int src = static_cast<int>(chunk.plan.steps.size() % 2);
-  GPUPIPE_CUDA_RETURN(cudaMemcpyAsync(OutputOf(chunk, s), slot.d_buffers[src],
-                                      chunk.out_elements * layout_->out_itemsize,
-                                      cudaMemcpyDefault, stream),
-                      "copying a chunk of the output to the host");
-  GPUPIPE_CUDA_RETURN(cudaEventRecord(slot.times[5].get(), stream), "cudaEventRecord");
-  return absl::OkStatus();
+  char* out = OutputOf(chunk, s);
+  // Copies, timing events and kernels, in stream order; `record_flags` is
+  // cudaEventRecordExternal under capture, so the events stay readable after each replay.
+  auto whole_job = [&](unsigned record_flags, const std::function<absl::Status()>& kernels)
+      -> absl::Status {
+    GPUPIPE_CUDA_RETURN(cudaEventRecordWithFlags(slot.times[0].get(), stream, record_flags),
+                        "cudaEventRecord");
+    GPUPIPE_CUDA_RETURN(
+        cudaMemcpyAsync(slot.d_buffers[0], input.source, in_bytes, cudaMemcpyDefault, stream),
+        "copying a chunk of the input to the device");
+    GPUPIPE_CUDA_RETURN(cudaEventRecordWithFlags(slot.times[2].get(), stream, record_flags),
+                        "cudaEventRecord");
+    if (absl::Status st = kernels(); !st.ok()) return st;
+    GPUPIPE_CUDA_RETURN(cudaEventRecordWithFlags(slot.times[3].get(), stream, record_flags),
+                        "cudaEventRecord");
+    GPUPIPE_CUDA_RETURN(
+        cudaMemcpyAsync(out, slot.d_buffers[src], out_bytes, cudaMemcpyDefault, stream),
+        "copying a chunk of the output to the host");
+    GPUPIPE_CUDA_RETURN(cudaEventRecordWithFlags(slot.times[5].get(), stream, record_flags),
+                        "cudaEventRecord");
+    return absl::OkStatus();
+  };
+  // A repeated job whose copies start and end in the lane's own host buffers (its input staged
+  // into pinned memory, its result into the slot's) replays all of it as one graph: one
+  // runtime call instead of seven, the host time a small job is made of.
+  if (input.staged != nullptr && out == slot.h_output && !spec_->profile &&
+      layout_->mode != ChunkLayout::Mode::kSplitRowResize) {
+    const LaunchChoice choice = ChooseLaunch(chunk.plan, s, "job;");
+    if (choice.graph) {
+      absl::Status captured = absl::OkStatus();
+      absl::StatusOr<GraphCache::Lookup> graph = lane_.graphs->Get(
+          choice.topology, PlanParamsKey(chunk.plan), stream, [&](int* kernels) {
+            captured = whole_job(cudaEventRecordExternal, [&] {
+              if (cudaError_t err = LaunchPlan(chunk.plan, lane_.buffers(s), config_, kernels);
+                  err != cudaSuccess) {
+                return CudaError(err, "launching the plan");
+              }
+              return absl::OkStatus();
+            });
+            return captured.ok() ? cudaSuccess : cudaErrorStreamCaptureInvalidated;
+          });
+      if (!captured.ok()) return captured;
+      if (!graph.ok()) return graph.status();
+      first_launch_ = choice.mode;
+      NoteGraph(*graph);
+      GPUPIPE_CUDA_RETURN(cudaGraphLaunch(graph->exec, stream), "cudaGraphLaunch");
+      return absl::OkStatus();
+    }
+  }
+  return whole_job(cudaEventRecordDefault, [&] { return LaunchChunk(chunk, s); });
 }
 
 cudaEvent_t CudaLane::DoneEvent(const Slot& slot) const {
   return one_stream_ ? slot.times[5].get() : slot.d2h_done.get();
 }
 
+CudaLane::LaunchChoice CudaLane::ChooseLaunch(const Plan& plan, int s, const char* scope) {
+  LaunchChoice choice;
+  choice.mode = ResolveLaunch(spec_->launch, defaults_.pdl());
+  choice.topology = absl::StrCat(scope, "slot", s, ";", PlanTopologyKey(plan, config_));
+  if (spec_->launch == LaunchMode::kAuto && !spec_->profile &&
+      lane_.graphs->SeenBefore(choice.topology)) {
+    choice.mode = RepeatedShapeLaunch(defaults_.pdl());
+  }
+  choice.graph = !spec_->profile &&
+                 (choice.mode == LaunchMode::kGraph || choice.mode == LaunchMode::kGraphPdl);
+  return choice;
+}
+
+void CudaLane::NoteGraph(const GraphCache::Lookup& graph) {
+  kernels_ += graph.kernels;
+  last_graph_ = GraphOutcomeName(graph.outcome);
+  ++graph_chunks_;
+}
+
 absl::Status CudaLane::LaunchChunk(const Chunk& chunk, int s) {
   if (layout_->mode == ChunkLayout::Mode::kSplitRowResize) return LaunchSplitRowPiece(chunk, s);
   const Plan& plan = chunk.plan;
   kernels::cuda::LaunchConfig config = config_;
-  LaunchMode launch = ResolveLaunch(spec_->launch, defaults_.pdl());
-  const std::string topology = absl::StrCat("slot", s, ";", PlanTopologyKey(plan, config));
-  if (spec_->launch == LaunchMode::kAuto && !spec_->profile &&
-      lane_.graphs->SeenBefore(topology)) {
-    launch = RepeatedShapeLaunch(defaults_.pdl());
-  }
-  if (chunk.index == 0) first_launch_ = launch;
-  const bool use_graph =
-      !spec_->profile && (launch == LaunchMode::kGraph || launch == LaunchMode::kGraphPdl);
+  const LaunchChoice choice = ChooseLaunch(plan, s, "");
+  if (chunk.index == 0) first_launch_ = choice.mode;
   const StepBuffers buffers = lane_.buffers(s);
   if (spec_->profile) {
     profile_ = kernels::cuda::KernelProfile{kernel_events_.data(), kMaxProfiledKernels, 0};
     config.profile = &profile_;
   }
-  if (use_graph) {
-    int captured = 0;
+  if (choice.graph) {
     absl::StatusOr<GraphCache::Lookup> graph =
-        lane_.graphs->Get(topology, PlanParamsKey(plan), lane_.stream(),
-                          [&] { return LaunchPlan(plan, buffers, config, &captured); });
+        lane_.graphs->Get(choice.topology, PlanParamsKey(plan), lane_.stream(),
+                          [&](int* kernels) { return LaunchPlan(plan, buffers, config, kernels); });
     if (!graph.ok()) return graph.status();
-    kernels_ += static_cast<int>(DescribePlan(plan, config).kernels.size());
-    last_graph_ = GraphOutcomeName(graph->outcome);
-    ++graph_chunks_;
+    NoteGraph(*graph);
     GPUPIPE_CUDA_RETURN(cudaGraphLaunch(graph->exec, lane_.stream()), "cudaGraphLaunch");
     return absl::OkStatus();
   }

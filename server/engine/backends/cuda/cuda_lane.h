@@ -24,6 +24,7 @@
 #include "kernels/cuda/ops.h"
 #include "server/engine/backends/backend.h"
 #include "server/engine/backends/cuda/copy_pool.h"
+#include "server/engine/backends/cuda/graph_cache.h"
 #include "server/engine/backends/cuda/lane_pool.h"
 
 namespace gpupipe::engine {
@@ -83,8 +84,19 @@ class CudaLane final : public LaneExecutor {
   void End(const absl::Status& status, JobTiming* timing) override;
 
  private:
-  // Enqueues the chunk's kernels on the compute stream, one by one or as a cached graph (keyed
-  // by the slot, since a graph holds the slot's buffer addresses, and the chunk's shape).
+  // How a chunk of `plan` in slot `slot` launches: the mode, and whether as a cached graph
+  // under `topology` (the slot, since a graph holds the slot's buffer addresses, and the
+  // plan's shape, prefixed by `scope`: what else the graph holds). `auto` turns to a graph
+  // once the topology was seen before on this lane.
+  struct LaunchChoice {
+    LaunchMode mode = LaunchMode::kAuto;
+    bool graph = false;
+    std::string topology;
+  };
+  LaunchChoice ChooseLaunch(const Plan& plan, int slot, const char* scope);
+  // Counts a replayed graph's kernels and outcome for the job's timing.
+  void NoteGraph(const GraphCache::Lookup& graph);
+  // Enqueues the chunk's kernels on the compute stream, one by one or as a cached graph.
   absl::Status LaunchChunk(const Chunk& chunk, int slot);
   // kSplitRowResize piece: its elementwise step if any, then its resize step with the lane's
   // split-row state. Always launched one by one: the pieces' carry, counts and windows are
@@ -95,7 +107,8 @@ class CudaLane final : public LaneExecutor {
   struct StagedChunk;
   // Waits for a staged chunk's host copy, if it has one in flight, and counts its time.
   void WaitForStaging(StagedChunk& chunk);
-  // A one-chunk job's copy in, kernels and copy out, all on the compute stream.
+  // A one-chunk job's copy in, kernels and copy out, all on the compute stream; a repeated one
+  // whose copies use only the lane's own host buffers, as one cached graph.
   absl::Status EnqueueOnOneStream(const Chunk& chunk, int slot, const StagedChunk& input);
   // Where slot `slot`'s result of `chunk` lands; noted for Finish.
   char* OutputOf(const Chunk& chunk, int slot);

@@ -18,15 +18,16 @@ GraphCache::~GraphCache() {
   for (Entry& e : entries_) cudaGraphExecDestroy(e.exec);
 }
 
-absl::StatusOr<cudaGraph_t> GraphCache::Capture(cudaStream_t stream,
-                                                const std::function<cudaError_t()>& enqueue) {
+absl::StatusOr<cudaGraph_t> GraphCache::Capture(cudaStream_t stream, const Enqueue& enqueue,
+                                                int* kernels) {
   // Thread-local mode: other lanes' threads keep making CUDA calls during this capture, and
   // none of them is ours to forbid.
   if (cudaError_t err = cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal);
       err != cudaSuccess) {
     return CudaError(err, "cudaStreamBeginCapture");
   }
-  const cudaError_t launched = enqueue();
+  *kernels = 0;
+  const cudaError_t launched = enqueue(kernels);
   cudaGraph_t graph = nullptr;
   const cudaError_t ended = cudaStreamEndCapture(stream, &graph);
   if (launched != cudaSuccess || ended != cudaSuccess) {
@@ -38,8 +39,7 @@ absl::StatusOr<cudaGraph_t> GraphCache::Capture(cudaStream_t stream,
 
 absl::StatusOr<GraphCache::Lookup> GraphCache::Get(const std::string& topology,
                                                    const std::string& params,
-                                                   cudaStream_t stream,
-                                                   const std::function<cudaError_t()>& enqueue) {
+                                                   cudaStream_t stream, const Enqueue& enqueue) {
   auto it = entries_.begin();
   while (it != entries_.end() && it->topology != topology) ++it;
   if (it != entries_.end()) {
@@ -47,16 +47,18 @@ absl::StatusOr<GraphCache::Lookup> GraphCache::Get(const std::string& topology,
     Entry& entry = entries_.front();
     if (entry.params == params) {
       ++hits_;
-      return Lookup{entry.exec, Outcome::kHit};
+      return Lookup{entry.exec, Outcome::kHit, entry.kernels};
     }
-    absl::StatusOr<cudaGraph_t> graph = Capture(stream, enqueue);
+    int kernels = 0;
+    absl::StatusOr<cudaGraph_t> graph = Capture(stream, enqueue, &kernels);
     if (!graph.ok()) return graph.status();
     cudaGraphExecUpdateResultInfo info{};
     if (cudaGraphExecUpdate(entry.exec, *graph, &info) == cudaSuccess) {
       cudaGraphDestroy(*graph);
       entry.params = params;
+      entry.kernels = kernels;
       ++updates_;
-      return Lookup{entry.exec, Outcome::kUpdate};
+      return Lookup{entry.exec, Outcome::kUpdate, kernels};
     }
     // Not updatable in place (the dispatch chose other kernels): instantiate anew.
     cudaGetLastError();
@@ -70,11 +72,13 @@ absl::StatusOr<GraphCache::Lookup> GraphCache::Get(const std::string& topology,
       return CudaError(err, "cudaGraphInstantiate");
     }
     entry.params = params;
+    entry.kernels = kernels;
     ++misses_;
-    return Lookup{entry.exec, Outcome::kMiss};
+    return Lookup{entry.exec, Outcome::kMiss, kernels};
   }
 
-  absl::StatusOr<cudaGraph_t> graph = Capture(stream, enqueue);
+  int kernels = 0;
+  absl::StatusOr<cudaGraph_t> graph = Capture(stream, enqueue, &kernels);
   if (!graph.ok()) return graph.status();
   cudaGraphExec_t exec = nullptr;
   const cudaError_t err = cudaGraphInstantiate(&exec, *graph, 0);
@@ -87,10 +91,10 @@ absl::StatusOr<GraphCache::Lookup> GraphCache::Get(const std::string& topology,
     --size_;
     ++evictions_;
   }
-  entries_.push_front(Entry{topology, params, exec});
+  entries_.push_front(Entry{topology, params, exec, kernels});
   ++size_;
   ++misses_;
-  return Lookup{exec, Outcome::kMiss};
+  return Lookup{exec, Outcome::kMiss, kernels};
 }
 
 bool GraphCache::SeenBefore(const std::string& topology) {

@@ -1,7 +1,10 @@
 // A least-recently-used cache of instantiated CUDA graphs for one lane (one stream with fixed
-// buffers, so a plan's kernels always see the same pointers there).
+// buffers, so a plan's kernels always see the same pointers there). A graph holds a chunk's
+// kernels, or a whole one-chunk job: its copies in and out of the lane's own host buffers and
+// its timing events around the kernels.
 //
-// Entries are keyed by the plan's topology (step kinds, shapes, staging, launch mode); the
+// Entries are keyed by the plan's topology (step kinds, shapes, staging, launch mode, and what
+// the graph holds besides the kernels); the
 // kernels' parameters (elementwise programs) are compared separately, so a job that differs
 // only in parameters updates the cached graph in place (cudaGraphExecUpdate) instead of
 // instantiating a new one, and a changed shape, dtype or mode never replays a stale graph.
@@ -33,13 +36,19 @@ class GraphCache {
   struct Lookup {
     cudaGraphExec_t exec = nullptr;
     Outcome outcome = Outcome::kMiss;
+    int kernels = 0;  // kernels the graph launches (as its enqueue counted them)
   };
 
+  // Enqueues what a graph holds on the capturing stream and adds the kernels it launched to
+  // `*kernels`. Events it records for the host to read must use cudaEventRecordExternal, so
+  // that they become event record nodes rather than dependencies inside the graph.
+  using Enqueue = std::function<cudaError_t(int* kernels)>;
+
   // The graph for `topology` with kernel parameters `params`. When none is cached with those
-  // parameters, `enqueue` (which must enqueue exactly the plan's kernels on `stream`) is run
-  // under stream capture to make one. The returned exec stays valid until the next call.
+  // parameters, `enqueue` (which must enqueue exactly what the topology names on `stream`) is
+  // run under stream capture to make one. The returned exec stays valid until the next call.
   absl::StatusOr<Lookup> Get(const std::string& topology, const std::string& params,
-                             cudaStream_t stream, const std::function<cudaError_t()>& enqueue);
+                             cudaStream_t stream, const Enqueue& enqueue);
 
   // Whether a job of this topology came here before (it is cached, or was asked about
   // already); records the question. Remembers the last 4 x capacity topologies asked about.
@@ -53,10 +62,10 @@ class GraphCache {
     std::string topology;
     std::string params;
     cudaGraphExec_t exec = nullptr;
+    int kernels = 0;
   };
 
-  absl::StatusOr<cudaGraph_t> Capture(cudaStream_t stream,
-                                      const std::function<cudaError_t()>& enqueue);
+  absl::StatusOr<cudaGraph_t> Capture(cudaStream_t stream, const Enqueue& enqueue, int* kernels);
 
   const int capacity_;
   std::list<Entry> entries_;       // most recently used first
