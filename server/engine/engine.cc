@@ -584,6 +584,8 @@ class Engine::Impl {
     Priority priority() const { return priority_; }
     int lane() const { return lane_; }
     int64_t run() const { return run_; }
+    // The held lane goes on to another run (numbered `run`) without being handed back.
+    void Renew(int64_t run) { run_ = run; }
     void Release() {
       if (!held_) return;
       held_ = false;
@@ -594,13 +596,13 @@ class Engine::Impl {
     Impl& impl_;
     const Priority priority_;
     const int lane_;
-    const int64_t run_;
+    int64_t run_;
     bool held_ = true;
   };
 
-  // A worker of `priority`'s level: takes a queued job (or a batch) and an idle lane of its
-  // level, runs it there, hands the lane back once the run is over, then hands over the
-  // results while another worker may already run the next job on that lane.
+  // A worker of `priority`'s level: hands over the results a lane's worker posted (reports
+  // first: their clients are waiting), or takes a queued job (or a batch) and an idle lane of
+  // its level and runs it there (RunAlone, RunBatch).
   void WorkerLoop(Priority priority) {
     const int level = static_cast<int>(priority);
     auto& queue = queues_[level];
@@ -608,40 +610,91 @@ class Engine::Impl {
     for (;;) {
       std::unique_ptr<QueuedJob> alone;
       std::vector<std::unique_ptr<QueuedJob>> batch;
+      std::optional<PostedReport> report;
       int lane = -1;
       int64_t run = 0;
       {
         std::unique_lock<std::mutex> lock(mu_);
-        level_cv_[level].wait(
-            lock, [&] { return stopping_ || (!queue.empty() && IdleLaneLocked(level) >= 0); });
-        lane = IdleLaneLocked(level);
-        if (queue.empty() || lane < 0) return;  // stopping, and nothing left to run
-        run = TakeLaneLocked(level, lane, LaneState::kWorker);
-        alone = queue.Pop();
-        StartLocked(*alone);
-        if (!alone->batch_key.empty()) {
-          // Room for a whole batch before another job leaves the queue, so that gathering
-          // allocates nothing that could fail halfway.
-          try {
-            batch.reserve(max_jobs);
-          } catch (const std::bad_alloc&) {
-          }
-          if (batch.capacity() >= max_jobs) {
-            batch.push_back(std::move(alone));
-            GatherBatchLocked(lock, queue, &batch);
+        level_cv_[level].wait(lock, [&] {
+          return stopping_ || !reports_[level].empty() ||
+                 (!queue.empty() && IdleLaneLocked(level) >= 0);
+        });
+        if (!reports_[level].empty()) {
+          report = std::move(reports_[level].front());
+          reports_[level].pop_front();
+        } else {
+          lane = IdleLaneLocked(level);
+          if (queue.empty() || lane < 0) return;  // stopping, and nothing left to run or report
+          run = TakeLaneLocked(level, lane, LaneState::kWorker);
+          alone = queue.Pop();
+          StartLocked(*alone);
+          if (!alone->batch_key.empty()) {
+            // Room for a whole batch before another job leaves the queue, so that gathering
+            // allocates nothing that could fail halfway.
+            try {
+              batch.reserve(max_jobs);
+            } catch (const std::bad_alloc&) {
+            }
+            if (batch.capacity() >= max_jobs) {
+              batch.push_back(std::move(alone));
+              GatherBatchLocked(lock, queue, &batch);
+            }
           }
         }
       }
-      // The lane is free as soon as its run is over, before the results are handed over, so
-      // that another worker or a direct run may take it while this thread reports them.
+      if (report) {
+        Report(*report->job, report->outcome);
+        continue;
+      }
       LaneTake take(*this, priority, lane, run);
       if (alone) {
-        Run(*alone, take, /*hand_back=*/true);
+        RunAlone(std::move(alone), take);
       } else if (batch.size() == 1) {
         Run(*batch.front(), take, /*hand_back=*/true);
       } else {
         RunBatch(batch, take);
       }
+    }
+  }
+
+  // Runs `job` on `take`'s lane, then, while the level's next queued job is another single job,
+  // that one on the same lane, posting each finished job's results for another worker of the
+  // level to hand over (reports_). Handing over a small job's results takes about as long as
+  // its run; this way the lane runs the next job meanwhile, instead of waiting for another
+  // worker to wake up and take it. With nothing waiting, the lane is handed back and this
+  // thread hands the results over itself, with no thread in between.
+  void RunAlone(std::unique_ptr<QueuedJob> job, LaneTake& take) {
+    const int level = static_cast<int>(take.priority());
+    for (;;) {
+      RunOutcome outcome = RunOnLane(*job, take);
+      std::unique_ptr<QueuedJob> next;
+      bool wake_all = false;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        auto& queue = queues_[level];
+        // Not while the level's workers are behind with the results already posted (fewer
+        // posted than the level has lanes): then this thread hands over its own, as without
+        // posting, and the results' delay stays within about one hand-over per lane.
+        if (!stopping_ && !queue.empty() && queue.Front()->batch_key.empty() &&
+            reports_[level].size() < lane_state_[static_cast<size_t>(level)].size()) {
+          next = queue.Pop();
+          StartLocked(*next);
+          take.Renew(++runs_started_);
+          reports_[level].push_back(PostedReport{std::move(job), std::move(outcome)});
+          wake_all = gatherers_[level] > 0;
+        }
+      }
+      if (!next) {
+        take.Release();
+        Report(*job, outcome);
+        return;
+      }
+      if (wake_all) {
+        level_cv_[level].notify_all();
+      } else {
+        level_cv_[level].notify_one();
+      }
+      job = std::move(next);
     }
   }
 
@@ -913,9 +966,28 @@ class Engine::Impl {
     lane_runs_.push_back({priority, lane, start, end, jobs, ok});
   }
 
+  // A job's run on a lane: its status and timing, to be handed over (Report).
+  struct RunOutcome {
+    absl::Status status;
+    JobTiming timing;
+  };
+  // A finished job whose results a worker of its level hands over (RunAlone).
+  struct PostedReport {
+    std::unique_ptr<QueuedJob> job;
+    RunOutcome outcome;
+  };
+
   // Runs `job` on `take`'s lane; with `hand_back`, hands the lane back once the job no longer
-  // uses it (a batch that runs its jobs one by one keeps it).
+  // uses it (a batch that runs its jobs one by one keeps it), then hands over its results.
   void Run(QueuedJob& job, LaneTake& take, bool hand_back) {
+    const RunOutcome outcome = RunOnLane(job, take);
+    if (hand_back) take.Release();
+    Report(job, outcome);
+  }
+
+  // Runs `job` on `take`'s lane, which it keeps, up to the point where its results are ready
+  // to hand over: its run is over and its timing complete.
+  RunOutcome RunOnLane(QueuedJob& job, LaneTake& take) {
     const Priority priority = take.priority();
     const int lane = take.lane();
     JobTiming timing;
@@ -947,9 +1019,8 @@ class Engine::Impl {
       job.input->Fail(status);
       NoteDeviceStatus();
     }
-    // The lane's span (NoteLaneRun) ends before another run may take the lane.
     const Clock::time_point finished = Clock::now();
-    if (hand_back) take.Release();
+    NoteLaneRun(priority, lane, started, finished, 1, status.ok());
     if (timing.output_ready == Clock::time_point{}) timing.output_ready = finished;
     timing.total_us = MicrosBetween(job.accepted_at, timing.output_ready);
     timing.result_stream_us = MicrosBetween(timing.output_ready, finished);
@@ -957,9 +1028,13 @@ class Engine::Impl {
     if (timing.total_us > 0) {
       timing.gbps = static_cast<double>(timing.bytes_in + timing.bytes_out) / (timing.total_us * 1e3);
     }
-    if (status.ok()) job.sink->OnTiming(timing);
-    NoteLaneRun(priority, lane, started, finished, 1, status.ok());
-    Finish(job, status, timing, /*started=*/true);
+    return RunOutcome{std::move(status), std::move(timing)};
+  }
+
+  // Hands a run job's results over: its timing (when it succeeded), then its Done.
+  void Report(QueuedJob& job, const RunOutcome& outcome) {
+    if (outcome.status.ok()) job.sink->OnTiming(outcome.timing);
+    Finish(job, outcome.status, outcome.timing, /*started=*/true);
   }
 
   // After a failed job: whether the backend can still run jobs; the first time it cannot,
@@ -1010,6 +1085,8 @@ class Engine::Impl {
   // Worker threads per lane: one runs a job on the lane while another hands over the results
   // of the job before, which for small jobs takes about as long as their run.
   static constexpr int kWorkersPerLane = 2;
+  // Per level: finished jobs whose results wait for a worker to hand them over (RunAlone).
+  std::array<std::deque<PostedReport>, kPriorityLevels> reports_;
   int64_t runs_started_ = 0;  // lane runs numbered so far (JobTiming::lane_run)
   int direct_runs_in_progress_ = 0;
   std::condition_variable direct_runs_done_;

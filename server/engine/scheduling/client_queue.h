@@ -32,6 +32,9 @@ class ClientQueue {
   // Clients with at least one job queued.
   size_t clients() const { return turns_.size(); }
 
+  // The job Pop would return, left in the queue. Requires !empty().
+  const Job& Front() const { return by_client_.find(turns_.front())->second.front(); }
+
   // The oldest job of the client whose turn it is; that client goes to the back of the round
   // if it has more. Requires !empty().
   Job Pop() {

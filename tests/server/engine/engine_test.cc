@@ -6,12 +6,16 @@
 
 #include <algorithm>
 #include <cmath>
+#include <condition_variable>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <new>
 #include <thread>
 
+#include "absl/cleanup/cleanup.h"
+#include "absl/strings/str_join.h"
 #include "common/float16.h"
 #include "server/engine/backends/cpu/cpu_backend.h"
 #include "server/engine/job/validate.h"
@@ -307,22 +311,29 @@ JobSpec ClientSpec(std::string client, std::vector<int64_t> shape = {1}) {
   return spec;
 }
 
-// Finished jobs' tags, in the order they finished (one lane: the order they ran).
-struct FinishOrder {
+// Finished jobs' tags in the order they ran: by their lane runs' numbers, since results may
+// be handed over in another order than the runs (RunAlone).
+struct RunOrder {
   std::mutex mu;
-  std::vector<std::string> tags;
+  std::map<int64_t, std::string> by_run;
   EngineOptions Options() {
     EngineOptions options;
     options.on_job_done = [this](const JobRecord& r) {
       std::lock_guard<std::mutex> lock(mu);
-      tags.push_back(r.spec.client_tag);
+      by_run[r.timing.lane_run] = r.spec.client_tag;
     };
     return options;
+  }
+  std::vector<std::string> tags() {
+    std::lock_guard<std::mutex> lock(mu);
+    std::vector<std::string> out;
+    for (const auto& [run, tag] : by_run) out.push_back(tag);
+    return out;
   }
 };
 
 TEST(EngineFairness, AFloodingClientDelaysAnotherByOneJobPerLane) {
-  FinishOrder order;
+  RunOrder order;
   auto engine = MakeEngine(1, 64, order.Options());
   JobSpec first = ClientSpec("flood", {100});
   first.client_tag = "flood-blocker";
@@ -342,11 +353,123 @@ TEST(EngineFairness, AFloodingClientDelaysAnotherByOneJobPerLane) {
   ASSERT_TRUE(engine->Submit(other, in, sinks.back()).ok());
   blocker->SetGateOpen(true);
   for (auto& sink : sinks) ASSERT_TRUE(sink->WaitDone());
-  std::lock_guard<std::mutex> lock(order.mu);
-  const auto at = std::find(order.tags.begin(), order.tags.end(), "other") - order.tags.begin();
+  ASSERT_TRUE(engine->Drain(std::chrono::seconds(10)));  // every job's on_job_done has run
+  const std::vector<std::string> tags = order.tags();
+  ASSERT_EQ(tags.size(), 22u);
+  const auto at = std::find(tags.begin(), tags.end(), "other") - tags.begin();
   // The blocker, then at most one flood job (the flood's turn came first), then the other
   // client: without round-robin it would run 22nd.
-  EXPECT_LE(at, 2) << "the other client's job ran at position " << at;
+  EXPECT_LE(at, 2) << "the other client's job ran at position " << at << ": "
+                    << absl::StrJoin(tags, " ");
+}
+
+// A sink that notes the thread of its first chunk, and whose OnDone can be held
+// until the test lets it go: a result whose hand-over is slow.
+class ThreadNotingSink : public RecordingSink {
+ public:
+  explicit ThreadNotingSink(bool hold_done = false) : released_(!hold_done) {}
+  absl::Status OnChunk(int64_t offset, const char* data, int64_t size) override {
+    {
+      std::lock_guard<std::mutex> lock(hold_mu_);
+      if (chunk_thread_ == std::thread::id()) chunk_thread_ = std::this_thread::get_id();
+    }
+    return RecordingSink::OnChunk(offset, data, size);
+  }
+  void OnDone(const absl::Status& status) override {
+    {
+      std::unique_lock<std::mutex> lock(hold_mu_);
+      entered_ = true;
+      hold_cv_.notify_all();
+      hold_cv_.wait(lock, [&] { return released_; });
+    }
+    RecordingSink::OnDone(status);
+  }
+  bool WaitEntered() {
+    std::unique_lock<std::mutex> lock(hold_mu_);
+    return hold_cv_.wait_for(lock, std::chrono::seconds(10), [&] { return entered_; });
+  }
+  void Release() {
+    std::lock_guard<std::mutex> lock(hold_mu_);
+    released_ = true;
+    hold_cv_.notify_all();
+  }
+  std::thread::id chunk_thread() {
+    std::lock_guard<std::mutex> lock(hold_mu_);
+    return chunk_thread_;
+  }
+
+ private:
+  std::mutex hold_mu_;
+  std::condition_variable hold_cv_;
+  bool entered_ = false;
+  bool released_;
+  std::thread::id chunk_thread_;
+};
+
+// While jobs wait, a lane's worker goes straight on to the next one once a run is over, and the
+// finished job's results are handed over by another worker: a slow hand-over holds neither the
+// lane nor the jobs behind it.
+TEST(EngineLanes, ALaneRunsTheNextQueuedJobWhileAnotherThreadHandsOverResults) {
+  auto engine = MakeEngine(1, 64);
+  auto first = std::make_shared<ThreadNotingSink>(/*hold_done=*/true);
+  auto release = absl::MakeCleanup([&] { first->Release(); });  // whatever fails below
+  first->SetGateOpen(false);  // its run holds the lane until the others are queued
+  std::string in = AsBytes({-1.0f, 2.0f});
+  ASSERT_TRUE(engine->Submit(Spec({2}, {{OpKind::kRelu}}), in, first).ok());
+  while (first->chunks() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  auto second = std::make_shared<ThreadNotingSink>();
+  auto third = std::make_shared<ThreadNotingSink>();
+  for (const std::shared_ptr<ThreadNotingSink>& sink : {second, third}) {
+    std::string more = AsBytes({-1.0f, 2.0f});
+    ASSERT_TRUE(engine->Submit(Spec({2}, {{OpKind::kRelu}}), more, sink).ok());
+  }
+  first->SetGateOpen(true);
+  ASSERT_TRUE(first->WaitEntered());
+  ASSERT_TRUE(second->WaitDone(std::chrono::seconds(10)));
+  ASSERT_TRUE(third->WaitDone(std::chrono::seconds(10)));
+  EXPECT_EQ(first->done_calls(), 0) << "its hand-over is still held";
+  // The lane's worker ran the second job right after the first, while the first job's results
+  // went to another worker (which, held, would otherwise have held the lane too).
+  EXPECT_EQ(second->chunk_thread(), first->chunk_thread());
+  first->Release();
+  ASSERT_TRUE(first->WaitDone(std::chrono::seconds(10)));
+  for (const std::shared_ptr<ThreadNotingSink>& sink : {first, second, third}) {
+    EXPECT_TRUE(sink->status().ok()) << sink->status();
+    EXPECT_EQ(sink->done_calls(), 1);
+    EXPECT_EQ(AsFloats(sink->output()), (std::vector<float>{0.0f, 2.0f}));
+  }
+  EXPECT_TRUE(engine->Drain(std::chrono::seconds(10)));
+  EXPECT_EQ(engine->jobs_in_flight(), 0);
+}
+
+// Results a lane's worker posted for another thread are handed over before shutdown returns.
+TEST(EngineLanes, ShutdownHandsOverEveryPostedResult) {
+  auto engine = MakeEngine(1, 64);
+  auto blocker = BlockLane(*engine);
+  auto held = std::make_shared<ThreadNotingSink>(/*hold_done=*/true);
+  std::vector<std::shared_ptr<RecordingSink>> sinks{held};
+  for (int i = 0; i < 8; ++i) sinks.push_back(std::make_shared<RecordingSink>());
+  for (const std::shared_ptr<RecordingSink>& sink : sinks) {
+    std::string in = AsBytes({3.0f});
+    ASSERT_TRUE(engine->Submit(Spec({1}, {{OpKind::kRelu}}), in, sink).ok());
+  }
+  blocker->SetGateOpen(true);
+  ASSERT_TRUE(held->WaitEntered());
+  std::thread releaser([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    held->Release();
+  });
+  engine->Shutdown();
+  releaser.join();
+  // The held job's result was posted before the shutdown began; the others ran (and were
+  // posted or handed over) or were stopped or never started by the shutdown: each ends once.
+  EXPECT_TRUE(held->status().ok()) << held->status();
+  for (const std::shared_ptr<RecordingSink>& sink : sinks) {
+    EXPECT_EQ(sink->done_calls(), 1);
+    EXPECT_TRUE(sink->status().ok() || sink->status().code() == absl::StatusCode::kUnavailable)
+        << sink->status();
+  }
+  EXPECT_EQ(engine->jobs_in_flight(), 0);
 }
 
 TEST(EngineFairness, PerClientLimitsRefuseTheFloodNotTheOthers) {
