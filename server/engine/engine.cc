@@ -677,11 +677,21 @@ class Engine::Impl {
         // posting, and the results' delay stays within about one hand-over per lane.
         if (!stopping_ && !queue.empty() && queue.Front()->batch_key.empty() &&
             reports_[level].size() < lane_state_[static_cast<size_t>(level)].size()) {
-          next = queue.Pop();
-          StartLocked(*next);
-          take.Renew(++runs_started_);
-          reports_[level].push_back(PostedReport{std::move(job), std::move(outcome)});
-          wake_all = gatherers_[level] > 0;
+          // The report's place first: where it cannot be had, nothing has moved yet and the
+          // job is reported here, as with nothing waiting.
+          bool placed = false;
+          try {
+            reports_[level].emplace_back();
+            placed = true;
+          } catch (const std::bad_alloc&) {
+          }
+          if (placed) {
+            reports_[level].back() = PostedReport{std::move(job), std::move(outcome)};
+            next = queue.Pop();
+            StartLocked(*next);
+            take.Renew(++runs_started_);
+            wake_all = gatherers_[level] > 0;
+          }
         }
       }
       if (!next) {
