@@ -570,8 +570,8 @@ class Engine::Impl {
   // on the thread that submitted it (RunDirect).
   enum class LaneState { kIdle, kWorker, kDirect };
 
-  // A lane taken for one run, by a worker or a direct run: which lane, the run's number
-  // (JobTiming::lane_run), and handing it back (Release: once, at the latest when the take
+  // A lane taken by a worker or a direct run, for one run or (Renew, RunAlone) several in a
+  // row: which lane, the current run's number (JobTiming::lane_run), and handing it back (Release: once, at the latest when the take
   // ends).
   class LaneTake {
    public:
@@ -643,6 +643,7 @@ class Engine::Impl {
         }
       }
       if (report) {
+        report->outcome.timing.result_stream_us += MicrosBetween(report->posted, Clock::now());
         Report(*report->job, report->outcome);
         continue;
       }
@@ -661,8 +662,9 @@ class Engine::Impl {
   // that one on the same lane, posting each finished job's results for another worker of the
   // level to hand over (reports_). Handing over a small job's results takes about as long as
   // its run; this way the lane runs the next job meanwhile, instead of waiting for another
-  // worker to wake up and take it. With nothing waiting, the lane is handed back and this
-  // thread hands the results over itself, with no thread in between.
+  // worker to wake up and take it. With nothing waiting, a job that could batch next, or the
+  // level's workers behind with posted results, the lane is handed back and this thread hands
+  // the results over itself, with no thread in between.
   void RunAlone(std::unique_ptr<QueuedJob> job, LaneTake& take) {
     const int level = static_cast<int>(take.priority());
     for (;;) {
@@ -672,9 +674,9 @@ class Engine::Impl {
       {
         std::lock_guard<std::mutex> lock(mu_);
         auto& queue = queues_[level];
-        // Not while the level's workers are behind with the results already posted (fewer
-        // posted than the level has lanes): then this thread hands over its own, as without
-        // posting, and the results' delay stays within about one hand-over per lane.
+        // Only while fewer results wait posted than the level has lanes: a level whose workers
+        // are behind gets this job's results from this thread, as without posting, so the
+        // results' delay stays within about one hand-over per lane.
         if (!stopping_ && !queue.empty() && queue.Front()->batch_key.empty() &&
             reports_[level].size() < lane_state_[static_cast<size_t>(level)].size()) {
           // The report's place first: where it cannot be had, nothing has moved yet and the
@@ -686,7 +688,8 @@ class Engine::Impl {
           } catch (const std::bad_alloc&) {
           }
           if (placed) {
-            reports_[level].back() = PostedReport{std::move(job), std::move(outcome)};
+            reports_[level].back() =
+                PostedReport{std::move(job), std::move(outcome), Clock::now()};
             next = queue.Pop();
             StartLocked(*next);
             take.Renew(++runs_started_);
@@ -981,10 +984,13 @@ class Engine::Impl {
     absl::Status status;
     JobTiming timing;
   };
-  // A finished job whose results a worker of its level hands over (RunAlone).
+  // A finished job whose results a worker of its level hands over (RunAlone). Until then the
+  // job counts as running (running_, running_at_, its client's admission share): its results
+  // are still the daemon's.
   struct PostedReport {
     std::unique_ptr<QueuedJob> job;
     RunOutcome outcome;
+    Clock::time_point posted;  // the wait until a worker takes it adds to result_stream_us
   };
 
   // Runs `job` on `take`'s lane; with `hand_back`, hands the lane back once the job no longer
@@ -1086,8 +1092,8 @@ class Engine::Impl {
   absl::Status ring_pool_error_;  // why there is no pool, when allocating it failed
 
   mutable std::mutex mu_;
-  // Per priority level: idle workers wait for a job of their level and an idle lane, and
-  // lanes gathering a batch (gatherers_) for more.
+  // Per priority level: idle workers wait for a posted report, or a job of their level and an
+  // idle lane, and lanes gathering a batch (gatherers_) for more.
   std::array<std::condition_variable, kPriorityLevels> level_cv_;
   std::array<int, kPriorityLevels> gatherers_{};
   std::array<int, kPriorityLevels> running_at_{};  // jobs taken by lanes, per level

@@ -299,11 +299,15 @@ absl::Status CudaLane::EnqueueOnOneStream(const Chunk& chunk, int s, const Stage
             return captured.ok() ? cudaSuccess : cudaErrorStreamCaptureInvalidated;
           });
       if (!captured.ok()) return captured;
-      if (!graph.ok()) return graph.status();
-      first_launch_ = choice.mode;
-      NoteGraph(*graph);
-      GPUPIPE_CUDA_RETURN(cudaGraphLaunch(graph->exec, stream), "cudaGraphLaunch");
-      return absl::OkStatus();
+      if (graph.ok()) {
+        first_launch_ = choice.mode;
+        NoteGraph(*graph);
+        GPUPIPE_CUDA_RETURN(cudaGraphLaunch(graph->exec, stream), "cudaGraphLaunch");
+        return absl::OkStatus();
+      }
+      // The job's work enqueued fine but did not make a graph with its copies: it runs as a
+      // job whose copies stay outside (a sticky device error fails it there too).
+      (void)cudaGetLastError();
     }
   }
   return whole_job(cudaEventRecordDefault, [&] { return LaunchChunk(chunk, s); });
