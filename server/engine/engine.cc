@@ -539,11 +539,7 @@ class Engine::Impl {
       RunDirect(*job, direct_lane, direct_run);
       return absl::OkStatus();
     }
-    if (wake_all) {
-      level_cv_[level].notify_all();
-    } else {
-      level_cv_[level].notify_one();
-    }
+    WakeWorkers(level, wake_all);
     return absl::OkStatus();
   }
 
@@ -571,8 +567,8 @@ class Engine::Impl {
   enum class LaneState { kIdle, kWorker, kDirect };
 
   // A lane taken by a worker or a direct run, for one run or (Renew, RunAlone) several in a
-  // row: which lane, the current run's number (JobTiming::lane_run), and handing it back (Release: once, at the latest when the take
-  // ends).
+  // row: which lane, the current run's number (JobTiming::lane_run), and handing it back
+  // (Release: once, at the latest when the take ends).
   class LaneTake {
    public:
     LaneTake(Impl& impl, Priority priority, int lane, int64_t run)
@@ -702,12 +698,18 @@ class Engine::Impl {
         Report(*job, outcome);
         return;
       }
-      if (wake_all) {
-        level_cv_[level].notify_all();
-      } else {
-        level_cv_[level].notify_one();
-      }
+      WakeWorkers(level, wake_all);
       job = std::move(next);
+    }
+  }
+
+  // Without mu_: work for one waiting worker of `level` (a job or a posted report) arrived; with
+  // `all` (lanes of the level gather a batch, which must see it too), every waiter is woken.
+  void WakeWorkers(int level, bool all) {
+    if (all) {
+      level_cv_[level].notify_all();
+    } else {
+      level_cv_[level].notify_one();
     }
   }
 
@@ -739,11 +741,7 @@ class Engine::Impl {
       wake = !queues_[level].empty();
       wake_all = gatherers_[level] > 0;
     }
-    if (wake_all) {
-      level_cv_[level].notify_all();
-    } else if (wake) {
-      level_cv_[level].notify_one();
-    }
+    if (wake || wake_all) WakeWorkers(level, wake_all);
   }
 
   // With mu_ held: an idle lane of `level` taken for a direct run (its run's number in

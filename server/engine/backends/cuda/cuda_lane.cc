@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <functional>
 #include <utility>
 
+#include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
 #include "server/engine/backends/cuda/cuda_status.h"
 #if GPUPIPE_FAULT_INJECTION
@@ -260,8 +260,8 @@ absl::Status CudaLane::EnqueueOnOneStream(const Chunk& chunk, int s, const Stage
   char* out = OutputOf(chunk, s);
   // Copies, timing events and kernels, in stream order; `record_flags` is
   // cudaEventRecordExternal under capture, so the events stay readable after each replay.
-  auto whole_job = [&](unsigned record_flags, const std::function<absl::Status()>& kernels)
-      -> absl::Status {
+  auto whole_job = [&](unsigned record_flags,
+                       absl::FunctionRef<absl::Status()> kernels) -> absl::Status {
     GPUPIPE_CUDA_RETURN(cudaEventRecordWithFlags(slot.times[0].get(), stream, record_flags),
                         "cudaEventRecord");
     GPUPIPE_CUDA_RETURN(

@@ -18,7 +18,7 @@ GraphCache::~GraphCache() {
   for (Entry& e : entries_) cudaGraphExecDestroy(e.exec);
 }
 
-absl::StatusOr<cudaGraph_t> GraphCache::Capture(cudaStream_t stream, const Enqueue& enqueue,
+absl::StatusOr<cudaGraph_t> GraphCache::Capture(cudaStream_t stream, Enqueue enqueue,
                                                 int* kernels) {
   // Thread-local mode: other lanes' threads keep making CUDA calls during this capture, and
   // none of them is ours to forbid.
@@ -39,7 +39,7 @@ absl::StatusOr<cudaGraph_t> GraphCache::Capture(cudaStream_t stream, const Enque
 
 absl::StatusOr<GraphCache::Lookup> GraphCache::Get(const std::string& topology,
                                                    const std::string& params,
-                                                   cudaStream_t stream, const Enqueue& enqueue) {
+                                                   cudaStream_t stream, Enqueue enqueue) {
   auto it = entries_.begin();
   while (it != entries_.end() && it->topology != topology) ++it;
   if (it != entries_.end()) {

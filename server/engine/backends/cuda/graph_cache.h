@@ -15,10 +15,10 @@
 #include <cuda_runtime_api.h>
 
 #include <atomic>
-#include <functional>
 #include <list>
 #include <string>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "server/engine/backends/backend.h"
 
@@ -42,13 +42,14 @@ class GraphCache {
   // Enqueues what a graph holds on the capturing stream and adds the kernels it launched to
   // `*kernels`. Events it records for the host to read must use cudaEventRecordExternal, so
   // that they become event record nodes rather than dependencies inside the graph.
-  using Enqueue = std::function<cudaError_t(int* kernels)>;
+  // A reference, not a copy: a replay builds no callable object.
+  using Enqueue = absl::FunctionRef<cudaError_t(int* kernels)>;
 
   // The graph for `topology` with kernel parameters `params`. When none is cached with those
   // parameters, `enqueue` (which must enqueue exactly what the topology names on `stream`) is
   // run under stream capture to make one. The returned exec stays valid until the next call.
   absl::StatusOr<Lookup> Get(const std::string& topology, const std::string& params,
-                             cudaStream_t stream, const Enqueue& enqueue);
+                             cudaStream_t stream, Enqueue enqueue);
 
   // Whether a job of this topology came here before (it is cached, or was asked about
   // already); records the question. Remembers the last 4 x capacity topologies asked about.
@@ -65,7 +66,7 @@ class GraphCache {
     int kernels = 0;
   };
 
-  absl::StatusOr<cudaGraph_t> Capture(cudaStream_t stream, const Enqueue& enqueue, int* kernels);
+  absl::StatusOr<cudaGraph_t> Capture(cudaStream_t stream, Enqueue enqueue, int* kernels);
 
   const int capacity_;
   std::list<Entry> entries_;       // most recently used first
