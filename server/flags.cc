@@ -2,6 +2,7 @@
 
 #include <functional>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
@@ -70,6 +71,15 @@ Runs the gpupipe job service: a gRPC daemon that owns one GPU.
                              say who may call
   --metrics-listen ADDR      serve Prometheus metrics at http://ADDR/metrics (default
                              127.0.0.1:9464; port 0 picks one; '' for none)
+  --priority-listen ADDR     a second address, served by threads of its own, that takes
+                             SubmitSmall calls of high-priority jobs only: their requests and
+                             replies do not queue behind the main address's traffic (default
+                             none; the same TLS and tokens as --listen)
+  --priority-min P           the lowest priority the priority listener takes: low, normal or
+                             high (default high); lower ones get PERMISSION_DENIED
+  --priority-max-calls N     calls the priority listener serves at once, each holding a
+                             thread until its job is done; more get RESOURCE_EXHAUSTED
+                             (default 8)
   --backend auto|cuda|cpu    auto uses the GPU when one is usable, else the CPU (default auto)
   --device N                 CUDA device ordinal (default 0)
   --streams-per-priority N   lanes (CUDA streams with their own buffers) per priority (default 2)
@@ -253,6 +263,18 @@ absl::StatusOr<DaemonOptions> ParseFlags(const std::vector<std::string>& args) {
       if (!v.ok()) return v.status();
       if (v->empty()) return absl::InvalidArgumentError("--listen: empty address");
       o.listen = *v;
+    } else if (flag == "--priority-listen") {
+      auto v = take_value();
+      if (!v.ok()) return v.status();
+      o.priority_listen = *v;
+    } else if (flag == "--priority-min") {
+      auto v = take_value();
+      if (!v.ok()) return v.status();
+      if (*v == "low") o.priority_min = engine::Priority::kLow;
+      else if (*v == "normal") o.priority_min = engine::Priority::kNormal;
+      else if (*v == "high") o.priority_min = engine::Priority::kHigh;
+      else return absl::InvalidArgumentError(
+               "--priority-min: expected low, normal or high, got '" + *v + "'");
     } else if (flag == "--metrics-listen") {
       auto v = take_value();
       if (!v.ok()) return v.status();
@@ -281,6 +303,8 @@ absl::StatusOr<DaemonOptions> ParseFlags(const std::vector<std::string>& args) {
       };
       const IntFlag int_flags[] = {
           {"--device", 0, 1023, [&](int64_t v) { o.device = static_cast<int>(v); }},
+          {"--priority-max-calls", 1, 1024,
+           [&](int64_t v) { o.priority_max_calls = static_cast<int>(v); }},
           {"--streams-per-priority", 1, 16,
            [&](int64_t v) { o.streams_per_priority = static_cast<int>(v); }},
           {"--max-input-mib", 1, 1024, [&](int64_t v) { o.max_input_bytes = v << 20; }},
@@ -353,6 +377,12 @@ absl::StatusOr<DaemonOptions> ParseFlags(const std::vector<std::string>& args) {
   if (!o.tls_client_ca.empty() && o.tls_cert.empty()) {
     return absl::InvalidArgumentError(
         "--tls-client-ca: client certificates need TLS (--tls-cert and --tls-key)");
+  }
+  // Port 0 picks a free port for each.
+  if (!o.priority_listen.empty() && o.priority_listen == o.listen &&
+      !absl::EndsWith(o.listen, ":0")) {
+    return absl::InvalidArgumentError(
+        "--priority-listen: needs an address of its own, not --listen's");
   }
   if (o.input_ring_total_bytes > 0 && o.input_ring_total_bytes < o.input_ring_bytes) {
     return absl::InvalidArgumentError(absl::StrCat(

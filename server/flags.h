@@ -7,6 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "server/engine/backends/backend_factory.h"
+#include "server/engine/job/types.h"
 #include "server/logger.h"
 
 namespace gpupipe::daemon {
@@ -14,6 +15,12 @@ namespace gpupipe::daemon {
 struct DaemonOptions {
   std::string listen = "127.0.0.1:50051";
   std::string metrics_listen = "127.0.0.1:9464";  // --metrics-listen; empty: no metrics
+  // The priority listener (rpc/priority_service.h): --priority-listen (empty: none), the
+  // lowest priority it takes (--priority-min) and the calls it serves at once
+  // (--priority-max-calls).
+  std::string priority_listen;
+  engine::Priority priority_min = engine::Priority::kHigh;
+  int priority_max_calls = 8;
   engine::BackendChoice backend = engine::BackendChoice::kAuto;
   int device = 0;
   int streams_per_priority = 2;

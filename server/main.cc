@@ -46,6 +46,7 @@
 #include "server/metrics/prometheus_text.h"
 #include "server/rpc/fd_socket.h"
 #include "server/rpc/job_service.h"
+#include "server/rpc/priority_service.h"
 #include "server/rpc/token_auth.h"
 #include "server/transport.h"
 
@@ -109,6 +110,48 @@ absl::StatusOr<std::shared_ptr<const rpc::TokenTable>> LoadTokens(const std::str
   std::_Exit(code);
 }
 
+// What both listeners share: no port shared with another daemon, gRPC's memory from `quota`,
+// the largest request, and the connection limits below.
+void ConfigureListener(const DaemonOptions& options, grpc::ResourceQuota* quota,
+                       grpc::ServerBuilder* builder) {
+  // A second daemon on a port in use fails to start rather than sharing it.
+  builder->AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  // Room for the largest input plus the rest of the request; larger requests are refused by
+  // gRPC with RESOURCE_EXHAUSTED before they reach the service.
+  builder->SetMaxReceiveMessageSize(static_cast<int>(options.max_input_bytes + (1 << 20)));
+  // gRPC's own buffers (read buffers, flow-control windows of every stream) come from this
+  // quota: under pressure gRPC shrinks the windows it offers, so many uploads at once cost
+  // bounded memory rather than a window each.
+  quota->Resize(static_cast<size_t>(options.rpc_memory_bytes));
+  builder->SetResourceQuota(*quota);
+  // Connections: dead peers of calls in progress are found by keepalive pings, idle
+  // connections closed, and a connection that never completes its handshake dropped, so
+  // clients that vanish or never speak do not pin the daemon's file descriptors or memory.
+  const auto int_arg = [](int64_t ms) {
+    return static_cast<int>(std::min<int64_t>(ms, std::numeric_limits<int>::max()));
+  };
+  builder->AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, options.keepalive_ms > 0
+                                                              ? int_arg(options.keepalive_ms)
+                                                              : std::numeric_limits<int>::max());
+  builder->AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+                              int_arg(options.keepalive_timeout_ms));
+  if (options.max_connection_idle_ms > 0) {
+    builder->AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
+                                int_arg(options.max_connection_idle_ms));
+  }
+  builder->AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
+                              int_arg(options.handshake_timeout_ms));
+}
+
+// `listen` as it is served: a TCP address with the port it got (port 0 picks one); a Unix
+// socket has no port.
+std::string ServedAddress(const std::string& listen, int port) {
+  if (absl::StartsWith(listen, "unix:") || absl::StartsWith(listen, "unix-abstract:")) {
+    return listen;
+  }
+  return absl::StrFormat("%s:%d", listen.substr(0, listen.rfind(':')), port);
+}
+
 int Run(const DaemonOptions& options) {
   static const Logger log(options.log_format, options.log_level);
   g_log = &log;
@@ -142,14 +185,17 @@ int Run(const DaemonOptions& options) {
     }
     *pem = *std::move(contents);
   }
-  if (absl::Status s = CheckListenSecurity(options.listen, security); !s.ok()) {
-    Fail(std::string(s.message()));
-    return 1;
-  }
-  if (options.insecure && !IsLoopbackAddress(options.listen) && security.tls_cert_pem.empty() &&
-      !security.tokens) {
-    Warn(absl::StrCat("--insecure: serving plaintext calls without tokens on ", options.listen,
-                      "; anyone who can reach it can run jobs"));
+  for (const std::string* listen : {&options.listen, &options.priority_listen}) {
+    if (listen->empty()) continue;
+    if (absl::Status s = CheckListenSecurity(*listen, security); !s.ok()) {
+      Fail(std::string(s.message()));
+      return 1;
+    }
+    if (options.insecure && !IsLoopbackAddress(*listen) && security.tls_cert_pem.empty() &&
+        !security.tokens) {
+      Warn(absl::StrCat("--insecure: serving plaintext calls without tokens on ", *listen,
+                        "; anyone who can reach it can run jobs"));
+    }
   }
   rpc::Authenticator authenticator;
   if (security.tokens) {
@@ -287,39 +333,34 @@ int Run(const DaemonOptions& options) {
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(options.listen, MakeServerCredentials(security), &port);
-  // A second daemon on a port in use fails to start rather than sharing it.
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.RegisterService(&service);
-  // Room for the largest input plus the rest of the request; larger requests are refused by
-  // gRPC with RESOURCE_EXHAUSTED before they reach the service.
-  builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_input_bytes + (1 << 20)));
-  // gRPC's own buffers (read buffers, flow-control windows of every stream) come from this
-  // quota: under pressure gRPC shrinks the windows it offers, so many uploads at once cost
-  // bounded memory rather than a window each.
   grpc::ResourceQuota quota("gpupiped");
-  quota.Resize(static_cast<size_t>(options.rpc_memory_bytes));
-  builder.SetResourceQuota(quota);
-  // Connections: dead peers of calls in progress are found by keepalive pings, idle
-  // connections closed, and a connection that never completes its handshake dropped, so
-  // clients that vanish or never speak do not pin the daemon's file descriptors or memory.
-  const auto int_arg = [](int64_t ms) {
-    return static_cast<int>(std::min<int64_t>(ms, std::numeric_limits<int>::max()));
-  };
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, options.keepalive_ms > 0
-                                                             ? int_arg(options.keepalive_ms)
-                                                             : std::numeric_limits<int>::max());
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, int_arg(options.keepalive_timeout_ms));
-  if (options.max_connection_idle_ms > 0) {
-    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
-                               int_arg(options.max_connection_idle_ms));
-  }
-  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
-                             int_arg(options.handshake_timeout_ms));
+  ConfigureListener(options, &quota, &builder);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || port == 0) {
     Fail(absl::StrCat("cannot listen on ", options.listen,
                       ": the address is in use (another gpupiped?) or not this host's"));
     return 1;
+  }
+  // The priority listener: a sync-API server, whose calls run on threads of its own
+  // (rpc/priority_service.h), with a quota of its own for its memory and threads.
+  rpc::PriorityJobService priority_service(&service, options.priority_min);
+  grpc::ResourceQuota priority_quota("gpupiped-priority");
+  std::unique_ptr<grpc::Server> priority_server;
+  int priority_port = 0;
+  if (!options.priority_listen.empty()) {
+    grpc::ServerBuilder priority_builder;
+    priority_builder.AddListeningPort(options.priority_listen, MakeServerCredentials(security),
+                                      &priority_port);
+    priority_builder.RegisterService(&priority_service);
+    ConfigureListener(options, &priority_quota, &priority_builder);
+    priority_quota.SetMaxThreads(rpc::PriorityListenerThreads(options.priority_max_calls));
+    priority_server = priority_builder.BuildAndStart();
+    if (!priority_server || priority_port == 0) {
+      Fail(absl::StrCat("cannot listen on ", options.priority_listen,
+                        " (--priority-listen): the address is in use or not this host's"));
+      return 1;
+    }
   }
   std::unique_ptr<metrics::HttpServer> metrics_server;
   if (!options.metrics_listen.empty()) {
@@ -338,18 +379,23 @@ int Run(const DaemonOptions& options) {
   }
   grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
   health->SetServingStatus(v1::JobService::service_full_name(), true);
-  // A Unix socket has no port; a TCP address is logged with the port it got (port 0 picks one).
-  const bool unix_socket = absl::StartsWith(options.listen, "unix:") ||
-                           absl::StartsWith(options.listen, "unix-abstract:");
-  const std::string address =
-      unix_socket
-          ? options.listen
-          : absl::StrFormat("%s:%d", options.listen.substr(0, options.listen.rfind(':')), port);
-  Log(absl::StrFormat("listening on %s (version %s, %s%s)", address, kVersion,
+  grpc::HealthCheckServiceInterface* priority_health =
+      priority_server ? priority_server->GetHealthCheckService() : nullptr;
+  if (priority_health != nullptr) {
+    priority_health->SetServingStatus(v1::JobService::service_full_name(), true);
+  }
+  Log(absl::StrFormat("listening on %s (version %s, %s%s)", ServedAddress(options.listen, port),
+                      kVersion,
                       security.tls_cert_pem.empty()        ? "plaintext"
                       : security.tls_client_ca_pem.empty() ? "TLS"
                                                            : "mutual TLS",
                       security.tokens ? ", tokens" : ""));
+  if (priority_server) {
+    Log(absl::StrFormat("priority listener on %s (SubmitSmall, priority %s and above, %d calls "
+                        "at once)",
+                        ServedAddress(options.priority_listen, priority_port),
+                        engine::PriorityName(options.priority_min), options.priority_max_calls));
+  }
 
   int sig = 0;
   for (;;) {
@@ -388,6 +434,7 @@ int Run(const DaemonOptions& options) {
   // Probes see NOT_SERVING at once; new jobs are refused with UNAVAILABLE (the engine stops
   // accepting) while the accepted ones run out their grace.
   health->Shutdown();
+  if (priority_health != nullptr) priority_health->Shutdown();
   bool drained = engine->Drain(std::chrono::seconds(grace_seconds));
   if (!drained) {
     // The grace is over: every running job stops at its next check, and its final events
@@ -402,7 +449,9 @@ int Run(const DaemonOptions& options) {
   service.WaitForCalls(std::chrono::steady_clock::now() + kDeliverBudget);
   // Region leases stay open until ended: end them, or the server would wait for them.
   service.CloseLeases();
-  server->Shutdown(std::chrono::system_clock::now() + kLinger);
+  const auto linger_end = std::chrono::system_clock::now() + kLinger;
+  server->Shutdown(linger_end);
+  if (priority_server) priority_server->Shutdown(linger_end);
   engine->Shutdown();
   if (drained) {
     Log("stopped");

@@ -35,7 +35,7 @@ std::string ClientIdentity(std::string_view peer, std::string_view authenticated
   return absl::StrCat(identity, "/", id);
 }
 
-std::string ClientIdentity(const grpc::CallbackServerContext& context,
+std::string ClientIdentity(const grpc::ServerContextBase& context,
                            std::string_view token_name) {
   std::string authenticated;
   if (!token_name.empty()) {
@@ -56,7 +56,7 @@ std::string ClientIdentity(const grpc::CallbackServerContext& context,
   return ClientIdentity(context.peer(), authenticated, client_id);
 }
 
-void ApplyCallContext(const grpc::CallbackServerContext& context, std::string_view token_name,
+void ApplyCallContext(const grpc::ServerContextBase& context, std::string_view token_name,
                       engine::JobSpec* spec) {
   spec->client = ClientIdentity(context, token_name);
   const auto system_deadline = context.deadline();

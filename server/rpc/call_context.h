@@ -19,14 +19,14 @@ namespace gpupipe::rpc {
 // Sets spec->client (ClientIdentity; `token_name`: the name of the token the call proved
 // itself with, empty for none) and spec->deadline (the call's deadline on the steady clock;
 // none for a call without one).
-void ApplyCallContext(const grpc::CallbackServerContext& context, std::string_view token_name,
+void ApplyCallContext(const grpc::ServerContextBase& context, std::string_view token_name,
                       engine::JobSpec* spec);
 
 inline constexpr char kClientIdMetadataKey[] = "client-id";
 inline constexpr size_t kMaxClientIdBytes = 64;
 
 // From the call's context and its token's name (empty for none).
-std::string ClientIdentity(const grpc::CallbackServerContext& context,
+std::string ClientIdentity(const grpc::ServerContextBase& context,
                            std::string_view token_name);
 
 // Whether `peer` (as grpc::ServerContext::peer() spells it) is a process of this host: a Unix

@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "absl/strings/str_cat.h"
+#include "server/rpc/blocking_small_call.h"
 #include "server/rpc/call_context.h"
 #include "server/rpc/convert.h"
 #include "server/rpc/status_mapping.h"
@@ -22,7 +23,7 @@ JobServiceImpl::JobServiceImpl(engine::Engine* engine, JobServiceOptions options
       runs_(engine, options_.upload_idle_timeout, options_.waiting_runs) {}
 
 absl::StatusOr<std::string> JobServiceImpl::Authenticate(
-    const grpc::CallbackServerContext& context) const {
+    const grpc::ServerContextBase& context) const {
   if (options_.authenticator == nullptr) return std::string();
   absl::StatusOr<std::string> caller = options_.authenticator->Authenticate(context);
   if (!caller.ok()) ++unauthenticated_;
@@ -99,6 +100,32 @@ grpc::ServerUnaryReactor* JobServiceImpl::SubmitSmall(grpc::CallbackServerContex
   return new SubmitSmallReactor(engine_, context, request, response, Authenticate(*context),
                                 options_.max_queued_events, &stall_watch_, &unread_,
                                 &active_calls_);
+}
+
+grpc::Status JobServiceImpl::SubmitSmallHere(grpc::ServerContext* context,
+                                             const v1::SubmitRequest* request,
+                                             v1::CompleteJob* response, engine::Priority lowest,
+                                             absl::string_view listener) {
+  absl::StatusOr<std::string> caller = Authenticate(*context);
+  // An unknown value passes here and is refused as INVALID_ARGUMENT with the request's other
+  // faults.
+  const engine::Priority priority = request->priority() == v1::PRIORITY_LOW ? engine::Priority::kLow
+                                    : request->priority() == v1::PRIORITY_HIGH
+                                        ? engine::Priority::kHigh
+                                        : engine::Priority::kNormal;
+  const bool known = v1::Priority_IsValid(request->priority());
+  if (caller.ok() && known && priority < lowest) {
+    caller = absl::PermissionDeniedError(absl::StrCat(
+        listener, " takes jobs of priority ", engine::PriorityName(lowest),
+        " and above; this one is ", engine::PriorityName(priority),
+        ": send it to the daemon's main address (gpupiped --priority-min)"));
+    engine_->CountRefusal(caller.status());
+  }
+  active_calls_.Begin();
+  grpc::Status status = ServeSmallJobHere(engine_, context, request, response, caller,
+                                          options_.max_queued_events, &unread_);
+  active_calls_.End();
+  return status;
 }
 
 grpc::ServerBidiReactor<v1::RunRequest, v1::JobEvent>* JobServiceImpl::Run(

@@ -12,6 +12,7 @@
 #include <functional>
 #include <string>
 
+#include "absl/strings/string_view.h"
 #include "gpupipe/v1/gpupipe.grpc.pb.h"
 #include "server/engine/engine.h"
 #include "server/rpc/active_calls.h"
@@ -78,6 +79,15 @@ class JobServiceImpl final : public v1::JobService::CallbackService {
   grpc::ServerWriteReactor<v1::RegionLease>* HoldRegions(
       grpc::CallbackServerContext* context, const v1::HoldRegionsRequest* request) override;
 
+  // SubmitSmall served on the calling thread of a sync-API server, which waits for the job
+  // (blocking_small_call.h): the same authentication, limits and accounting as SubmitSmall,
+  // and the call counts among those a shutdown waits for. A job below `lowest` is refused
+  // with PERMISSION_DENIED naming `listener`, marked as not accepted, after the token check
+  // and before anything else (the priority listener's rule, priority_service.h).
+  grpc::Status SubmitSmallHere(grpc::ServerContext* context, const v1::SubmitRequest* request,
+                               v1::CompleteJob* response, engine::Priority lowest,
+                               absl::string_view listener);
+
   // Ends every HoldRegions call (UNAVAILABLE) and every later one at once: for a shutdown,
   // before the server waits for its calls.
   void CloseLeases() {
@@ -105,7 +115,7 @@ class JobServiceImpl final : public v1::JobService::CallbackService {
 
  private:
   // The caller's token name (empty where none is required), or UNAUTHENTICATED.
-  absl::StatusOr<std::string> Authenticate(const grpc::CallbackServerContext& context) const;
+  absl::StatusOr<std::string> Authenticate(const grpc::ServerContextBase& context) const;
   // A unary call: authenticated, then answered with what `fill_response` wrote and the status
   // it returned (or RESOURCE_EXHAUSTED when memory runs out meanwhile). It is given the
   // caller's token name.

@@ -12,7 +12,7 @@ namespace {
 
 // StartJobCall's submission: OK once the engine accepted the job, or why the request was
 // refused (counted in the engine's refusals); a failed allocation is RESOURCE_EXHAUSTED.
-absl::Status SubmitJob(engine::Engine* engine, const grpc::CallbackServerContext& context,
+absl::Status SubmitJob(engine::Engine* engine, const grpc::ServerContextBase& context,
                        const v1::SubmitRequest* request, const std::string& caller,
                        std::chrono::steady_clock::time_point received, int max_queued_events,
                        bool one_message, UnreadResults* unread,
@@ -56,7 +56,7 @@ absl::Status SubmitJob(engine::Engine* engine, const grpc::CallbackServerContext
 
 }  // namespace
 
-void StartJobCall(engine::Engine* engine, grpc::CallbackServerContext* context,
+void StartJobCall(engine::Engine* engine, grpc::ServerContextBase* context,
                   const v1::SubmitRequest* request, const absl::StatusOr<std::string>& caller,
                   std::chrono::steady_clock::time_point received, int max_queued_events,
                   bool one_message, UnreadResults* unread,

@@ -29,7 +29,7 @@ namespace gpupipe::rpc {
 // null): a client with too many results unread is refused, and the stream's result bytes count
 // as the client's there (EventStream::CountUnreadIn). `context` must outlive the call (the
 // reactor's).
-void StartJobCall(engine::Engine* engine, grpc::CallbackServerContext* context,
+void StartJobCall(engine::Engine* engine, grpc::ServerContextBase* context,
                   const v1::SubmitRequest* request, const absl::StatusOr<std::string>& caller,
                   std::chrono::steady_clock::time_point received, int max_queued_events,
                   bool one_message, UnreadResults* unread,

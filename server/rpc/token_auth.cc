@@ -98,7 +98,7 @@ bool Authenticator::required() const {
 }
 
 absl::StatusOr<std::string> Authenticator::Authenticate(
-    const grpc::CallbackServerContext& context) const {
+    const grpc::ServerContextBase& context) const {
   std::shared_ptr<const TokenTable> tokens;
   {
     std::lock_guard<std::mutex> lock(mu_);

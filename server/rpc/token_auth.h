@@ -53,7 +53,7 @@ class Authenticator {
 
   // The caller's token name (empty where no token is required), or UNAUTHENTICATED saying what
   // was wrong (no token, not a bearer token, an unknown token) without repeating it.
-  absl::StatusOr<std::string> Authenticate(const grpc::CallbackServerContext& context) const;
+  absl::StatusOr<std::string> Authenticate(const grpc::ServerContextBase& context) const;
 
  private:
   mutable std::mutex mu_;

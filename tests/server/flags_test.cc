@@ -1,6 +1,6 @@
 // gpupiped's memory and scheduling flags: --device-memory as a percentage or a size,
 // --chunk-mib, --input-ring-mib, --input-ring-total-mib, --priority-hold-ms,
-// --direct-run-max-kib, --max-client-unread-mib, --max-unread-mib.
+// --direct-run-max-kib, --max-client-unread-mib, --max-unread-mib, the priority listener's.
 #include "server/flags.h"
 
 #include <gtest/gtest.h>
@@ -141,6 +141,30 @@ TEST(Flags, LogsAreTextAtInfoByDefaultAndBadValuesNameTheFlag) {
   o = ParseFlags({"--log-format", "logfmt"});
   ASSERT_FALSE(o.ok());
   EXPECT_NE(o.status().message().find("--log-format"), std::string::npos) << o.status();
+}
+
+TEST(Flags, ThePriorityListenerIsOffByDefaultAndTakesHighJobsEightAtATime) {
+  absl::StatusOr<DaemonOptions> o = ParseFlags({});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->priority_listen, "");
+  EXPECT_EQ(o->priority_min, engine::Priority::kHigh);
+  EXPECT_EQ(o->priority_max_calls, 8);
+  o = ParseFlags({"--priority-listen", "127.0.0.1:50052", "--priority-min=normal",
+                  "--priority-max-calls", "3"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->priority_listen, "127.0.0.1:50052");
+  EXPECT_EQ(o->priority_min, engine::Priority::kNormal);
+  EXPECT_EQ(o->priority_max_calls, 3);
+  for (const std::vector<std::string>& bad :
+       {std::vector<std::string>{"--priority-min", "urgent"},
+        std::vector<std::string>{"--priority-max-calls", "0"},
+        std::vector<std::string>{"--priority-max-calls", "1025"},
+        std::vector<std::string>{"--listen", "127.0.0.1:7", "--priority-listen", "127.0.0.1:7"}}) {
+    o = ParseFlags(bad);
+    ASSERT_FALSE(o.ok()) << bad[0];
+    EXPECT_EQ(o.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(o.status().message().find("--priority-"), std::string::npos) << o.status();
+  }
 }
 
 TEST(Flags, MetricsListenOnLoopbackByDefaultAndEmptyTurnsThemOff) {

@@ -38,7 +38,8 @@ std::string RefusalReason(const absl::Status& status) {
                                                       "max-queued-mib",
                                                       "max-stream-input-gib",
                                                       "max-unread-mib",
-                                                      "max-work-per-byte"};
+                                                      "max-work-per-byte",
+                                                      "priority-min"};
   const absl::string_view message = status.message();
   constexpr absl::string_view kPrefix = "gpupiped --";
   const size_t at = message.rfind(kPrefix);

@@ -1,0 +1,275 @@
+// The priority listener in-process: a sync-API server beside the callback one, both over one
+// engine, as gpupiped builds them, driven by the client library and by raw stubs.
+#include "server/rpc/priority_service.h"
+
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <future>
+#include <thread>
+#include <vector>
+
+#include "client/job_client.h"
+#include "server/engine/backends/cpu/cpu_backend.h"
+#include "server/rpc/status_mapping.h"
+#include "tests/testing/random_tensor.h"
+#include "tests/testing/recording_sink.h"
+
+namespace gpupipe::rpc {
+namespace {
+
+using gpupipe::testing::AsBytes;
+using gpupipe::testing::AsFloats;
+using gpupipe::testing::RecordingSink;
+
+constexpr int kMaxCalls = 2;
+
+class PriorityServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Start(nullptr); }
+
+  // (Re)starts the engine and both servers; `authenticator` as JobServiceOptions'.
+  void Start(const Authenticator* authenticator) {
+    Stop();
+    engine::EngineOptions options;
+    options.limits.max_input_bytes = 8 << 20;
+    engine_ = engine::Engine::Create(engine::CreateCpuBackend({}), options);  // 1 lane a level
+    JobServiceOptions service_options{4, "test"};
+    service_options.authenticator = authenticator;
+    service_ = std::make_unique<JobServiceImpl>(engine_.get(), service_options);
+    priority_ = std::make_unique<PriorityJobService>(service_.get(), engine::Priority::kHigh);
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
+    builder.RegisterService(service_.get());
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(port_, 0);
+    grpc::ServerBuilder priority_builder;
+    priority_builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
+                                      &priority_port_);
+    priority_builder.RegisterService(priority_.get());
+    quota_ = std::make_unique<grpc::ResourceQuota>("priority-test");
+    quota_->SetMaxThreads(PriorityListenerThreads(kMaxCalls));
+    priority_builder.SetResourceQuota(*quota_);
+    priority_server_ = priority_builder.BuildAndStart();
+    ASSERT_NE(priority_port_, 0);
+    priority_stub_ = v1::JobService::NewStub(grpc::CreateChannel(
+        "127.0.0.1:" + std::to_string(priority_port_), grpc::InsecureChannelCredentials()));
+  }
+
+  void Stop() {
+    if (server_) server_->Shutdown();
+    if (priority_server_) priority_server_->Shutdown();
+    if (engine_) engine_->Shutdown();
+  }
+
+  void TearDown() override { Stop(); }
+
+  static v1::SubmitRequest Request(const std::vector<float>& x, v1::Priority priority) {
+    v1::SubmitRequest request;
+    request.mutable_input()->set_dtype(v1::DTYPE_FLOAT32);
+    request.mutable_input()->add_shape(1);
+    request.mutable_input()->add_shape(static_cast<int64_t>(x.size()));
+    request.mutable_input()->set_data(AsBytes(x));
+    request.add_ops()->mutable_softmax();
+    request.set_priority(priority);
+    return request;
+  }
+
+  // A high-priority job that holds the engine's one high lane until the sink's gate opens.
+  std::shared_ptr<RecordingSink> BlockHighLane() {
+    auto blocker = std::make_shared<RecordingSink>();
+    blocker->SetGateOpen(false);
+    engine::JobSpec spec;
+    spec.shape = {100};
+    spec.ops = {{engine::OpKind::kRelu}};
+    spec.priority = engine::Priority::kHigh;
+    std::string input = AsBytes(std::vector<float>(100, 1.0f));
+    EXPECT_TRUE(engine_->Submit(std::move(spec), input, blocker).ok());
+    while (blocker->chunks() == 0 && !blocker->WaitDone(std::chrono::milliseconds(1))) {
+    }
+    return blocker;
+  }
+
+  // Waits until `n` high-priority jobs wait in the engine's queue.
+  bool WaitQueuedHigh(int n) {
+    for (int i = 0; i < 2000; ++i) {
+      for (const engine::EngineStats::Level& level : engine_->Stats(false).levels) {
+        if (level.priority == engine::Priority::kHigh && level.queued == n) return true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    return false;
+  }
+
+  // A SubmitSmall call on the priority listener, on a thread of its own.
+  std::future<grpc::Status> SubmitSmallAsync(v1::SubmitRequest request,
+                                             std::chrono::milliseconds deadline) {
+    return std::async(std::launch::async, [this, request = std::move(request), deadline] {
+      grpc::ClientContext context;
+      context.set_deadline(std::chrono::system_clock::now() + deadline);
+      v1::CompleteJob response;
+      return priority_stub_->SubmitSmall(&context, request, &response);
+    });
+  }
+
+  std::unique_ptr<engine::Engine> engine_;
+  std::unique_ptr<JobServiceImpl> service_;
+  std::unique_ptr<PriorityJobService> priority_;
+  std::unique_ptr<grpc::ResourceQuota> quota_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<grpc::Server> priority_server_;
+  std::unique_ptr<v1::JobService::Stub> priority_stub_;
+  int port_ = 0;
+  int priority_port_ = 0;
+};
+
+std::vector<float> Softmax(const std::vector<float>& x) {
+  float max = x[0];
+  for (float v : x) max = std::max(max, v);
+  double sum = 0;
+  for (float v : x) sum += std::exp(static_cast<double>(v - max));
+  std::vector<float> y;
+  for (float v : x) y.push_back(static_cast<float>(std::exp(static_cast<double>(v - max)) / sum));
+  return y;
+}
+
+TEST_F(PriorityServiceTest, TheClientSendsHighPrioritySmallJobsToTheListener) {
+  const uint64_t seed = gpupipe::testing::FreshSeed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  client::ClientOptions options;
+  options.priority_target = "127.0.0.1:" + std::to_string(priority_port_);
+  auto client = client::JobClient::Create("127.0.0.1:" + std::to_string(port_), options);
+  ASSERT_TRUE(client.ok()) << client.status();
+  for (v1::Priority priority : {v1::PRIORITY_HIGH, v1::PRIORITY_LOW}) {
+    const std::vector<float> x = gpupipe::testing::RandomFloats(1024, seed + priority);
+    std::promise<absl::StatusOr<client::JobResult>> done;
+    (*client)->SubmitAsync(Request(x, priority), [&](absl::StatusOr<client::JobResult> r) {
+      done.set_value(std::move(r));
+    });
+    absl::StatusOr<client::JobResult> result = done.get_future().get();
+    ASSERT_TRUE(result.ok()) << result.status();
+    const std::vector<float> y = AsFloats(result->output.data());
+    const std::vector<float> want = Softmax(x);
+    ASSERT_EQ(y.size(), want.size());
+    for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(y[i], want[i], 1e-6f) << i;
+    EXPECT_TRUE(result->has_timing);
+    // The high job went to the priority listener, the low one to the main address.
+    const int want_port = priority == v1::PRIORITY_HIGH ? priority_port_ : port_;
+    EXPECT_NE(result->peer.find(":" + std::to_string(want_port)), std::string::npos)
+        << result->peer;
+  }
+}
+
+TEST_F(PriorityServiceTest, LowerPrioritiesAreRefusedAsNotAccepted) {
+  for (v1::Priority priority : {v1::PRIORITY_UNSPECIFIED, v1::PRIORITY_LOW, v1::PRIORITY_NORMAL}) {
+    grpc::ClientContext context;
+    v1::CompleteJob response;
+    const grpc::Status status =
+        priority_stub_->SubmitSmall(&context, Request({1, 2, 3}, priority), &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED) << priority;
+    EXPECT_NE(status.error_message().find("main address"), std::string::npos)
+        << status.error_message();
+    const auto& trailers = context.GetServerTrailingMetadata();
+    const auto mark = trailers.find(kAcceptedMetadataKey);
+    ASSERT_NE(mark, trailers.end());
+    EXPECT_EQ(mark->second, "0");
+  }
+  EXPECT_EQ(engine_->Stats(false).refused["priority-min"], 3);
+  // A bad request of the right priority is the request's fault, said as on the main address.
+  v1::SubmitRequest bad = Request({1, 2, 3}, v1::PRIORITY_HIGH);
+  bad.mutable_input()->mutable_data()->pop_back();
+  grpc::ClientContext context;
+  v1::CompleteJob response;
+  EXPECT_EQ(priority_stub_->SubmitSmall(&context, bad, &response).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+TEST_F(PriorityServiceTest, OnlySubmitSmallIsServed) {
+  grpc::ClientContext submit_context;
+  std::unique_ptr<grpc::ClientReader<v1::JobEvent>> reader =
+      priority_stub_->Submit(&submit_context, Request({1}, v1::PRIORITY_HIGH));
+  v1::JobEvent event;
+  EXPECT_FALSE(reader->Read(&event));
+  const grpc::Status submit = reader->Finish();
+  EXPECT_EQ(submit.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(submit.error_message().find("SubmitSmall only"), std::string::npos);
+  grpc::ClientContext run_context;
+  auto run = priority_stub_->Run(&run_context);
+  run->WritesDone();
+  EXPECT_EQ(run->Finish().error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  grpc::ClientContext describe_context;
+  v1::DescribeResponse description;
+  EXPECT_EQ(priority_stub_->Describe(&describe_context, v1::DescribeRequest(), &description)
+                .error_code(),
+            grpc::StatusCode::UNIMPLEMENTED);
+}
+
+TEST_F(PriorityServiceTest, ATokenIsCheckedBeforeThePriority) {
+  absl::StatusOr<std::shared_ptr<const TokenTable>> tokens =
+      TokenTable::Parse("alice:0123456789abcdef0123\n");
+  ASSERT_TRUE(tokens.ok());
+  Authenticator authenticator(*tokens);
+  Start(&authenticator);
+  for (v1::Priority priority : {v1::PRIORITY_LOW, v1::PRIORITY_HIGH}) {
+    grpc::ClientContext context;
+    v1::CompleteJob response;
+    EXPECT_EQ(priority_stub_->SubmitSmall(&context, Request({1}, priority), &response)
+                  .error_code(),
+              grpc::StatusCode::UNAUTHENTICATED);
+  }
+  grpc::ClientContext context;
+  context.AddMetadata(kAuthorizationMetadataKey, "Bearer 0123456789abcdef0123");
+  v1::CompleteJob response;
+  const grpc::Status status =
+      priority_stub_->SubmitSmall(&context, Request({1, 2}, v1::PRIORITY_HIGH), &response);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(AsFloats(response.chunk().data()).size(), 2u);
+}
+
+TEST_F(PriorityServiceTest, CallsBeyondTheLimitAreRefusedAndTheWaitingOnesFinish) {
+  std::shared_ptr<RecordingSink> blocker = BlockHighLane();
+  // Each call holds a thread while its job waits for the lane.
+  std::vector<std::future<grpc::Status>> waiting;
+  for (int i = 0; i < kMaxCalls; ++i) {
+    waiting.push_back(
+        SubmitSmallAsync(Request({1, 2, 3}, v1::PRIORITY_HIGH), std::chrono::seconds(30)));
+  }
+  ASSERT_TRUE(WaitQueuedHigh(kMaxCalls));
+  // A shutdown would wait for them.
+  EXPECT_FALSE(service_->WaitForCalls(std::chrono::steady_clock::now() +
+                                      std::chrono::milliseconds(50)));
+  const grpc::Status over =
+      SubmitSmallAsync(Request({1, 2, 3}, v1::PRIORITY_HIGH), std::chrono::seconds(30)).get();
+  EXPECT_EQ(over.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << over.error_message();
+  blocker->SetGateOpen(true);
+  for (std::future<grpc::Status>& call : waiting) {
+    const grpc::Status status = call.get();
+    EXPECT_TRUE(status.ok()) << status.error_message();
+  }
+  EXPECT_TRUE(service_->WaitForCalls(std::chrono::steady_clock::now() + std::chrono::seconds(5)));
+}
+
+TEST_F(PriorityServiceTest, ACallPastItsDeadlineGivesItsThreadBack) {
+  std::shared_ptr<RecordingSink> blocker = BlockHighLane();
+  // More calls than threads, one after another: each ends at its deadline and frees its
+  // thread, so none finds the listener full.
+  for (int i = 0; i < kMaxCalls + 2; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    const grpc::Status status =
+        SubmitSmallAsync(Request({1, 2, 3}, v1::PRIORITY_HIGH), std::chrono::milliseconds(100))
+            .get();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << status.error_message();
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  }
+  blocker->SetGateOpen(true);
+  ASSERT_TRUE(blocker->WaitDone());
+  const grpc::Status after =
+      SubmitSmallAsync(Request({1, 2, 3}, v1::PRIORITY_HIGH), std::chrono::seconds(30)).get();
+  EXPECT_TRUE(after.ok()) << after.error_message();
+  EXPECT_TRUE(service_->WaitForCalls(std::chrono::steady_clock::now() + std::chrono::seconds(5)));
+}
+
+}  // namespace
+}  // namespace gpupipe::rpc
