@@ -104,6 +104,18 @@ absl::StatusOr<std::unique_ptr<JobClient>> JobClient::Create(const std::string& 
       grpc::CreateCustomChannel(channel_target.uri, credentials, channel_args);
   auto client = std::make_unique<JobClient>(std::move(channel), options);
   client->target_ = channel_target;
+  if (!options.priority_target.empty()) {
+    absl::StatusOr<ChannelTarget> priority = ResolveTarget(options.priority_target);
+    if (!priority.ok()) {
+      return absl::Status(priority.status().code(),
+                          absl::StrCat("priority target: ", priority.status().message()));
+    }
+    // A connection of its own: the point is that its calls queue behind no others.
+    grpc::ChannelArguments args = ChannelArgs(*priority);
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    client->priority_stub_ =
+        v1::JobService::NewStub(grpc::CreateCustomChannel(priority->uri, credentials, args));
+  }
   client->make_channel_ = [channel_target, credentials](int i) {
     // A subchannel pool of its own gives the channel a connection of its own: the calls of a
     // split Run then move over separate HTTP/2 connections.
@@ -292,7 +304,8 @@ void JobClient::SubmitAsync(const v1::SubmitRequest& request, SubmitDone done) {
   StartSubmitCall(
       stub_.get(), [this](grpc::ClientContext* context) { SetDeadline(context); }, request,
       std::move(done), options_.submit_attempts,
-      options_.submit_small ? &submit_small_unsupported_ : nullptr);
+      options_.submit_small ? &submit_small_unsupported_ : nullptr,
+      request.priority() == v1::PRIORITY_HIGH ? priority_stub_.get() : nullptr);
 }
 
 absl::StatusOr<JobResult> JobClient::Run(const v1::SubmitRequest& spec, int64_t input_bytes,

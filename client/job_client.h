@@ -49,6 +49,11 @@ struct ClientOptions {
   // less than Submit's stream; a job the daemon finds too large for it (or a daemon without
   // SubmitSmall) is sent again with Submit. False: always Submit.
   bool submit_small = true;
+  // The daemon's priority listener (gpupiped --priority-listen), a target as for Create: a
+  // high-priority job that SubmitAsync sends as SubmitSmall goes there, on a channel of its
+  // own, so that its call does not wait behind this daemon's other traffic; every other call
+  // goes to the main target. Empty: none. Used by Create only.
+  std::string priority_target;
 };
 
 // Called with every event of a Submit stream, in order, after the event was checked.
@@ -210,6 +215,8 @@ class JobClient {
   ChannelTarget target_;  // where Create made the channel; a single target otherwise
   std::shared_ptr<grpc::ChannelInterface> channel_;
   std::unique_ptr<v1::JobService::Stub> stub_;
+  // On the priority listener's channel (ClientOptions::priority_target); null: none.
+  std::unique_ptr<v1::JobService::Stub> priority_stub_;
   // Makes the channel of call i > 0 of a split Run, a connection of its own; null where the
   // client was given its channel.
   std::function<std::shared_ptr<grpc::ChannelInterface>(int i)> make_channel_;

@@ -14,6 +14,7 @@ namespace {
 // What the calls of one job share.
 struct Job {
   v1::JobService::Stub* stub;
+  v1::JobService::Stub* small_stub;  // SubmitSmall's
   std::function<void(grpc::ClientContext*)> prepare;
   v1::SubmitRequest request;  // with compact events; read by every call
   int attempts = 1;
@@ -127,7 +128,7 @@ class SubmitSmallCall final {
     if (job_->prepare) job_->prepare(&context_);
     job_->deadline = context_.deadline();
     job_->deadline_set = true;
-    job_->stub->async()->SubmitSmall(&context_, &job_->request, &response_,
+    job_->small_stub->async()->SubmitSmall(&context_, &job_->request, &response_,
                                      [this](grpc::Status status) { Done(status); });
   }
 
@@ -195,9 +196,11 @@ std::chrono::milliseconds SubmitRetryDelay(int attempt) {
 void StartSubmitCall(v1::JobService::Stub* stub,
                      const std::function<void(grpc::ClientContext*)>& prepare,
                      const v1::SubmitRequest& request, SubmitDone done, int attempts,
-                     std::atomic<bool>* submit_small_unsupported) {
+                     std::atomic<bool>* submit_small_unsupported,
+                     v1::JobService::Stub* small_stub) {
   auto job = std::make_shared<Job>();
   job->stub = stub;
+  job->small_stub = small_stub != nullptr ? small_stub : stub;
   job->prepare = prepare;
   job->request = request;
   job->request.set_compact_events(true);

@@ -55,10 +55,13 @@ inline constexpr int64_t kSubmitSmallInputBytes = int64_t{64} << 10;
 // UNAVAILABLE) or answers UNIMPLEMENTED, the job goes on as Submit calls. UNIMPLEMENTED is
 // also gRPC's answer to a request it cannot decode, so `*submit_small_unsupported` is set (later
 // jobs skip SubmitSmall) only once the daemon decoded the same request as a Submit.
+// `small_stub` (null: `stub`) takes the SubmitSmall call, for a daemon's priority listener
+// (gpupiped --priority-listen); Submit calls always go to `stub`.
 void StartSubmitCall(v1::JobService::Stub* stub,
                      const std::function<void(grpc::ClientContext*)>& prepare,
                      const v1::SubmitRequest& request, SubmitDone done, int attempts = 1,
-                     std::atomic<bool>* submit_small_unsupported = nullptr);
+                     std::atomic<bool>* submit_small_unsupported = nullptr,
+                     v1::JobService::Stub* small_stub = nullptr);
 
 }  // namespace client
 }  // namespace gpupipe

@@ -12,6 +12,10 @@
 #   high_idle   the job at high priority alone, concurrency 1 (its idle p99)
 #   probe       the same high-priority job from a client process of its own, concurrency 1,
 #               while another process floods low-priority jobs at concurrency 256 (flood_low)
+#   high_idle_listener, probe_listener
+#               the same two through the daemon's priority listener (--priority-listen, a
+#               second address served by threads of its own); the flood stays on the main
+#               address (flood_low_listener)
 #   flood       one process, 255 low for every high job, concurrency 256: the high job's p99
 #               when it shares its client process (and its gRPC threads) with the flood
 # and a drawn timeline of one large chunked job (gpupipe submit --timeline).
@@ -36,6 +40,7 @@ bench_write_meta "$OUT/load-meta.json" "$cli"
 
 port=$((20000 + RANDOM % 20000))
 target=127.0.0.1:$port
+priority_target=127.0.0.1:$((port + 1))
 pid=
 start_daemon() {
   "$daemon" --backend "$BACKEND" --listen "$target" --metrics-listen '' --quiet "$@" \
@@ -54,9 +59,24 @@ bench() {
   local name=$1
   shift
   echo "load.sh: $name $*" >&2
-  timeout 300 "$cli" --target "$target" bench --duration "$DURATION" --warmup 1 --json "$@" \
-    > "$OUT/$name.json" 2> "$OUT/$name.stderr"
+  timeout 300 "$cli" --target "$target" $GLOBAL bench --duration "$DURATION" --warmup 1 --json \
+    "$@" > "$OUT/$name.json" 2> "$OUT/$name.stderr"
   echo "load.sh: $name exit $?" >&2
+}
+GLOBAL=
+# The high-priority job while another process floods low-priority jobs at 256: `probe_name`
+# from a process of its own (with GLOBAL's flags), `flood_name` the flood.
+probe_under_flood() {
+  local probe_name=$1 flood_name=$2
+  # The flood runs a second longer than the probe on each side, so the probe sees it throughout.
+  timeout 300 "$cli" --target "$target" --client-id flood bench --ops "$OPS" --priority low \
+    --concurrency 256 --duration $((DURATION + 2)) --warmup 1 --no-echo --json \
+    > "$OUT/$flood_name.json" 2> "$OUT/$flood_name.stderr" &
+  local flood_pid=$!
+  sleep 2
+  bench "$probe_name" --ops "$OPS" --priority high --concurrency 1 --no-echo
+  wait "$flood_pid"
+  echo "load.sh: $flood_name exit $?" >&2
 }
 
 OPS='affine(alpha=2, beta=1) | relu | softmax'
@@ -65,18 +85,14 @@ bench unbatched --ops "$OPS" --concurrency 1,64 --echo-stream
 "$cli" --target "$target" stats --json > "$OUT/unbatched-stats.json"
 stop_daemon
 
-start_daemon
+start_daemon --priority-listen "$priority_target"
 bench batched --ops "$OPS" --concurrency 1,64,256 --timeline "$OUT/lanes.svg"
 bench high_idle --ops "$OPS" --priority high --concurrency 1
-# The flood runs a second longer than the probe on each side, so the probe sees it throughout.
-timeout 300 "$cli" --target "$target" --client-id flood bench --ops "$OPS" --priority low \
-  --concurrency 256 --duration $((DURATION + 2)) --warmup 1 --no-echo --json \
-  > "$OUT/flood_low.json" 2> "$OUT/flood_low.stderr" &
-flood_pid=$!
-sleep 2
-bench probe --ops "$OPS" --priority high --concurrency 1 --no-echo
-wait "$flood_pid"
-echo "load.sh: flood_low exit $?" >&2
+probe_under_flood probe flood_low
+GLOBAL="--priority-target $priority_target"
+bench high_idle_listener --ops "$OPS" --priority high --concurrency 1
+probe_under_flood probe_listener flood_low_listener
+GLOBAL=
 printf 'weight=255; priority=low; ops=%s\nweight=1; priority=high; ops=%s\n' "$OPS" "$OPS" \
   > "$OUT/flood.mix"
 bench flood --mix "$OUT/flood.mix" --concurrency 256

@@ -41,7 +41,8 @@ def row(name, p):
 def main():
     out = sys.argv[1]
     reports = {n: load(out, n)
-               for n in ("unbatched", "batched", "high_idle", "probe", "flood_low", "flood")}
+               for n in ("unbatched", "batched", "high_idle", "probe", "flood_low",
+                         "high_idle_listener", "probe_listener", "flood_low_listener", "flood")}
     lines = ["# Small jobs: `gpupipe bench` against its echo floor", ""]
     lines += run_header(os.path.join(out, "load-meta.json"))
     any_report = next((r for r in reports.values() if r), None)
@@ -104,16 +105,24 @@ def main():
                         f"{r:.2f}x", r >= 1.0))
         targets.append(("with batching, concurrency 256, kernel launches per job <= 0.1",
                         f"{k:.3f}", k <= 0.1))
-    idle, probe, flood = reports["high_idle"], reports["probe"], reports["flood"]
-    idle_p99 = idle["points"][0]["gpupipe"]["latency_us"]["p99"] if idle else 0
-    if probe and idle_p99 > 0:
+    def probe_target(what, idle, probe):
+        idle_p99 = idle["points"][0]["gpupipe"]["latency_us"]["p99"] if idle else 0
+        if not probe or idle_p99 <= 0:
+            return
         g = probe["points"][0]["gpupipe"]
         r = g["latency_us"]["p99"] / idle_p99
-        targets.append((f"high-priority p99, its own client, while another floods low-priority "
-                        f"jobs at 256 <= 3 x idle p99 ({g['requests']} high jobs; idle p99 "
-                        f"{idle_p99:.0f} us, under flood {g['latency_us']['p99']:.0f} us, its "
-                        f"server time p50 {g['breakdown_us']['server']:.0f} us)", f"{r:.2f}x",
-                        r <= 3))
+        targets.append((f"{what} ({g['requests']} high jobs; idle p99 {idle_p99:.0f} us, under "
+                        f"flood {g['latency_us']['p99']:.0f} us, its server time p50 "
+                        f"{g['breakdown_us']['server']:.0f} us)", f"{r:.2f}x", r <= 3))
+
+    probe_target("high-priority p99 through the priority listener (--priority-listen), its own "
+                 "client, while another floods low-priority jobs at 256 on the main address "
+                 "<= 3 x its idle p99 through the listener",
+                 reports["high_idle_listener"], reports["probe_listener"])
+    probe_target("the same through the main address, beside the flood",
+                 reports["high_idle"], reports["probe"])
+    idle, flood = reports["high_idle"], reports["flood"]
+    idle_p99 = idle["points"][0]["gpupipe"]["latency_us"]["p99"] if idle else 0
     if flood and idle_p99 > 0:
         entries = flood["points"][0]["gpupipe"]["entries"]
         high = next((e for e in entries if e["entry"].endswith(" high")), None)

@@ -71,6 +71,7 @@ const std::map<std::string, OptionSpec>& Options() {
       {"--target", {true, {}}},
       {"--deadline", {true, {}}},
       {"--client-id", {true, {}}},
+      {"--priority-target", {true, {}}},
       {"--tls-ca", {true, {}}},
       {"--tls-cert", {true, {}}},
       {"--tls-key", {true, {}}},
@@ -400,6 +401,9 @@ absl::StatusOr<Args> ParseArgs(const std::vector<std::string>& argv) {
                                   value, "'"));
       }
       args.deadline_seconds = d;
+    } else if (name == "--priority-target") {
+      if (value.empty()) return Usage("--priority-target: empty address");
+      args.priority_target = value;
     } else if (name == "--client-id") {
       if (value.empty() || value.size() > kMaxClientIdBytes) {
         return Usage(
@@ -623,6 +627,10 @@ std::string MainHelp() {
       "                       to the next (never one it accepted). describe, stats and\n"
       "                       health ask one of them; shared memory and split uploads\n"
       "                       need a target that names one\n"
+      "  --priority-target HOST:PORT\n"
+      "                       the daemon's priority listener (gpupiped --priority-listen):\n"
+      "                       bench sends its high-priority jobs there, each job as one\n"
+      "                       SubmitSmall call; everything else goes to --target\n"
       "  --deadline SECONDS   give up on a call after this long (default 300)\n"
       "  --client-id ID       who the daemon counts this client as, within its address\n"
       "                       (per-client limits and fair share; default: the address)\n"

@@ -98,6 +98,7 @@ struct Args {
   bool target_given = false;  // --target was given (else GPUPIPE_TARGET may set it)
   double deadline_seconds = 300;
   std::string client_id;  // --client-id
+  std::string priority_target;  // --priority-target; empty: none
   // Paths of --tls-ca, --tls-cert, --tls-key and --token-file (a file holding the token).
   std::string tls_ca;
   std::string tls_cert;

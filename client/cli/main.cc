@@ -125,6 +125,7 @@ absl::StatusOr<std::unique_ptr<client::JobClient>> Connect(const Args& args,
   options.submit_small = submit_small;
   options.deadline_seconds = args.deadline_seconds;
   options.client_id = args.client_id;
+  options.priority_target = args.priority_target;
   options.token = args.token;
   for (auto [flag, path, pem] :
        {std::tuple{"--tls-ca", &args.tls_ca, &options.tls_ca_pem},

@@ -334,11 +334,13 @@ class Client:
     (shared and CUDA arrays) and split runs need a target that names one daemon.
     transport: "auto" (shared memory for large arrays when the target is this host, else the
     connection), "grpc" or "shm"; each submit may override it.
+    priority_target: the daemon's priority listener (gpupiped --priority-listen), where a
+    high-priority job that goes as one SubmitSmall call is sent, on a connection of its own.
     """
 
     def __init__(self, target="127.0.0.1:50051", *, transport="auto", client_id=None, token=None,
                  tls_ca=None, tls_cert=None, tls_key=None, deadline=300.0, submit_attempts=3,
-                 submit_small=True):
+                 submit_small=True, priority_target=None):
         if transport not in ("auto", "grpc", "shm"):
             raise ValueError(f"transport: expected auto, grpc or shm, got {transport!r}")
         if submit_attempts < 1:
@@ -361,6 +363,21 @@ class Client:
         else:
             self._channel = grpc.insecure_channel(self._resolved.uri, options=options)
         self._stub = pb_grpc.JobServiceStub(self._channel)
+        # The daemon's priority listener (gpupiped --priority-listen): a high-priority job that
+        # goes as SubmitSmall goes there, on a connection of its own, so that its call does not
+        # wait behind the daemon's other traffic; everything else goes to `target`.
+        self._priority_channel = None
+        self._priority_stub = None
+        if priority_target:
+            resolved = resolve_target(priority_target)
+            priority_options = _channel_options(resolved) + [("grpc.use_local_subchannel_pool", 1)]
+            if tls_ca or tls_cert or tls_key:
+                self._priority_channel = grpc.secure_channel(resolved.uri, creds,
+                                                             options=priority_options)
+            else:
+                self._priority_channel = grpc.insecure_channel(resolved.uri,
+                                                               options=priority_options)
+            self._priority_stub = pb_grpc.JobServiceStub(self._priority_channel)
         self._metadata = []
         if client_id:
             self._metadata.append(("client-id", client_id))
@@ -391,6 +408,8 @@ class Client:
             self._lease = None
         for channel in self._call_channels:
             channel.close()
+        if self._priority_channel is not None:
+            self._priority_channel.close()
         self._channel.close()
 
     def __enter__(self):
@@ -660,8 +679,11 @@ class Client:
         Submit (the daemon refused it before accepting it, as too large for one message or
         while draining), or _UNIMPLEMENTED (the daemon lacks SubmitSmall or could not decode
         the request; it goes as Submit, which tells which)."""
+        stub = self._stub
+        if self._priority_stub is not None and request.priority == pb.PRIORITY_HIGH:
+            stub = self._priority_stub
         try:
-            job = self._stub.SubmitSmall(request, timeout=self.deadline, metadata=self._metadata)
+            job = stub.SubmitSmall(request, timeout=self.deadline, metadata=self._metadata)
         except grpc.RpcError as e:
             if e.code() == grpc.StatusCode.UNIMPLEMENTED:
                 return _UNIMPLEMENTED

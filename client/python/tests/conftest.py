@@ -19,6 +19,7 @@ class Daemon:
             [binary, "--backend", backend, "--listen", "127.0.0.1:0", "--metrics-listen", "",
              "--quiet", *args], stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         self.log = ""
+        self.target = self.priority_target = None
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             line = self.proc.stderr.readline()
@@ -28,6 +29,10 @@ class Daemon:
             m = re.search(r"listening on [^ ]*:(\d+)", line)
             if m:
                 self.target = f"127.0.0.1:{m.group(1)}"
+            m = re.search(r"priority listener on [^ ]*:(\d+)", line)
+            if m:
+                self.priority_target = f"127.0.0.1:{m.group(1)}"
+            if self.target and (self.priority_target or "--priority-listen" not in args):
                 return
         self.proc.kill()
         raise RuntimeError("gpupiped did not start:\n" + self.log)

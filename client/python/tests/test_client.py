@@ -7,6 +7,8 @@ import numpy as np
 import pytest
 
 import gpupipe
+from conftest import Daemon
+from gpupipe.client import pb
 
 SEED = int.from_bytes(os.urandom(4), "little")
 
@@ -72,6 +74,33 @@ def test_small_jobs_go_as_one_unary_call_and_others_as_submit(daemon, rng):
         small_calls = client._stub.SubmitSmall = _Counting(client._stub.SubmitSmall)
         np.testing.assert_array_equal(client.submit(x, "relu").output, np.maximum(x, 0))
         assert small_calls.calls == 0
+
+
+def test_high_priority_small_jobs_go_to_the_priority_listener(rng):
+    d = Daemon("--priority-listen", "127.0.0.1:0")
+    try:
+        with gpupipe.Client(d.target, priority_target=d.priority_target) as client:
+            main_calls = client._stub.SubmitSmall = _Counting(client._stub.SubmitSmall)
+            listener_calls = client._priority_stub.SubmitSmall = _Counting(
+                client._priority_stub.SubmitSmall)
+            x = rng.uniform(-4, 4, (2, 1024)).astype(np.float32)
+            for priority in ("high", "low", "high"):
+                r = client.submit(x, "softmax", priority=priority)
+                np.testing.assert_allclose(r.output, softmax(x), rtol=2e-5, atol=1e-7)
+            assert (listener_calls.calls, main_calls.calls) == (2, 1)
+        # The listener itself refuses lower priorities, marked as not accepted.
+        with gpupipe.Client(d.priority_target) as direct:
+            request = pb.SubmitRequest(priority=pb.PRIORITY_LOW)
+            request.input.dtype = pb.DTYPE_FLOAT32
+            request.input.shape.append(2)
+            request.input.data = np.ones(2, np.float32).tobytes()
+            request.ops.add().relu.SetInParent()
+            with pytest.raises(grpc.RpcError) as refused:
+                direct._stub.SubmitSmall(request)
+            assert refused.value.code() == grpc.StatusCode.PERMISSION_DENIED
+            assert gpupipe.client.marked_as_accepting_none(refused.value)
+    finally:
+        d.stop()
 
 
 class _Unimplemented(grpc.RpcError):
