@@ -77,9 +77,8 @@ Runs the gpupipe job service: a gRPC daemon that owns one GPU.
                              none; the same TLS and tokens as --listen)
   --priority-min P           the lowest priority the priority listener takes: low, normal or
                              high (default high); lower ones get PERMISSION_DENIED
-  --priority-max-calls N     calls the priority listener serves at once, each holding a
-                             thread until its job is done; more get RESOURCE_EXHAUSTED
-                             (default 8)
+  --priority-max-calls N     calls the priority listener has in progress at once; one more
+                             gets RESOURCE_EXHAUSTED (default 64)
   --backend auto|cuda|cpu    auto uses the GPU when one is usable, else the CPU (default auto)
   --device N                 CUDA device ordinal (default 0)
   --streams-per-priority N   lanes (CUDA streams with their own buffers) per priority (default 2)

@@ -20,7 +20,7 @@ struct DaemonOptions {
   // (--priority-max-calls).
   std::string priority_listen;
   engine::Priority priority_min = engine::Priority::kHigh;
-  int priority_max_calls = 8;
+  int priority_max_calls = 64;
   engine::BackendChoice backend = engine::BackendChoice::kAuto;
   int device = 0;
   int streams_per_priority = 2;

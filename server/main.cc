@@ -46,7 +46,7 @@
 #include "server/metrics/prometheus_text.h"
 #include "server/rpc/fd_socket.h"
 #include "server/rpc/job_service.h"
-#include "server/rpc/priority_service.h"
+#include "server/rpc/priority_listener.h"
 #include "server/rpc/token_auth.h"
 #include "server/transport.h"
 
@@ -342,25 +342,31 @@ int Run(const DaemonOptions& options) {
                       ": the address is in use (another gpupiped?) or not this host's"));
     return 1;
   }
-  // The priority listener: a sync-API server, whose calls run on threads of its own
-  // (rpc/priority_service.h), with a quota of its own for its memory and threads.
-  rpc::PriorityJobService priority_service(&service, options.priority_min);
+  // The priority listener: a server whose calls run on threads of its own
+  // (rpc/priority_listener.h), with a quota of its own for its memory and threads.
   grpc::ResourceQuota priority_quota("gpupiped-priority");
+  std::unique_ptr<rpc::PriorityListener> priority_listener;
   std::unique_ptr<grpc::Server> priority_server;
   int priority_port = 0;
   if (!options.priority_listen.empty()) {
     grpc::ServerBuilder priority_builder;
     priority_builder.AddListeningPort(options.priority_listen, MakeServerCredentials(security),
                                       &priority_port);
-    priority_builder.RegisterService(&priority_service);
+    rpc::PriorityListenerOptions listener_options;
+    listener_options.lowest = options.priority_min;
+    listener_options.max_calls = options.priority_max_calls;
+    priority_listener =
+        std::make_unique<rpc::PriorityListener>(&service, listener_options, &priority_builder);
     ConfigureListener(options, &priority_quota, &priority_builder);
-    priority_quota.SetMaxThreads(rpc::PriorityListenerThreads(options.priority_max_calls));
+    // Threads for the refusals of the other methods; its calls run on the listener's own.
+    priority_quota.SetMaxThreads(rpc::PriorityListener::kRefusalThreads);
     priority_server = priority_builder.BuildAndStart();
     if (!priority_server || priority_port == 0) {
       Fail(absl::StrCat("cannot listen on ", options.priority_listen,
                         " (--priority-listen): the address is in use or not this host's"));
       return 1;
     }
+    priority_listener->Start();
   }
   std::unique_ptr<metrics::HttpServer> metrics_server;
   if (!options.metrics_listen.empty()) {
@@ -391,8 +397,8 @@ int Run(const DaemonOptions& options) {
                                                            : "mutual TLS",
                       security.tokens ? ", tokens" : ""));
   if (priority_server) {
-    Log(absl::StrFormat("priority listener on %s (SubmitSmall, priority %s and above, %d calls "
-                        "at once)",
+    Log(absl::StrFormat("priority listener on %s (SubmitSmall, priority %s and above, at most %d "
+                        "calls at once)",
                         ServedAddress(options.priority_listen, priority_port),
                         engine::PriorityName(options.priority_min), options.priority_max_calls));
   }
@@ -451,7 +457,10 @@ int Run(const DaemonOptions& options) {
   service.CloseLeases();
   const auto linger_end = std::chrono::system_clock::now() + kLinger;
   server->Shutdown(linger_end);
-  if (priority_server) priority_server->Shutdown(linger_end);
+  if (priority_server) {
+    priority_server->Shutdown(linger_end);
+    priority_listener->Stop();
+  }
   engine->Shutdown();
   if (drained) {
     Log("stopped");

@@ -5,10 +5,10 @@
 #include <unordered_map>
 
 #include "absl/strings/str_cat.h"
-#include "server/rpc/blocking_small_call.h"
 #include "server/rpc/call_context.h"
 #include "server/rpc/convert.h"
 #include "server/rpc/status_mapping.h"
+#include "server/rpc/submit_job.h"
 #include "server/rpc/run_reactor.h"
 #include "server/rpc/submit_reactor.h"
 #include "server/rpc/submit_small_reactor.h"
@@ -102,10 +102,12 @@ grpc::ServerUnaryReactor* JobServiceImpl::SubmitSmall(grpc::CallbackServerContex
                                 &active_calls_);
 }
 
-grpc::Status JobServiceImpl::SubmitSmallHere(grpc::ServerContext* context,
-                                             const v1::SubmitRequest* request,
-                                             v1::CompleteJob* response, engine::Priority lowest,
-                                             absl::string_view listener) {
+void JobServiceImpl::StartListenerCall(grpc::ServerContext* context,
+                                       const v1::SubmitRequest* request, engine::Priority lowest,
+                                       absl::string_view listener,
+                                       std::chrono::steady_clock::time_point received,
+                                       const std::shared_ptr<EventStream>& stream) {
+  stall_watch_.Watch(stream);
   absl::StatusOr<std::string> caller = Authenticate(*context);
   // An unknown value passes here and is refused as INVALID_ARGUMENT with the request's other
   // faults.
@@ -121,11 +123,16 @@ grpc::Status JobServiceImpl::SubmitSmallHere(grpc::ServerContext* context,
         ": send it to the daemon's main address (gpupiped --priority-min)"));
     engine_->CountRefusal(caller.status());
   }
-  active_calls_.Begin();
-  grpc::Status status = ServeSmallJobHere(engine_, context, request, response, caller,
-                                          options_.max_queued_events, &unread_);
-  active_calls_.End();
-  return status;
+  StartJobCall(engine_, context, request, caller, received, options_.max_queued_events,
+               /*one_message=*/true, &unread_, stream);
+}
+
+void JobServiceImpl::RefuseListenerCall(grpc::ServerContext* context,
+                                        const absl::Status& refusal,
+                                        const std::shared_ptr<EventStream>& stream) {
+  engine_->CountRefusal(refusal);
+  context->AddTrailingMetadata(kAcceptedMetadataKey, "0");
+  stream->FinishNow(ToGrpcStatus(refusal));
 }
 
 grpc::ServerBidiReactor<v1::RunRequest, v1::JobEvent>* JobServiceImpl::Run(

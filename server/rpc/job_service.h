@@ -10,12 +10,14 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "absl/strings/string_view.h"
 #include "gpupipe/v1/gpupipe.grpc.pb.h"
 #include "server/engine/engine.h"
 #include "server/rpc/active_calls.h"
+#include "server/rpc/event_stream.h"
 #include "server/rpc/fd_tickets.h"
 #include "server/rpc/lease_reactor.h"
 #include "server/rpc/run_groups.h"
@@ -79,14 +81,25 @@ class JobServiceImpl final : public v1::JobService::CallbackService {
   grpc::ServerWriteReactor<v1::RegionLease>* HoldRegions(
       grpc::CallbackServerContext* context, const v1::HoldRegionsRequest* request) override;
 
-  // SubmitSmall served on the calling thread of a sync-API server, which waits for the job
-  // (blocking_small_call.h): the same authentication, limits and accounting as SubmitSmall,
-  // and the call counts among those a shutdown waits for. A job below `lowest` is refused
-  // with PERMISSION_DENIED naming `listener`, marked as not accepted, after the token check
-  // and before anything else (the priority listener's rule, priority_service.h).
-  grpc::Status SubmitSmallHere(grpc::ServerContext* context, const v1::SubmitRequest* request,
-                               v1::CompleteJob* response, engine::Priority lowest,
-                               absl::string_view listener);
+  // SubmitSmall calls served by another server over this service's engine (the priority
+  // listener, priority_listener.h), with the same authentication, limits, stall watch and
+  // accounting as this service's own. A call begins (it then counts among the calls a
+  // shutdown waits for), is started or refused, and ends, once its result was sent.
+  void BeginListenerCall() { active_calls_.Begin(); }
+  void EndListenerCall() { active_calls_.End(); }
+  // Starts the call's job on `stream` (a HoldWholeJob stream whose writer is the call) as
+  // SubmitSmallReactor does, except that after the token check a job below `lowest` is
+  // refused with PERMISSION_DENIED naming `listener`, marked as not accepted. `request` and
+  // `context` must live until the call ends.
+  void StartListenerCall(grpc::ServerContext* context, const v1::SubmitRequest* request,
+                         engine::Priority lowest, absl::string_view listener,
+                         std::chrono::steady_clock::time_point received,
+                         const std::shared_ptr<EventStream>& stream);
+  // Ends the call at once with `refusal` (counted among the engine's refusals), marked as not
+  // accepted.
+  void RefuseListenerCall(grpc::ServerContext* context, const absl::Status& refusal,
+                          const std::shared_ptr<EventStream>& stream);
+  int max_queued_events() const { return options_.max_queued_events; }
 
   // Ends every HoldRegions call (UNAVAILABLE) and every later one at once: for a shutdown,
   // before the server waits for its calls.

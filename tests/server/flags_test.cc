@@ -143,12 +143,12 @@ TEST(Flags, LogsAreTextAtInfoByDefaultAndBadValuesNameTheFlag) {
   EXPECT_NE(o.status().message().find("--log-format"), std::string::npos) << o.status();
 }
 
-TEST(Flags, ThePriorityListenerIsOffByDefaultAndTakesHighJobsEightAtATime) {
+TEST(Flags, ThePriorityListenerIsOffByDefaultAndTakesHighJobs64AtATime) {
   absl::StatusOr<DaemonOptions> o = ParseFlags({});
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_EQ(o->priority_listen, "");
   EXPECT_EQ(o->priority_min, engine::Priority::kHigh);
-  EXPECT_EQ(o->priority_max_calls, 8);
+  EXPECT_EQ(o->priority_max_calls, 64);
   o = ParseFlags({"--priority-listen", "127.0.0.1:50052", "--priority-min=normal",
                   "--priority-max-calls", "3"});
   ASSERT_TRUE(o.ok()) << o.status();

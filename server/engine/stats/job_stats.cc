@@ -39,6 +39,7 @@ std::string RefusalReason(const absl::Status& status) {
                                                       "max-stream-input-gib",
                                                       "max-unread-mib",
                                                       "max-work-per-byte",
+                                                      "priority-max-calls",
                                                       "priority-min"};
   const absl::string_view message = status.message();
   constexpr absl::string_view kPrefix = "gpupiped --";

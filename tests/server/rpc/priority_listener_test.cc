@@ -1,8 +1,10 @@
-// The priority listener in-process: a sync-API server beside the callback one, both over one
-// engine, as gpupiped builds them, driven by the client library and by raw stubs.
-#include "server/rpc/priority_service.h"
+// The priority listener in-process: its server beside the callback one, both over one engine,
+// as gpupiped builds them, driven by the client library and by raw stubs.
+#include "server/rpc/priority_listener.h"
 
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/support/proto_buffer_writer.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -26,7 +28,7 @@ using gpupipe::testing::RecordingSink;
 
 constexpr int kMaxCalls = 2;
 
-class PriorityServiceTest : public ::testing::Test {
+class PriorityListenerTest : public ::testing::Test {
  protected:
   void SetUp() override { Start(nullptr); }
 
@@ -38,8 +40,8 @@ class PriorityServiceTest : public ::testing::Test {
     engine_ = engine::Engine::Create(engine::CreateCpuBackend({}), options);  // 1 lane a level
     JobServiceOptions service_options{4, "test"};
     service_options.authenticator = authenticator;
+    service_options.reader_idle_timeout = std::chrono::milliseconds(400);
     service_ = std::make_unique<JobServiceImpl>(engine_.get(), service_options);
-    priority_ = std::make_unique<PriorityJobService>(service_.get(), engine::Priority::kHigh);
     grpc::ServerBuilder builder;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
     builder.RegisterService(service_.get());
@@ -48,12 +50,16 @@ class PriorityServiceTest : public ::testing::Test {
     grpc::ServerBuilder priority_builder;
     priority_builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
                                       &priority_port_);
-    priority_builder.RegisterService(priority_.get());
+    PriorityListenerOptions listener_options;
+    listener_options.max_calls = kMaxCalls;
+    listener_ = std::make_unique<PriorityListener>(service_.get(), listener_options,
+                                                   &priority_builder);
     quota_ = std::make_unique<grpc::ResourceQuota>("priority-test");
-    quota_->SetMaxThreads(PriorityListenerThreads(kMaxCalls));
+    quota_->SetMaxThreads(PriorityListener::kRefusalThreads);
     priority_builder.SetResourceQuota(*quota_);
     priority_server_ = priority_builder.BuildAndStart();
     ASSERT_NE(priority_port_, 0);
+    listener_->Start();
     priority_stub_ = v1::JobService::NewStub(grpc::CreateChannel(
         "127.0.0.1:" + std::to_string(priority_port_), grpc::InsecureChannelCredentials()));
   }
@@ -61,6 +67,7 @@ class PriorityServiceTest : public ::testing::Test {
   void Stop() {
     if (server_) server_->Shutdown();
     if (priority_server_) priority_server_->Shutdown();
+    if (listener_) listener_->Stop();
     if (engine_) engine_->Shutdown();
   }
 
@@ -116,7 +123,7 @@ class PriorityServiceTest : public ::testing::Test {
 
   std::unique_ptr<engine::Engine> engine_;
   std::unique_ptr<JobServiceImpl> service_;
-  std::unique_ptr<PriorityJobService> priority_;
+  std::unique_ptr<PriorityListener> listener_;
   std::unique_ptr<grpc::ResourceQuota> quota_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<grpc::Server> priority_server_;
@@ -135,7 +142,7 @@ std::vector<float> Softmax(const std::vector<float>& x) {
   return y;
 }
 
-TEST_F(PriorityServiceTest, TheClientSendsHighPrioritySmallJobsToTheListener) {
+TEST_F(PriorityListenerTest, TheClientSendsHighPrioritySmallJobsToTheListener) {
   const uint64_t seed = gpupipe::testing::FreshSeed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   client::ClientOptions options;
@@ -162,7 +169,7 @@ TEST_F(PriorityServiceTest, TheClientSendsHighPrioritySmallJobsToTheListener) {
   }
 }
 
-TEST_F(PriorityServiceTest, LowerPrioritiesAreRefusedAsNotAccepted) {
+TEST_F(PriorityListenerTest, LowerPrioritiesAreRefusedAsNotAccepted) {
   for (v1::Priority priority : {v1::PRIORITY_UNSPECIFIED, v1::PRIORITY_LOW, v1::PRIORITY_NORMAL}) {
     grpc::ClientContext context;
     v1::CompleteJob response;
@@ -186,7 +193,7 @@ TEST_F(PriorityServiceTest, LowerPrioritiesAreRefusedAsNotAccepted) {
             grpc::StatusCode::INVALID_ARGUMENT);
 }
 
-TEST_F(PriorityServiceTest, OnlySubmitSmallIsServed) {
+TEST_F(PriorityListenerTest, OnlySubmitSmallIsServed) {
   grpc::ClientContext submit_context;
   std::unique_ptr<grpc::ClientReader<v1::JobEvent>> reader =
       priority_stub_->Submit(&submit_context, Request({1}, v1::PRIORITY_HIGH));
@@ -206,7 +213,7 @@ TEST_F(PriorityServiceTest, OnlySubmitSmallIsServed) {
             grpc::StatusCode::UNIMPLEMENTED);
 }
 
-TEST_F(PriorityServiceTest, ATokenIsCheckedBeforeThePriority) {
+TEST_F(PriorityListenerTest, ATokenIsCheckedBeforeThePriority) {
   absl::StatusOr<std::shared_ptr<const TokenTable>> tokens =
       TokenTable::Parse("alice:0123456789abcdef0123\n");
   ASSERT_TRUE(tokens.ok());
@@ -228,7 +235,7 @@ TEST_F(PriorityServiceTest, ATokenIsCheckedBeforeThePriority) {
   EXPECT_EQ(AsFloats(response.chunk().data()).size(), 2u);
 }
 
-TEST_F(PriorityServiceTest, CallsBeyondTheLimitAreRefusedAndTheWaitingOnesFinish) {
+TEST_F(PriorityListenerTest, CallsBeyondTheLimitAreRefusedAndTheWaitingOnesFinish) {
   std::shared_ptr<RecordingSink> blocker = BlockHighLane();
   // Each call holds a thread while its job waits for the lane.
   std::vector<std::future<grpc::Status>> waiting;
@@ -240,9 +247,15 @@ TEST_F(PriorityServiceTest, CallsBeyondTheLimitAreRefusedAndTheWaitingOnesFinish
   // A shutdown would wait for them.
   EXPECT_FALSE(service_->WaitForCalls(std::chrono::steady_clock::now() +
                                       std::chrono::milliseconds(50)));
+  EXPECT_EQ(listener_->calls_in_progress(), kMaxCalls);
+  grpc::ClientContext context;
+  v1::CompleteJob response;
   const grpc::Status over =
-      SubmitSmallAsync(Request({1, 2, 3}, v1::PRIORITY_HIGH), std::chrono::seconds(30)).get();
+      priority_stub_->SubmitSmall(&context, Request({1, 2, 3}, v1::PRIORITY_HIGH), &response);
   EXPECT_EQ(over.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << over.error_message();
+  EXPECT_NE(over.error_message().find("--priority-max-calls"), std::string::npos);
+  EXPECT_EQ(context.GetServerTrailingMetadata().find(kAcceptedMetadataKey)->second, "0");
+  EXPECT_EQ(engine_->Stats(false).refused["priority-max-calls"], 1);
   blocker->SetGateOpen(true);
   for (std::future<grpc::Status>& call : waiting) {
     const grpc::Status status = call.get();
@@ -251,10 +264,10 @@ TEST_F(PriorityServiceTest, CallsBeyondTheLimitAreRefusedAndTheWaitingOnesFinish
   EXPECT_TRUE(service_->WaitForCalls(std::chrono::steady_clock::now() + std::chrono::seconds(5)));
 }
 
-TEST_F(PriorityServiceTest, ACallPastItsDeadlineGivesItsThreadBack) {
+TEST_F(PriorityListenerTest, ACallPastItsDeadlineGivesItsPlaceBack) {
   std::shared_ptr<RecordingSink> blocker = BlockHighLane();
-  // More calls than threads, one after another: each ends at its deadline and frees its
-  // thread, so none finds the listener full.
+  // More calls than the limit, one after another: each ends at its deadline and frees its
+  // place, so none finds the listener full.
   for (int i = 0; i < kMaxCalls + 2; ++i) {
     const auto start = std::chrono::steady_clock::now();
     const grpc::Status status =
@@ -269,7 +282,64 @@ TEST_F(PriorityServiceTest, ACallPastItsDeadlineGivesItsThreadBack) {
       SubmitSmallAsync(Request({1, 2, 3}, v1::PRIORITY_HIGH), std::chrono::seconds(30)).get();
   EXPECT_TRUE(after.ok()) << after.error_message();
   EXPECT_TRUE(service_->WaitForCalls(std::chrono::steady_clock::now() + std::chrono::seconds(5)));
+  EXPECT_EQ(listener_->calls_in_progress(), 0);
+}
+
+// A client that never reads its reply (a raw call that sends its request and no more, over a
+// connection whose receive window stays at 64 KiB) cannot keep its place: the stall watch
+// cancels the call after the reader idle timeout (400 ms here).
+TEST_F(PriorityListenerTest, AReaderThatNeverReadsLosesItsPlace) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  auto channel = grpc::CreateCustomChannel("127.0.0.1:" + std::to_string(priority_port_),
+                                           grpc::InsecureChannelCredentials(), args);
+  grpc::GenericStub generic(channel);
+  grpc::CompletionQueue cq;
+  grpc::ClientContext context;
+  auto call = generic.PrepareCall(&context, "/gpupipe.v1.JobService/SubmitSmall", &cq);
+  void* tag = nullptr;
+  bool ok = false;
+  call->StartCall(&context);
+  ASSERT_TRUE(cq.Next(&tag, &ok) && ok);
+  // 256 KiB back: more than the window.
+  v1::SubmitRequest request = Request(std::vector<float>(1 << 16, 1.0f), v1::PRIORITY_HIGH);
+  request.clear_ops();
+  request.add_ops()->mutable_relu();
+  grpc::ByteBuffer buffer;
+  bool own_buffer = false;
+  const grpc::Status serialized =
+      grpc::GenericSerialize<grpc::ProtoBufferWriter, v1::SubmitRequest>(request, &buffer,
+                                                                          &own_buffer);
+  ASSERT_TRUE(serialized.ok());
+  call->Write(buffer, &buffer);
+  ASSERT_TRUE(cq.Next(&tag, &ok) && ok);
+  call->WritesDone(&call);
+  ASSERT_TRUE(cq.Next(&tag, &ok) && ok);
+  // The job ran and its reply waits for the reader.
+  bool ran = false;
+  for (int i = 0; i < 500 && !ran; ++i) {
+    for (const engine::EngineStats::Level& level : engine_->Stats(false).levels) {
+      if (level.priority == engine::Priority::kHigh && level.done.jobs.by_status.count("OK")) {
+        ran = true;
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  ASSERT_TRUE(ran);
+  EXPECT_EQ(listener_->calls_in_progress(), 1);
+  const auto start = std::chrono::steady_clock::now();
+  while (listener_->calls_in_progress() > 0 &&
+         std::chrono::steady_clock::now() - start < std::chrono::seconds(10)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(listener_->calls_in_progress(), 0);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(200));
+  context.TryCancel();
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
+  }
 }
 
 }  // namespace
 }  // namespace gpupipe::rpc
+
