@@ -52,7 +52,8 @@ struct ClientOptions {
   // The daemon's priority listener (gpupiped --priority-listen), a target as for Create: a
   // high-priority job that SubmitAsync sends as SubmitSmall goes there, on a channel of its
   // own, so that its call does not wait behind this daemon's other traffic; every other call
-  // goes to the main target. Empty: none. Used by Create only.
+  // goes to the main target, and so does a job the listener refused before accepting it
+  // (full, or not for its priority). Empty: none. Used by Create only.
   std::string priority_target;
 };
 

@@ -163,6 +163,9 @@ class SubmitSmallCall final {
   // before accepting a job, or does not know SubmitSmall, or could not decode the request:
   // the Submit call tells which, see Job::small_unimplemented).
   bool GoesOnAsSubmit(const grpc::Status& status) {
+    // A priority listener that refused the job before accepting it (full, or not for this
+    // priority): the main address takes it.
+    if (job_->small_stub != job_->stub && MarkedAsAcceptingNone(context_)) return true;
     if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
       job_->small_unimplemented = true;
       return true;

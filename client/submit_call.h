@@ -56,7 +56,8 @@ inline constexpr int64_t kSubmitSmallInputBytes = int64_t{64} << 10;
 // also gRPC's answer to a request it cannot decode, so `*submit_small_unsupported` is set (later
 // jobs skip SubmitSmall) only once the daemon decoded the same request as a Submit.
 // `small_stub` (null: `stub`) takes the SubmitSmall call, for a daemon's priority listener
-// (gpupiped --priority-listen); Submit calls always go to `stub`.
+// (gpupiped --priority-listen); Submit calls always go to `stub`, among them the job's next
+// call wherever the listener refused it before accepting it (full, or not for its priority).
 void StartSubmitCall(v1::JobService::Stub* stub,
                      const std::function<void(grpc::ClientContext*)>& prepare,
                      const v1::SubmitRequest& request, SubmitDone done, int attempts = 1,

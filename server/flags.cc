@@ -72,9 +72,9 @@ Runs the gpupipe job service: a gRPC daemon that owns one GPU.
   --metrics-listen ADDR      serve Prometheus metrics at http://ADDR/metrics (default
                              127.0.0.1:9464; port 0 picks one; '' for none)
   --priority-listen ADDR     a second address, served by threads of its own, that takes
-                             SubmitSmall calls of high-priority jobs only: their requests and
-                             replies do not queue behind the main address's traffic (default
-                             none; the same TLS and tokens as --listen)
+                             SubmitSmall calls of jobs of --priority-min and above only: their
+                             requests and replies do not queue behind the main address's
+                             traffic (default none; the same TLS and tokens as --listen)
   --priority-min P           the lowest priority the priority listener takes: low, normal or
                              high (default high); lower ones get PERMISSION_DENIED
   --priority-max-calls N     calls the priority listener has in progress at once; one more

@@ -15,7 +15,7 @@ namespace gpupipe::daemon {
 struct DaemonOptions {
   std::string listen = "127.0.0.1:50051";
   std::string metrics_listen = "127.0.0.1:9464";  // --metrics-listen; empty: no metrics
-  // The priority listener (rpc/priority_service.h): --priority-listen (empty: none), the
+  // The priority listener (rpc/priority_listener.h): --priority-listen (empty: none), the
   // lowest priority it takes (--priority-min) and the calls it serves at once
   // (--priority-max-calls).
   std::string priority_listen;

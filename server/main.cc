@@ -29,6 +29,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -330,20 +331,9 @@ int Run(const DaemonOptions& options) {
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  grpc::ServerBuilder builder;
-  int port = 0;
-  builder.AddListeningPort(options.listen, MakeServerCredentials(security), &port);
-  builder.RegisterService(&service);
-  grpc::ResourceQuota quota("gpupiped");
-  ConfigureListener(options, &quota, &builder);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (!server || port == 0) {
-    Fail(absl::StrCat("cannot listen on ", options.listen,
-                      ": the address is in use (another gpupiped?) or not this host's"));
-    return 1;
-  }
   // The priority listener: a server whose calls run on threads of its own
-  // (rpc/priority_listener.h), with a quota of its own for its memory and threads.
+  // (rpc/priority_listener.h), with a quota of its own for its memory and threads. It starts
+  // first, so that the main address's Describe names it from its first call.
   grpc::ResourceQuota priority_quota("gpupiped-priority");
   std::unique_ptr<rpc::PriorityListener> priority_listener;
   std::unique_ptr<grpc::Server> priority_server;
@@ -367,6 +357,20 @@ int Run(const DaemonOptions& options) {
       return 1;
     }
     priority_listener->Start();
+    service.SetPriorityListener(ServedAddress(options.priority_listen, priority_port),
+                                options.priority_min, options.priority_max_calls);
+  }
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(options.listen, MakeServerCredentials(security), &port);
+  builder.RegisterService(&service);
+  grpc::ResourceQuota quota("gpupiped");
+  ConfigureListener(options, &quota, &builder);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server || port == 0) {
+    Fail(absl::StrCat("cannot listen on ", options.listen,
+                      ": the address is in use (another gpupiped?) or not this host's"));
+    return 1;
   }
   std::unique_ptr<metrics::HttpServer> metrics_server;
   if (!options.metrics_listen.empty()) {
@@ -455,12 +459,17 @@ int Run(const DaemonOptions& options) {
   service.WaitForCalls(std::chrono::steady_clock::now() + kDeliverBudget);
   // Region leases stay open until ended: end them, or the server would wait for them.
   service.CloseLeases();
+  // Both servers at once: each gives its clients the same moment.
   const auto linger_end = std::chrono::system_clock::now() + kLinger;
-  server->Shutdown(linger_end);
+  std::thread priority_stop;
   if (priority_server) {
-    priority_server->Shutdown(linger_end);
-    priority_listener->Stop();
+    priority_stop = std::thread([&] {
+      priority_server->Shutdown(linger_end);
+      priority_listener->Stop();
+    });
   }
+  server->Shutdown(linger_end);
+  if (priority_stop.joinable()) priority_stop.join();
   engine->Shutdown();
   if (drained) {
     Log("stopped");

@@ -492,6 +492,13 @@ std::string RenderDescribeText(const v1::DescribeResponse& d) {
                                   : absl::StrCat("jobs of at most ",
                                                  FormatBytes(d.direct_run_max_bytes()),
                                                  " in and out, on an idle lane"));
+  if (d.has_priority_listener()) {
+    const v1::PriorityListener& p = d.priority_listener();
+    text += Line("priority",
+                 absl::StrCat(p.address(), ": SubmitSmall of priority ",
+                              client::ShortEnumName(*v1::Priority_descriptor(), p.lowest()),
+                              " and above, ", p.max_calls(), " calls at once"));
+  }
   if (d.has_limits()) {
     const v1::Limits& l = d.limits();
     const std::string streamed =

@@ -152,6 +152,12 @@ grpc::ServerUnaryReactor* JobServiceImpl::Describe(grpc::CallbackServerContext* 
     response->mutable_limits()->set_max_unread_bytes(options_.unread.max_bytes);
     response->mutable_limits()->set_max_client_unread_bytes(options_.unread.max_client_bytes);
     response->set_region_fd_socket(options_.region_fd_socket);
+    if (!options_.priority_address.empty()) {
+      v1::PriorityListener* listener = response->mutable_priority_listener();
+      listener->set_address(options_.priority_address);
+      listener->set_lowest(EncodePriority(options_.priority_lowest));
+      listener->set_max_calls(options_.priority_max_calls);
+    }
     return absl::OkStatus();
   });
 }

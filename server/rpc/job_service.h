@@ -52,6 +52,10 @@ struct JobServiceOptions {
   // the service.
   FdTickets* fd_tickets = nullptr;
   std::string region_fd_socket;
+  // The priority listener, for Describe (priority_listener.h); no address: none.
+  std::string priority_address;
+  engine::Priority priority_lowest = engine::Priority::kHigh;
+  int priority_max_calls = 0;
 };
 
 class JobServiceImpl final : public v1::JobService::CallbackService {
@@ -100,6 +104,12 @@ class JobServiceImpl final : public v1::JobService::CallbackService {
   void RefuseListenerCall(grpc::ServerContext* context, const absl::Status& refusal,
                           const std::shared_ptr<EventStream>& stream);
   int max_queued_events() const { return options_.max_queued_events; }
+  // Names the priority listener in Describe; before the service takes calls.
+  void SetPriorityListener(std::string address, engine::Priority lowest, int max_calls) {
+    options_.priority_address = std::move(address);
+    options_.priority_lowest = lowest;
+    options_.priority_max_calls = max_calls;
+  }
 
   // Ends every HoldRegions call (UNAVAILABLE) and every later one at once: for a shutdown,
   // before the server waits for its calls.

@@ -1,6 +1,7 @@
 #include "server/rpc/priority_listener.h"
 
 #include <chrono>
+#include <mutex>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -31,9 +32,12 @@ class PriorityListener::Service final
   }
 };
 
-// One SubmitSmall call, from its request to its end. Deletes itself once both its finish
-// operation and its done notification have come back from the queue (or at once where the
-// request never came, as at shutdown). The EventStream is its writer's, as a reactor's is.
+// One SubmitSmall call, from its request to its end. Deletes itself once its start (the
+// requested tag's handling), its finish operation and its done notification are all over, or
+// at once where the request never came (at shutdown). The three may come on different threads
+// in any order: gRPC starts the done notification before it hands out the requested tag, so a
+// call cancelled while it waited in gRPC's queue can be done before it is started. The
+// EventStream is its writer's, as a reactor's is.
 class PriorityListener::Call final : public EventWriter {
  public:
   // What the queue gives back: which operation of which call.
@@ -43,6 +47,7 @@ class PriorityListener::Call final : public EventWriter {
 
   explicit Call(PriorityListener* listener)
       : listener_(listener),
+        live_(listener),
         responder_(&context_),
         stream_(std::make_shared<EventStream>(
             this, static_cast<size_t>(listener->jobs_->max_queued_events()))) {
@@ -63,11 +68,28 @@ class PriorityListener::Call final : public EventWriter {
       }
       listener_->Post();
       Begin();
+      bool cancelled = false;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        begun_ = true;
+        cancelled = cancelled_before_begun_;
+      }
+      if (cancelled) stream_->Cancel();
+      Release();
       return;
     }
-    // A client that went away (or past its deadline) stops its job.
-    if (tag == &done_tag_ && context_.IsCancelled()) stream_->Cancel();
-    if (--pending_ == 0) End();
+    // A client that went away (or past its deadline) stops its job; one that went before the
+    // call began is stopped once it has (above).
+    if (tag == &done_tag_ && context_.IsCancelled()) {
+      bool begun = false;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        begun = begun_;
+        if (!begun) cancelled_before_begun_ = true;
+      }
+      if (begun) stream_->Cancel();
+    }
+    Release();
   }
 
   // ---- EventWriter (engine threads, or this call's) ----
@@ -107,6 +129,10 @@ class PriorityListener::Call final : public EventWriter {
     }
   }
 
+  void Release() {
+    if (--pending_ == 0) End();
+  }
+
   void End() {
     stream_->Detach();
     listener_->jobs_->EndListenerCall();
@@ -114,15 +140,36 @@ class PriorityListener::Call final : public EventWriter {
     delete this;
   }
 
+  // Counts the listener's calls alive, requested or in progress: Stop waits for none.
+  class Live {
+   public:
+    explicit Live(PriorityListener* listener) : listener_(listener) {
+      std::lock_guard<std::mutex> lock(listener_->live_mu_);
+      ++listener_->live_;
+    }
+    ~Live() {
+      std::lock_guard<std::mutex> lock(listener_->live_mu_);
+      if (--listener_->live_ == 0) listener_->none_live_.notify_all();
+    }
+
+   private:
+    PriorityListener* const listener_;
+  };
+
   PriorityListener* const listener_;
+  const Live live_;
   grpc::ServerContext context_;
   v1::SubmitRequest request_;
   v1::CompleteJob response_;
   grpc::ServerAsyncResponseWriter<v1::CompleteJob> responder_;
   // Made before the call starts, so that a cancellation always finds it.
   const std::shared_ptr<EventStream> stream_;
-  // The finish operation and the done notification: the call ends when both are back.
-  std::atomic<int> pending_{2};
+  // The start, the finish operation and the done notification: the call ends when all three
+  // are over.
+  std::atomic<int> pending_{3};
+  std::mutex mu_;
+  bool begun_ = false;                  // Begin returned
+  bool cancelled_before_begun_ = false;  // the done notification came first, cancelled
   Tag requested_tag_{this}, finish_tag_{this}, done_tag_{this};
 };
 
@@ -161,6 +208,12 @@ void PriorityListener::Stop() {
     std::lock_guard<std::mutex> lock(post_mu_);
     if (stopping_) return;
     stopping_ = true;
+  }
+  if (started_) {
+    // The server is shut down, so every call ends promptly (cancelled where it had not); but a
+    // call still to end starts its finish operation on the queue, which must then still be up.
+    std::unique_lock<std::mutex> lock(live_mu_);
+    none_live_.wait(lock, [&] { return live_ == 0; });
   }
   cq_->Shutdown();
   if (!started_) {

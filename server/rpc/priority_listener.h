@@ -23,6 +23,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -57,8 +58,8 @@ class PriorityListener {
 
   // Starts taking calls.
   void Start();
-  // After the server's Shutdown (which ends every call): drains the queue and joins the
-  // threads. Called by the destructor too.
+  // After the server's Shutdown (which ends every call, and which it needs): waits for every
+  // call to be over, then stops the threads. Called by the destructor too.
   void Stop();
 
   // Calls in progress (for tests).
@@ -83,6 +84,10 @@ class PriorityListener {
   std::mutex post_mu_;
   bool stopping_ = false;
   bool started_ = false;
+  // Calls alive (Call::Live).
+  std::mutex live_mu_;
+  std::condition_variable none_live_;
+  int live_ = 0;
 };
 
 }  // namespace gpupipe::rpc

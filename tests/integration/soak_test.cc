@@ -1,6 +1,8 @@
 // Soak: many clients against one daemon (CPU backend, small pools), each job with a random
 // size, pipeline, priority and behaviour: read it all, cancel it, give it a short deadline,
-// stop reading, stall or break its upload, or vanish (a CLI process killed mid-call). Asserts
+// stop reading, stall or break its upload, or vanish (a CLI process killed mid-call); and
+// high-priority small jobs through the priority listener, read, cancelled or given a deadline
+// of milliseconds, more at once than its --priority-max-calls. Asserts
 // that every call ends with exactly one status (and a Done that agrees with it), every result
 // is right, every accepted job is logged exactly once, no lane is left stuck, and the daemon's
 // resident memory returns to its band.
@@ -19,10 +21,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <random>
+#include <regex>
 #include <set>
 #include <string>
 #include <thread>
@@ -296,6 +300,50 @@ class Soak {
     }
   }
 
+  // High-priority small jobs through the priority listener (SubmitSmall on 127.0.0.1:`port`):
+  // read, cancelled a moment after they start, or given a deadline of milliseconds.
+  void PriorityClient(int index, int port, Clock::time_point until, int64_t max_jobs) {
+    auto stub = v1::JobService::NewStub(grpc::CreateChannel(
+        "127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
+    std::mt19937_64 rng(0x9a10 + static_cast<uint64_t>(index));
+    while (Clock::now() < until && tally_->jobs.fetch_add(1) < max_jobs) {
+      Job job = RandomJob(rng);
+      job.priority = v1::PRIORITY_HIGH;
+      job.rows = std::min<int64_t>(job.rows, 4);
+      job.cols = std::min<int64_t>(job.cols, 2048);
+      job.x.resize(static_cast<size_t>(job.rows * job.cols));
+      const int roll = static_cast<int>(rng() % 100);
+      const Behaviour b = roll < 70   ? Behaviour::kRead
+                          : roll < 85 ? Behaviour::kCancel
+                                      : Behaviour::kShortDeadline;
+      grpc::ClientContext context;
+      const std::unique_ptr<Watchdog::Guard> guard =
+          SetUp(&context, b, rng, "priority-" + std::to_string(index));
+      const v1::SubmitRequest request = job.Spec(true);
+      v1::CompleteJob response;
+      std::promise<grpc::Status> done;
+      stub->async()->SubmitSmall(&context, &request, &response,
+                                 [&done](grpc::Status s) { done.set_value(std::move(s)); });
+      std::future<grpc::Status> finished = done.get_future();
+      if (b == Behaviour::kCancel &&
+          finished.wait_for(std::chrono::microseconds(rng() % 3000)) !=
+              std::future_status::ready) {
+        context.TryCancel();
+      }
+      const grpc::Status status = finished.get();
+      const std::string id = response.accepted().job_id();
+      tally_->Record(b, status.error_code(), status.ok() ? id : "");
+      if (!Allowed(b, status.error_code())) {
+        tally_->Fail(std::string("priority listener: ") + kBehaviourNames[static_cast<int>(b)] +
+                     " ended with " + std::to_string(status.error_code()) + ": " +
+                     status.error_message());
+      } else if (status.ok() && (response.done().code() != 0 ||
+                                 response.chunk().data() != job.Expected())) {
+        tally_->Fail("priority listener: job " + id + " came back wrong");
+      }
+    }
+  }
+
  private:
   Job RandomJob(std::mt19937_64& rng) {
     Job job;
@@ -474,8 +522,18 @@ TEST(Soak, ManyHostileClientsEveryJobEndsOnceNoLaneStuckMemoryReturns) {
                         "--input-ring-mib", "4", "--input-ring-total-mib", "48",
                         "--max-client-jobs", "24", "--reader-idle-timeout-seconds",
                         kIdleTimeoutSeconds, "--upload-idle-timeout-seconds",
-                        kIdleTimeoutSeconds});
+                        kIdleTimeoutSeconds, "--priority-listen", "127.0.0.1:0",
+                        "--priority-max-calls", "4"});
   ASSERT_NE(daemon.port(), 0) << daemon.error();
+  int priority_port = 0;
+  {
+    ASSERT_TRUE(daemon.WaitForLog("priority listener on", std::chrono::seconds(10)));
+    std::smatch m;
+    const std::string log = daemon.log();
+    ASSERT_TRUE(std::regex_search(log, m, std::regex("priority listener on [^ ]*:([0-9]+)")))
+        << log;
+    priority_port = std::stoi(m[1]);
+  }
   Tally tally;
   Soak soak(daemon, &tally, npy);
   const auto run = [&](int64_t run_seconds, int64_t jobs) {
@@ -483,6 +541,9 @@ TEST(Soak, ManyHostileClientsEveryJobEndsOnceNoLaneStuckMemoryReturns) {
     std::vector<std::thread> threads;
     for (int i = 0; i < clients; ++i) {
       threads.emplace_back([&, i] { soak.Client(i, until, jobs); });
+    }
+    for (int i = 0; i < 6; ++i) {
+      threads.emplace_back([&, i] { soak.PriorityClient(i, priority_port, until, jobs); });
     }
     for (std::thread& t : threads) t.join();
   };

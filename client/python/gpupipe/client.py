@@ -685,6 +685,8 @@ class Client:
         try:
             job = stub.SubmitSmall(request, timeout=self.deadline, metadata=self._metadata)
         except grpc.RpcError as e:
+            if stub is not self._stub and marked_as_accepting_none(e):
+                return None  # the priority listener refused it unaccepted: the main address
             if e.code() == grpc.StatusCode.UNIMPLEMENTED:
                 return _UNIMPLEMENTED
             if e.code() in (grpc.StatusCode.INVALID_ARGUMENT,

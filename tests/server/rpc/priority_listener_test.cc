@@ -60,6 +60,8 @@ class PriorityListenerTest : public ::testing::Test {
     priority_server_ = priority_builder.BuildAndStart();
     ASSERT_NE(priority_port_, 0);
     listener_->Start();
+    service_->SetPriorityListener("127.0.0.1:" + std::to_string(priority_port_),
+                                  engine::Priority::kHigh, kMaxCalls);
     priority_stub_ = v1::JobService::NewStub(grpc::CreateChannel(
         "127.0.0.1:" + std::to_string(priority_port_), grpc::InsecureChannelCredentials()));
   }
@@ -169,6 +171,17 @@ TEST_F(PriorityListenerTest, TheClientSendsHighPrioritySmallJobsToTheListener) {
   }
 }
 
+TEST_F(PriorityListenerTest, TheMainAddressDescribesTheListener) {
+  auto client = client::JobClient::Create("127.0.0.1:" + std::to_string(port_));
+  ASSERT_TRUE(client.ok());
+  absl::StatusOr<v1::DescribeResponse> d = (*client)->Describe();
+  ASSERT_TRUE(d.ok()) << d.status();
+  ASSERT_TRUE(d->has_priority_listener());
+  EXPECT_EQ(d->priority_listener().address(), "127.0.0.1:" + std::to_string(priority_port_));
+  EXPECT_EQ(d->priority_listener().lowest(), v1::PRIORITY_HIGH);
+  EXPECT_EQ(d->priority_listener().max_calls(), kMaxCalls);
+}
+
 TEST_F(PriorityListenerTest, LowerPrioritiesAreRefusedAsNotAccepted) {
   for (v1::Priority priority : {v1::PRIORITY_UNSPECIFIED, v1::PRIORITY_LOW, v1::PRIORITY_NORMAL}) {
     grpc::ClientContext context;
@@ -262,6 +275,76 @@ TEST_F(PriorityListenerTest, CallsBeyondTheLimitAreRefusedAndTheWaitingOnesFinis
     EXPECT_TRUE(status.ok()) << status.error_message();
   }
   EXPECT_TRUE(service_->WaitForCalls(std::chrono::steady_clock::now() + std::chrono::seconds(5)));
+}
+
+TEST_F(PriorityListenerTest, TheClientSendsAJobTheFullListenerRefusedToTheMainAddress) {
+  client::ClientOptions options;
+  options.priority_target = "127.0.0.1:" + std::to_string(priority_port_);
+  auto client = client::JobClient::Create("127.0.0.1:" + std::to_string(port_), options);
+  ASSERT_TRUE(client.ok()) << client.status();
+  std::shared_ptr<RecordingSink> blocker = BlockHighLane();
+  std::vector<std::future<grpc::Status>> waiting;
+  for (int i = 0; i < kMaxCalls; ++i) {
+    waiting.push_back(
+        SubmitSmallAsync(Request({1, 2, 3}, v1::PRIORITY_HIGH), std::chrono::seconds(30)));
+  }
+  ASSERT_TRUE(WaitQueuedHigh(kMaxCalls));
+  std::promise<absl::StatusOr<client::JobResult>> done;
+  (*client)->SubmitAsync(Request({1, 2}, v1::PRIORITY_HIGH),
+                         [&](absl::StatusOr<client::JobResult> r) { done.set_value(std::move(r)); });
+  ASSERT_TRUE(WaitQueuedHigh(kMaxCalls + 1));  // through the main address
+  blocker->SetGateOpen(true);
+  absl::StatusOr<client::JobResult> result = done.get_future().get();
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(AsFloats(result->output.data()).size(), 2u);
+  EXPECT_NE(result->peer.find(":" + std::to_string(port_)), std::string::npos) << result->peer;
+  for (std::future<grpc::Status>& call : waiting) EXPECT_TRUE(call.get().ok());
+}
+
+TEST_F(PriorityListenerTest, CallsCancelledAnywhereOnTheirWayAllEnd) {
+  // Deadlines of a millisecond or two end calls before, while and after they start, on both
+  // of the listener's threads at once; every one ends and gives its place back.
+  std::vector<std::thread> clients;
+  for (int t = 0; t < 8; ++t) {
+    clients.emplace_back([&, t] {
+      for (int i = 0; i < 50; ++i) {
+        grpc::ClientContext context;
+        context.set_deadline(std::chrono::system_clock::now() +
+                             std::chrono::microseconds(200 + 300 * ((t + i) % 8)));
+        v1::CompleteJob response;
+        priority_stub_->SubmitSmall(&context, Request({1, 2, 3}, v1::PRIORITY_HIGH), &response);
+      }
+    });
+  }
+  for (std::thread& c : clients) c.join();
+  for (int i = 0; i < 500 && listener_->calls_in_progress() > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(listener_->calls_in_progress(), 0);
+  EXPECT_TRUE(service_->WaitForCalls(std::chrono::steady_clock::now() + std::chrono::seconds(5)));
+  grpc::ClientContext context;
+  v1::CompleteJob response;
+  const grpc::Status status =
+      priority_stub_->SubmitSmall(&context, Request({1, 2, 3}, v1::PRIORITY_HIGH), &response);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+}
+
+TEST_F(PriorityListenerTest, AShutdownEndsTheCallsInProgress) {
+  std::shared_ptr<RecordingSink> blocker = BlockHighLane();
+  std::vector<std::future<grpc::Status>> waiting;
+  for (int i = 0; i < kMaxCalls; ++i) {
+    waiting.push_back(
+        SubmitSmallAsync(Request({1, 2, 3}, v1::PRIORITY_HIGH), std::chrono::seconds(30)));
+  }
+  ASSERT_TRUE(WaitQueuedHigh(kMaxCalls));
+  // As gpupiped stops: the server with a deadline, then the listener, whose calls then end.
+  const auto start = std::chrono::steady_clock::now();
+  priority_server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(100));
+  listener_->Stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  EXPECT_EQ(listener_->calls_in_progress(), 0);
+  for (std::future<grpc::Status>& call : waiting) EXPECT_FALSE(call.get().ok());
+  blocker->SetGateOpen(true);
 }
 
 TEST_F(PriorityListenerTest, ACallPastItsDeadlineGivesItsPlaceBack) {
