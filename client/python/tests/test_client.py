@@ -88,6 +88,15 @@ def test_high_priority_small_jobs_go_to_the_priority_listener(rng):
                 r = client.submit(x, "softmax", priority=priority)
                 np.testing.assert_allclose(r.output, softmax(x), rtol=2e-5, atol=1e-7)
             assert (listener_calls.calls, main_calls.calls) == (2, 1)
+        # A job the listener refuses before accepting it (here: as full) goes to the main
+        # address instead.
+        with gpupipe.Client(d.target, priority_target=d.priority_target) as client:
+            refusals = client._priority_stub.SubmitSmall = _Counting(_refuse_as_full)
+            submits = client._stub.Submit = _Counting(client._stub.Submit)
+            x = rng.uniform(-4, 4, (1, 64)).astype(np.float32)
+            r = client.submit(x, "relu", priority="high")
+            np.testing.assert_array_equal(r.output, np.maximum(x, 0))
+            assert (refusals.calls, submits.calls) == (1, 1)
         # The listener itself refuses lower priorities, marked as not accepted.
         with gpupipe.Client(d.priority_target) as direct:
             request = pb.SubmitRequest(priority=pb.PRIORITY_LOW)
@@ -101,6 +110,23 @@ def test_high_priority_small_jobs_go_to_the_priority_listener(rng):
             assert gpupipe.client.marked_as_accepting_none(refused.value)
     finally:
         d.stop()
+
+
+class _Full(grpc.RpcError):
+    """The priority listener's answer when it has --priority-max-calls calls in progress."""
+
+    def code(self):
+        return grpc.StatusCode.RESOURCE_EXHAUSTED
+
+    def details(self):
+        return "the priority listener has 64 calls in progress"
+
+    def trailing_metadata(self):
+        return (("gpupipe-accepted", "0"),)
+
+
+def _refuse_as_full(*args, **kwargs):
+    raise _Full()
 
 
 class _Unimplemented(grpc.RpcError):

@@ -66,11 +66,17 @@ class PriorityListenerTest : public ::testing::Test {
         "127.0.0.1:" + std::to_string(priority_port_), grpc::InsecureChannelCredentials()));
   }
 
+  // Stops and drops everything, each part before what it uses.
   void Stop() {
     if (server_) server_->Shutdown();
     if (priority_server_) priority_server_->Shutdown();
     if (listener_) listener_->Stop();
     if (engine_) engine_->Shutdown();
+    server_.reset();
+    priority_server_.reset();
+    listener_.reset();
+    service_.reset();
+    engine_.reset();
   }
 
   void TearDown() override { Stop(); }
@@ -110,6 +116,18 @@ class PriorityListenerTest : public ::testing::Test {
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
     return false;
+  }
+
+  // kMaxCalls calls whose jobs wait behind BlockHighLane's: the listener is full. Empty where
+  // they did not all come to wait.
+  std::vector<std::future<grpc::Status>> FillWithWaitingCalls() {
+    std::vector<std::future<grpc::Status>> waiting;
+    for (int i = 0; i < kMaxCalls; ++i) {
+      waiting.push_back(
+          SubmitSmallAsync(Request({1, 2, 3}, v1::PRIORITY_HIGH), std::chrono::seconds(30)));
+    }
+    if (!WaitQueuedHigh(kMaxCalls)) waiting.clear();
+    return waiting;
   }
 
   // A SubmitSmall call on the priority listener, on a thread of its own.
@@ -250,13 +268,9 @@ TEST_F(PriorityListenerTest, ATokenIsCheckedBeforeThePriority) {
 
 TEST_F(PriorityListenerTest, CallsBeyondTheLimitAreRefusedAndTheWaitingOnesFinish) {
   std::shared_ptr<RecordingSink> blocker = BlockHighLane();
-  // Each call holds a thread while its job waits for the lane.
-  std::vector<std::future<grpc::Status>> waiting;
-  for (int i = 0; i < kMaxCalls; ++i) {
-    waiting.push_back(
-        SubmitSmallAsync(Request({1, 2, 3}, v1::PRIORITY_HIGH), std::chrono::seconds(30)));
-  }
-  ASSERT_TRUE(WaitQueuedHigh(kMaxCalls));
+  // Each call holds its place while its job waits for the lane.
+  std::vector<std::future<grpc::Status>> waiting = FillWithWaitingCalls();
+  ASSERT_EQ(waiting.size(), static_cast<size_t>(kMaxCalls));
   // A shutdown would wait for them.
   EXPECT_FALSE(service_->WaitForCalls(std::chrono::steady_clock::now() +
                                       std::chrono::milliseconds(50)));
@@ -283,12 +297,9 @@ TEST_F(PriorityListenerTest, TheClientSendsAJobTheFullListenerRefusedToTheMainAd
   auto client = client::JobClient::Create("127.0.0.1:" + std::to_string(port_), options);
   ASSERT_TRUE(client.ok()) << client.status();
   std::shared_ptr<RecordingSink> blocker = BlockHighLane();
-  std::vector<std::future<grpc::Status>> waiting;
-  for (int i = 0; i < kMaxCalls; ++i) {
-    waiting.push_back(
-        SubmitSmallAsync(Request({1, 2, 3}, v1::PRIORITY_HIGH), std::chrono::seconds(30)));
-  }
-  ASSERT_TRUE(WaitQueuedHigh(kMaxCalls));
+  // Each call holds its place while its job waits for the lane.
+  std::vector<std::future<grpc::Status>> waiting = FillWithWaitingCalls();
+  ASSERT_EQ(waiting.size(), static_cast<size_t>(kMaxCalls));
   std::promise<absl::StatusOr<client::JobResult>> done;
   (*client)->SubmitAsync(Request({1, 2}, v1::PRIORITY_HIGH),
                          [&](absl::StatusOr<client::JobResult> r) { done.set_value(std::move(r)); });
@@ -331,12 +342,9 @@ TEST_F(PriorityListenerTest, CallsCancelledAnywhereOnTheirWayAllEnd) {
 
 TEST_F(PriorityListenerTest, AShutdownEndsTheCallsInProgress) {
   std::shared_ptr<RecordingSink> blocker = BlockHighLane();
-  std::vector<std::future<grpc::Status>> waiting;
-  for (int i = 0; i < kMaxCalls; ++i) {
-    waiting.push_back(
-        SubmitSmallAsync(Request({1, 2, 3}, v1::PRIORITY_HIGH), std::chrono::seconds(30)));
-  }
-  ASSERT_TRUE(WaitQueuedHigh(kMaxCalls));
+  // Each call holds its place while its job waits for the lane.
+  std::vector<std::future<grpc::Status>> waiting = FillWithWaitingCalls();
+  ASSERT_EQ(waiting.size(), static_cast<size_t>(kMaxCalls));
   // As gpupiped stops: the server with a deadline, then the listener, whose calls then end.
   const auto start = std::chrono::steady_clock::now();
   priority_server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(100));
