@@ -129,7 +129,7 @@ class SubmitSmallCall final {
     job_->deadline = context_.deadline();
     job_->deadline_set = true;
     job_->small_stub->async()->SubmitSmall(&context_, &job_->request, &response_,
-                                     [this](grpc::Status status) { Done(status); });
+                                           [this](grpc::Status status) { Done(status); });
   }
 
  private:
