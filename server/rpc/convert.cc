@@ -159,15 +159,9 @@ absl::StatusOr<engine::JobSpec> DecodeJobSpec(const v1::SubmitRequest& request) 
     if (!op.ok()) return op.status();
     spec.ops.push_back(*op);
   }
-  switch (request.priority()) {
-    case v1::PRIORITY_UNSPECIFIED:
-    case v1::PRIORITY_NORMAL: spec.priority = engine::Priority::kNormal; break;
-    case v1::PRIORITY_LOW: spec.priority = engine::Priority::kLow; break;
-    case v1::PRIORITY_HIGH: spec.priority = engine::Priority::kHigh; break;
-    default:
-      return absl::InvalidArgumentError(
-          absl::StrCat("priority: unknown value ", request.priority(), " (low, normal or high)"));
-  }
+  absl::StatusOr<engine::Priority> priority = DecodePriority(request.priority());
+  if (!priority.ok()) return priority.status();
+  spec.priority = *priority;
   const v1::LaunchOptions& options = request.options();
   switch (options.staging()) {
     case v1::STAGING_AUTO: spec.staging = engine::Staging::kAuto; break;
@@ -213,6 +207,18 @@ v1::DType EncodeDType(engine::DType dtype) {
     case engine::DType::kInt64: return v1::DTYPE_INT64;
   }
   return v1::DTYPE_UNSPECIFIED;
+}
+
+absl::StatusOr<engine::Priority> DecodePriority(v1::Priority priority) {
+  switch (priority) {
+    case v1::PRIORITY_UNSPECIFIED:
+    case v1::PRIORITY_NORMAL: return engine::Priority::kNormal;
+    case v1::PRIORITY_LOW: return engine::Priority::kLow;
+    case v1::PRIORITY_HIGH: return engine::Priority::kHigh;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("priority: unknown value ", priority, " (low, normal or high)"));
+  }
 }
 
 v1::Priority EncodePriority(engine::Priority priority) {

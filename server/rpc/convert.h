@@ -19,6 +19,10 @@ absl::StatusOr<engine::JobSpec> DecodeJobSpec(const v1::SubmitRequest& request);
 // empty id or an offset or length beyond int64.
 absl::StatusOr<engine::JobRegions> DecodeJobRegions(const v1::SubmitRequest& request);
 
+// A request's priority (unspecified: normal); INVALID_ARGUMENT for a value this server does
+// not know.
+absl::StatusOr<engine::Priority> DecodePriority(v1::Priority priority);
+
 v1::DType EncodeDType(engine::DType dtype);
 v1::Priority EncodePriority(engine::Priority priority);
 v1::Staging EncodeStaging(engine::Staging staging);

@@ -111,15 +111,11 @@ void JobServiceImpl::StartListenerCall(grpc::ServerContext* context,
   absl::StatusOr<std::string> caller = Authenticate(*context);
   // An unknown value passes here and is refused as INVALID_ARGUMENT with the request's other
   // faults.
-  const engine::Priority priority = request->priority() == v1::PRIORITY_LOW ? engine::Priority::kLow
-                                    : request->priority() == v1::PRIORITY_HIGH
-                                        ? engine::Priority::kHigh
-                                        : engine::Priority::kNormal;
-  const bool known = v1::Priority_IsValid(request->priority());
-  if (caller.ok() && known && priority < lowest) {
+  const absl::StatusOr<engine::Priority> priority = DecodePriority(request->priority());
+  if (caller.ok() && priority.ok() && *priority < lowest) {
     caller = absl::PermissionDeniedError(absl::StrCat(
         listener, " takes jobs of priority ", engine::PriorityName(lowest),
-        " and above; this one is ", engine::PriorityName(priority),
+        " and above; this one is ", engine::PriorityName(*priority),
         ": send it to the daemon's main address (gpupiped --priority-min)"));
     engine_->CountRefusal(caller.status());
   }

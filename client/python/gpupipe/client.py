@@ -356,12 +356,9 @@ class Client:
         # then decodes the same request as a Submit: gRPC also answers UNIMPLEMENTED to a
         # request it cannot decode, which says nothing about the method).
         self.submit_small = submit_small
-        options = _channel_options(self._resolved)
-        if tls_ca or tls_cert or tls_key:
-            creds = grpc.ssl_channel_credentials(tls_ca, tls_key, tls_cert)
-            self._channel = grpc.secure_channel(self._resolved.uri, creds, options=options)
-        else:
-            self._channel = grpc.insecure_channel(self._resolved.uri, options=options)
+        self._creds = (grpc.ssl_channel_credentials(tls_ca, tls_key, tls_cert)
+                        if tls_ca or tls_cert or tls_key else None)
+        self._channel = self._open_channel(self._resolved.uri, _channel_options(self._resolved))
         self._stub = pb_grpc.JobServiceStub(self._channel)
         # The daemon's priority listener (gpupiped --priority-listen): a high-priority job that
         # goes as SubmitSmall goes there, on a connection of its own, so that its call does not
@@ -370,13 +367,8 @@ class Client:
         self._priority_stub = None
         if priority_target:
             resolved = resolve_target(priority_target)
-            priority_options = _channel_options(resolved) + [("grpc.use_local_subchannel_pool", 1)]
-            if tls_ca or tls_cert or tls_key:
-                self._priority_channel = grpc.secure_channel(resolved.uri, creds,
-                                                             options=priority_options)
-            else:
-                self._priority_channel = grpc.insecure_channel(resolved.uri,
-                                                               options=priority_options)
+            self._priority_channel = self._open_channel(
+                resolved.uri, _channel_options(resolved) + [("grpc.use_local_subchannel_pool", 1)])
             self._priority_stub = pb_grpc.JobServiceStub(self._priority_channel)
         self._metadata = []
         if client_id:
@@ -388,12 +380,17 @@ class Client:
         self._cuda_regions = {}  # IPC handle -> region id, for device arrays used so far
         self._lease = None  # the HoldRegions call every region of this client is tied to
         self._lease_id = ""
-        self._creds = creds if (tls_ca or tls_cert or tls_key) else None
         self._call_stubs = []  # of calls 1, 2, ... of split runs, each on a connection of its own
         self._call_channels = []
         self._max_run_streams = 0  # the daemon's limit, once asked
 
     # ---- plumbing -------------------------------------------------------------------------
+
+    def _open_channel(self, uri, options):
+        """A channel to `uri`, over TLS where this client has TLS settings."""
+        if self._creds is not None:
+            return grpc.secure_channel(uri, self._creds, options=options)
+        return grpc.insecure_channel(uri, options=options)
 
     def close(self):
         for region in list(self._regions):
@@ -763,9 +760,7 @@ class Client:
                 options = _channel_options(self._resolved) + [
                     ("grpc.use_local_subchannel_pool", 1),
                     ("gpupipe.run_call", len(self._call_stubs) + 1)]
-                uri = self._resolved.uri
-                channel = (grpc.secure_channel(uri, self._creds, options=options)
-                           if self._creds else grpc.insecure_channel(uri, options=options))
+                channel = self._open_channel(self._resolved.uri, options)
                 self._call_channels.append(channel)
                 self._call_stubs.append(pb_grpc.JobServiceStub(channel))
             return [self._stub] + self._call_stubs[:n - 1]

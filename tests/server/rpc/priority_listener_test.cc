@@ -378,7 +378,7 @@ TEST_F(PriorityListenerTest, ACallPastItsDeadlineGivesItsPlaceBack) {
 
 // A client that never reads its reply (a raw call that sends its request and no more, over a
 // connection whose receive window stays at 64 KiB) cannot keep its place: the stall watch
-// cancels the call after the reader idle timeout (400 ms here).
+// cancels the call after the reader idle timeout (the fixture's, short).
 TEST_F(PriorityListenerTest, AReaderThatNeverReadsLosesItsPlace) {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
