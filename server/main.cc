@@ -332,8 +332,8 @@ int Run(const DaemonOptions& options) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   // The priority listener: a server whose calls run on threads of its own
-  // (rpc/priority_listener.h), with a quota of its own for its memory and threads. It starts
-  // first, so that the main address's Describe names it from its first call.
+  // (rpc/priority_listener.h), with a quota of its own for its memory. It starts first, so that
+  // the main address's Describe names it from its first call.
   grpc::ResourceQuota priority_quota("gpupiped-priority");
   std::unique_ptr<rpc::PriorityListener> priority_listener;
   std::unique_ptr<grpc::Server> priority_server;
@@ -348,8 +348,6 @@ int Run(const DaemonOptions& options) {
     priority_listener =
         std::make_unique<rpc::PriorityListener>(&service, listener_options, &priority_builder);
     ConfigureListener(options, &priority_quota, &priority_builder);
-    // Threads for the refusals of the other methods; its calls run on the listener's own.
-    priority_quota.SetMaxThreads(rpc::PriorityListener::kRefusalThreads);
     priority_server = priority_builder.BuildAndStart();
     if (!priority_server || priority_port == 0) {
       Fail(absl::StrCat("cannot listen on ", options.priority_listen,

@@ -1,8 +1,13 @@
 #include "server/rpc/priority_listener.h"
 
+#include <grpcpp/impl/server_builder_option.h>
+
 #include <chrono>
+#include <memory>
 #include <mutex>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "server/rpc/event_stream.h"
@@ -10,26 +15,109 @@
 
 namespace gpupipe::rpc {
 
-// SubmitSmall through the async API; Submit and Run refused on gRPC's sync threads.
-class PriorityListener::Service final
-    : public v1::JobService::WithAsyncMethod_SubmitSmall<v1::JobService::Service> {
+// The one method the listener serves, SubmitSmall, through the async API. A service of its own
+// rather than the generated JobService's, whose other methods gRPC would serve on sync threads
+// of its own, which a flood of them could exhaust: every other method reaches the generic
+// service instead, whose calls the listener refuses on its own threads (Refusal).
+class PriorityListener::Service final : public grpc::Service {
  public:
-  grpc::Status Submit(grpc::ServerContext* context, const v1::SubmitRequest* /*request*/,
-                      grpc::ServerWriter<v1::JobEvent>* /*writer*/) override {
-    return OnlySubmitSmall(context);
+  Service() : path_(absl::StrCat("/", v1::JobService::service_full_name(), "/SubmitSmall")) {
+    AddMethod(new grpc::internal::RpcServiceMethod(
+        path_.c_str(), grpc::internal::RpcMethod::NORMAL_RPC, /*handler=*/nullptr));
+    MarkMethodAsync(0);
   }
-  grpc::Status Run(grpc::ServerContext* context,
-                   grpc::ServerReaderWriter<v1::JobEvent, v1::RunRequest>* /*stream*/) override {
-    return OnlySubmitSmall(context);
+
+  void RequestSubmitSmall(grpc::ServerContext* context, v1::SubmitRequest* request,
+                          grpc::ServerAsyncResponseWriter<v1::CompleteJob>* responder,
+                          grpc::ServerCompletionQueue* cq, void* tag) {
+    RequestAsyncUnary(0, context, request, responder, cq, cq, tag);
   }
 
  private:
-  static grpc::Status OnlySubmitSmall(grpc::ServerContext* context) {
-    context->AddTrailingMetadata(kAcceptedMetadataKey, "0");
-    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                        "the priority listener takes SubmitSmall only (a job whose result fits "
-                        "one message): send Submit and Run to the daemon's main address");
+  const std::string path_;  // the method's name, which gRPC keeps a pointer to
+};
+
+// Takes the builder's plugins away before it builds the server. They add services of their own,
+// such as reflection's, a sync-API one: its calls would run on gRPC's threads, not the
+// listener's, and belong on the main address anyway. (The health service is no plugin: it
+// stays, on gRPC's callback threads.)
+class WithoutPlugins final : public grpc::ServerBuilderOption {
+ public:
+  void UpdateArguments(grpc::ChannelArguments* /*args*/) override {}
+  void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>* plugins) override {
+    plugins->clear();
   }
+};
+
+// One of the listener's calls, as the completion queue's tags name it.
+class PriorityListener::Handler {
+ public:
+  struct Tag {
+    Handler* handler;
+  };
+
+  virtual ~Handler() = default;
+  // A tag of this call came back from the queue.
+  virtual void Completed(const Tag* tag, bool ok) = 0;
+};
+
+// Counts the listener's calls alive, requested or in progress: Stop waits for none.
+class PriorityListener::Live {
+ public:
+  explicit Live(PriorityListener* listener) : listener_(listener) {
+    std::lock_guard<std::mutex> lock(listener_->live_mu_);
+    ++listener_->live_;
+  }
+  ~Live() {
+    std::lock_guard<std::mutex> lock(listener_->live_mu_);
+    if (--listener_->live_ == 0) listener_->none_live_.notify_all();
+  }
+  Live(const Live&) = delete;
+  Live& operator=(const Live&) = delete;
+
+ private:
+  PriorityListener* const listener_;
+};
+
+// A call of any other method, refused as soon as it comes, without reading its messages:
+// Submit and Run with FAILED_PRECONDITION, anything else with UNIMPLEMENTED, all marked as not
+// accepted. Deletes itself once its status is sent, or at once where no call came (shutdown).
+class PriorityListener::Refusal final : public Handler {
+ public:
+  explicit Refusal(PriorityListener* listener)
+      : listener_(listener), live_(listener), stream_(&context_) {
+    listener_->generic_.RequestCall(&context_, &stream_, listener_->cq_.get(),
+                                    listener_->cq_.get(), &requested_tag_);
+  }
+
+  void Completed(const Tag* tag, bool ok) override {
+    if (tag == &requested_tag_ && ok) {
+      listener_->PostRefusal();
+      context_.AddTrailingMetadata(kAcceptedMetadataKey, "0");
+      stream_.Finish(StatusFor(context_.method()), &finish_tag_);
+      return;
+    }
+    delete this;  // the status went (or the client did), or no call came
+  }
+
+ private:
+  static grpc::Status StatusFor(const std::string& method) {
+    const std::string prefix = absl::StrCat("/", v1::JobService::service_full_name(), "/");
+    if (method == prefix + "Submit" || method == prefix + "Run") {
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                          "the priority listener takes SubmitSmall only (a job whose result fits "
+                          "one message): send Submit and Run to the daemon's main address");
+    }
+    return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                        absl::StrCat("the priority listener takes SubmitSmall only: send ", method,
+                                     " to the daemon's main address"));
+  }
+
+  PriorityListener* const listener_;
+  const Live live_;
+  grpc::GenericServerContext context_;
+  grpc::GenericServerAsyncReaderWriter stream_;
+  Tag requested_tag_{this}, finish_tag_{this};
 };
 
 // One SubmitSmall call, from its request to its end. Deletes itself once its start (the
@@ -38,13 +126,8 @@ class PriorityListener::Service final
 // in any order: gRPC starts the done notification before it hands out the requested tag, so a
 // call cancelled while it waited in gRPC's queue can be done before it is started. The
 // EventStream is its writer's, as a reactor's is.
-class PriorityListener::Call final : public EventWriter {
+class PriorityListener::Call final : public Handler, public EventWriter {
  public:
-  // What the queue gives back: which operation of which call.
-  struct Tag {
-    Call* call;
-  };
-
   explicit Call(PriorityListener* listener)
       : listener_(listener),
         live_(listener),
@@ -55,18 +138,16 @@ class PriorityListener::Call final : public EventWriter {
     // Before the call starts: the queue then says when the call is over, cancelled or not.
     context_.AsyncNotifyWhenDone(&done_tag_);
     listener_->service_->RequestSubmitSmall(&context_, &request_, &responder_,
-                                            listener_->cq_.get(), listener_->cq_.get(),
-                                            &requested_tag_);
+                                            listener_->cq_.get(), &requested_tag_);
   }
 
-  // A tag of this call came back from the queue.
-  void Completed(const Tag* tag, bool ok) {
+  void Completed(const Tag* tag, bool ok) override {
     if (tag == &requested_tag_) {
       if (!ok) {  // the server is shutting down: no call came
         delete this;
         return;
       }
-      listener_->Post();
+      listener_->PostCall();
       Begin();
       bool cancelled = false;
       {
@@ -140,22 +221,6 @@ class PriorityListener::Call final : public EventWriter {
     delete this;
   }
 
-  // Counts the listener's calls alive, requested or in progress: Stop waits for none.
-  class Live {
-   public:
-    explicit Live(PriorityListener* listener) : listener_(listener) {
-      std::lock_guard<std::mutex> lock(listener_->live_mu_);
-      ++listener_->live_;
-    }
-    ~Live() {
-      std::lock_guard<std::mutex> lock(listener_->live_mu_);
-      if (--listener_->live_ == 0) listener_->none_live_.notify_all();
-    }
-
-   private:
-    PriorityListener* const listener_;
-  };
-
   PriorityListener* const listener_;
   const Live live_;
   grpc::ServerContext context_;
@@ -177,6 +242,8 @@ PriorityListener::PriorityListener(JobServiceImpl* jobs, PriorityListenerOptions
                                    grpc::ServerBuilder* builder)
     : jobs_(jobs), options_(options), service_(std::make_unique<Service>()) {
   builder->RegisterService(service_.get());
+  builder->RegisterAsyncGenericService(&generic_);
+  builder->SetOption(std::make_unique<WithoutPlugins>());
   cq_ = builder->AddCompletionQueue();
 }
 
@@ -184,22 +251,28 @@ PriorityListener::~PriorityListener() { Stop(); }
 
 void PriorityListener::Start() {
   started_ = true;
-  // One call waits at a time; each call that comes posts the next at once.
-  Post();
+  // One call of each kind waits at a time; each call that comes posts the next at once.
+  PostCall();
+  PostRefusal();
   for (int i = 0; i < options_.threads; ++i) threads_.emplace_back([this] { Poll(); });
 }
 
-void PriorityListener::Post() {
+void PriorityListener::PostCall() {
   std::lock_guard<std::mutex> lock(post_mu_);
   if (!stopping_) new Call(this);
+}
+
+void PriorityListener::PostRefusal() {
+  std::lock_guard<std::mutex> lock(post_mu_);
+  if (!stopping_) new Refusal(this);
 }
 
 void PriorityListener::Poll() {
   void* tag = nullptr;
   bool ok = false;
   while (cq_->Next(&tag, &ok)) {
-    const auto* call_tag = static_cast<const Call::Tag*>(tag);
-    call_tag->call->Completed(call_tag, ok);
+    const auto* handler_tag = static_cast<const Handler::Tag*>(tag);
+    handler_tag->handler->Completed(handler_tag, ok);
   }
 }
 

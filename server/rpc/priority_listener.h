@@ -14,12 +14,15 @@
 // until its CompleteJob, a reader that stops reading cancelled by the stall watch, a client that
 // goes away cancelling its job. At most `max_calls` calls are in progress at once; one more is
 // refused with RESOURCE_EXHAUSTED. Refusals are marked as not accepted. Submit and Run answer
-// FAILED_PRECONDITION, the other methods UNIMPLEMENTED: they belong on the main address.
+// FAILED_PRECONDITION, the other methods UNIMPLEMENTED: they belong on the main address. Those
+// refusals run on the listener's threads too: it has no sync-API method, so no call waits for a
+// thread of gRPC's, and a flood of them is refused as fast as they come.
 //
 // Thread safety: Start and Stop from one thread; the calls run on the listener's threads and
 // the engine's.
 #pragma once
 
+#include <grpcpp/generic/async_generic_service.h>
 #include <grpcpp/grpcpp.h>
 
 #include <atomic>
@@ -45,9 +48,6 @@ struct PriorityListenerOptions {
 
 class PriorityListener {
  public:
-  // The sync-API methods (the refusals) run on gRPC's threads for them; at most this many.
-  static constexpr int kRefusalThreads = 2;
-
   // Registers the listener's service and completion queue on `builder`, which must be built
   // (BuildAndStart) before Start. `jobs` must outlive the listener.
   PriorityListener(JobServiceImpl* jobs, PriorityListenerOptions options,
@@ -67,16 +67,20 @@ class PriorityListener {
 
  private:
   class Service;
+  class Handler;
+  class Live;
   class Call;
-  friend class Call;
+  class Refusal;
 
-  // Waits for the next call.
-  void Post();
+  // Waits for the next SubmitSmall call, or the next call of any other method.
+  void PostCall();
+  void PostRefusal();
   void Poll();
 
   JobServiceImpl* const jobs_;
   const PriorityListenerOptions options_;
   std::unique_ptr<Service> service_;
+  grpc::AsyncGenericService generic_;
   std::unique_ptr<grpc::ServerCompletionQueue> cq_;
   std::vector<std::thread> threads_;
   std::atomic<int> in_progress_{0};

@@ -2,6 +2,7 @@
 // as gpupiped builds them, driven by the client library and by raw stubs.
 #include "server/rpc/priority_listener.h"
 
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/support/proto_buffer_writer.h>
@@ -10,7 +11,9 @@
 #include <chrono>
 #include <cmath>
 #include <future>
+#include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "client/job_client.h"
@@ -35,6 +38,8 @@ class PriorityListenerTest : public ::testing::Test {
   // (Re)starts the engine and both servers; `authenticator` as JobServiceOptions'.
   void Start(const Authenticator* authenticator) {
     Stop();
+    // As gpupiped: every builder takes reflection's plugin, the listener's too.
+    grpc::reflection::InitProtoReflectionServerBuilderPlugin();
     engine::EngineOptions options;
     options.limits.max_input_bytes = 8 << 20;
     engine_ = engine::Engine::Create(engine::CreateCpuBackend({}), options);  // 1 lane a level
@@ -54,8 +59,10 @@ class PriorityListenerTest : public ::testing::Test {
     listener_options.max_calls = kMaxCalls;
     listener_ = std::make_unique<PriorityListener>(service_.get(), listener_options,
                                                    &priority_builder);
+    // No thread at all for gRPC's sync API, which a sync call would need: the listener serves
+    // every call, refusals included, on its own threads.
     quota_ = std::make_unique<grpc::ResourceQuota>("priority-test");
-    quota_->SetMaxThreads(PriorityListener::kRefusalThreads);
+    quota_->SetMaxThreads(1);
     priority_builder.SetResourceQuota(*quota_);
     priority_server_ = priority_builder.BuildAndStart();
     ASSERT_NE(priority_port_, 0);
@@ -239,9 +246,60 @@ TEST_F(PriorityListenerTest, OnlySubmitSmallIsServed) {
   EXPECT_EQ(run->Finish().error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   grpc::ClientContext describe_context;
   v1::DescribeResponse description;
-  EXPECT_EQ(priority_stub_->Describe(&describe_context, v1::DescribeRequest(), &description)
-                .error_code(),
-            grpc::StatusCode::UNIMPLEMENTED);
+  const grpc::Status describe =
+      priority_stub_->Describe(&describe_context, v1::DescribeRequest(), &description);
+  EXPECT_EQ(describe.error_code(), grpc::StatusCode::UNIMPLEMENTED);
+  EXPECT_NE(describe.error_message().find("main address"), std::string::npos);
+}
+
+// A flood of other methods' calls from many clients at once, some of them streams that never
+// half-close: each is refused as it comes, with its own status, and SubmitSmall serves on.
+TEST_F(PriorityListenerTest, AFloodOfOtherMethodsIsRefusedEveryTimeWithItsOwnStatus) {
+  constexpr int kThreads = 8;
+  constexpr int kCallsEach = 30;
+  std::vector<std::future<int>> wrong;
+  for (int t = 0; t < kThreads; ++t) {
+    wrong.push_back(std::async(std::launch::async, [&] {
+      int failures = 0;
+      for (int i = 0; i < kCallsEach; ++i) {
+        grpc::ClientContext context;
+        context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+        grpc::Status status;
+        grpc::StatusCode expected = grpc::StatusCode::FAILED_PRECONDITION;
+        if (i % 3 == 0) {
+          auto reader = priority_stub_->Submit(&context, Request({1}, v1::PRIORITY_HIGH));
+          v1::JobEvent event;
+          while (reader->Read(&event)) {
+          }
+          status = reader->Finish();
+        } else if (i % 3 == 1) {
+          auto run = priority_stub_->Run(&context);  // never half-closed
+          v1::JobEvent event;
+          while (run->Read(&event)) {
+          }
+          status = run->Finish();
+        } else {
+          v1::StatsResponse stats;
+          status = priority_stub_->GetStats(&context, v1::StatsRequest(), &stats);
+          expected = grpc::StatusCode::UNIMPLEMENTED;
+        }
+        const auto& trailers = context.GetServerTrailingMetadata();
+        const auto mark = trailers.find(kAcceptedMetadataKey);
+        if (status.error_code() != expected || mark == trailers.end() || mark->second != "0") {
+          ++failures;
+          ADD_FAILURE() << "call " << i << ": " << status.error_code() << " "
+                        << status.error_message();
+        }
+      }
+      return failures;
+    }));
+  }
+  for (auto& f : wrong) EXPECT_EQ(f.get(), 0);
+  grpc::ClientContext context;
+  v1::CompleteJob response;
+  EXPECT_TRUE(
+      priority_stub_->SubmitSmall(&context, Request({1, 2, 3}, v1::PRIORITY_HIGH), &response)
+          .ok());
 }
 
 TEST_F(PriorityListenerTest, ATokenIsCheckedBeforeThePriority) {
@@ -429,6 +487,56 @@ TEST_F(PriorityListenerTest, AReaderThatNeverReadsLosesItsPlace) {
   cq.Shutdown();
   while (cq.Next(&tag, &ok)) {
   }
+}
+
+// A raw streaming call of `method` on `port` that sends `message` and half-closes: its status
+// and how many messages came back.
+std::pair<grpc::Status, int> RawStreamingCall(int port, const std::string& method,
+                                              const std::string& message) {
+  grpc::GenericStub generic(grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
+                                                grpc::InsecureChannelCredentials()));
+  grpc::CompletionQueue cq;
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  auto call = generic.PrepareCall(&context, method, &cq);
+  void* tag = nullptr;
+  bool ok = false;
+  call->StartCall(&context);
+  cq.Next(&tag, &ok);
+  grpc::Slice slice(message);
+  grpc::ByteBuffer out(&slice, 1);
+  call->Write(out, &out);
+  cq.Next(&tag, &ok);
+  call->WritesDone(&call);
+  cq.Next(&tag, &ok);
+  int messages = 0;
+  for (;;) {
+    grpc::ByteBuffer in;
+    call->Read(&in, &in);
+    if (!cq.Next(&tag, &ok) || !ok) break;
+    ++messages;
+  }
+  grpc::Status status;
+  call->Finish(&status, &status);
+  cq.Next(&tag, &ok);
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
+  }
+  return {status, messages};
+}
+
+// Reflection's service, a sync-API one that the plugin adds to every server, is the main
+// address's only: on the listener it is refused like any other method, on its own threads.
+TEST_F(PriorityListenerTest, ReflectionIsServedOnTheMainAddressOnly) {
+  const std::string method = "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo";
+  const std::string list_services("\x3a\x00", 2);  // ServerReflectionRequest{list_services: ""}
+  const auto [main_status, main_messages] = RawStreamingCall(port_, method, list_services);
+  EXPECT_TRUE(main_status.ok()) << main_status.error_message();
+  EXPECT_EQ(main_messages, 1);
+  const auto [status, messages] = RawStreamingCall(priority_port_, method, list_services);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNIMPLEMENTED);
+  EXPECT_NE(status.error_message().find("main address"), std::string::npos);
+  EXPECT_EQ(messages, 0);
 }
 
 }  // namespace
