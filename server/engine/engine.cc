@@ -336,6 +336,7 @@ class Engine::Impl {
       }
     }
     for (std::condition_variable& cv : level_cv_) cv.notify_all();
+    for (std::condition_variable& cv : gather_cv_) cv.notify_all();
     for (auto& job : abandoned) {
       Finish(*job, absl::UnavailableError("the server shut down before the job ran"), {},
              /*started=*/false);
@@ -531,7 +532,7 @@ class Engine::Impl {
       } else {
         const std::string client = job->spec.client;
         queues_[level].Push(client, std::move(job));
-        // One waiting worker is enough for one job; a lane gathering a batch must see it too.
+        // One waiting worker is enough for one job; lanes gathering a batch must see it too.
         wake_all = gatherers_[level] > 0;
       }
     }
@@ -704,13 +705,13 @@ class Engine::Impl {
   }
 
   // Without mu_: work for one waiting worker of `level` (a job or a posted report) arrived; with
-  // `all` (lanes of the level gather a batch, which must see it too), every waiter is woken.
-  void WakeWorkers(int level, bool all) {
-    if (all) {
-      level_cv_[level].notify_all();
-    } else {
-      level_cv_[level].notify_one();
-    }
+  // `gatherers` (lanes of the level gather a batch, which must see it too), they are all woken
+  // as well. They wait on a condition of their own, so that the one worker's wake-up can never
+  // go to a lane that gathers (one that began to after `gatherers` was read, say), which would
+  // not pass it on: the work would wait for the next wake-up of the level.
+  void WakeWorkers(int level, bool gatherers) {
+    level_cv_[level].notify_one();
+    if (gatherers) gather_cv_[level].notify_all();
   }
 
   // With mu_ held: `lane` of `level` is taken for a run (`state`); returns the run's number.
@@ -729,8 +730,7 @@ class Engine::Impl {
   }
 
   // The lane's run is over: it is idle for a worker or a direct run. Jobs queued meanwhile
-  // wake a waiting worker (every one where lanes gathering a batch wait on the same
-  // condition).
+  // wake a waiting worker, and lanes gathering a batch look again.
   void ReleaseLane(Priority priority, int lane) {
     const int level = static_cast<int>(priority);
     bool wake = false;
@@ -741,7 +741,8 @@ class Engine::Impl {
       wake = !queues_[level].empty();
       wake_all = gatherers_[level] > 0;
     }
-    if (wake || wake_all) WakeWorkers(level, wake_all);
+    if (wake) level_cv_[level].notify_one();
+    if (wake_all) gather_cv_[level].notify_all();
   }
 
   // With mu_ held: an idle lane of `level` taken for a direct run (its run's number in
@@ -833,7 +834,8 @@ class Engine::Impl {
     while (jobs->size() < max_jobs && !stopping_ && queue.empty() &&
            running_at_[level] > static_cast<int>(jobs->size())) {
       ++gatherers_[level];
-      const bool timed_out = level_cv_[level].wait_until(lock, until) == std::cv_status::timeout;
+      const bool timed_out =
+          gather_cv_[level].wait_until(lock, until) == std::cv_status::timeout;
       --gatherers_[level];
       take_more();
       if (timed_out) break;
@@ -1091,8 +1093,9 @@ class Engine::Impl {
 
   mutable std::mutex mu_;
   // Per priority level: idle workers wait for a posted report, or a job of their level and an
-  // idle lane, and lanes gathering a batch (gatherers_) for more.
+  // idle lane (level_cv_); lanes gathering a batch (gatherers_) wait for more (gather_cv_).
   std::array<std::condition_variable, kPriorityLevels> level_cv_;
+  std::array<std::condition_variable, kPriorityLevels> gather_cv_;
   std::array<int, kPriorityLevels> gatherers_{};
   std::array<int, kPriorityLevels> running_at_{};  // jobs taken by lanes, per level
   std::array<std::vector<LaneState>, kPriorityLevels> lane_state_;  // per level, per lane
