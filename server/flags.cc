@@ -79,6 +79,8 @@ Runs the gpupipe job service: a gRPC daemon that owns one GPU.
                              high (default high); lower ones get PERMISSION_DENIED
   --priority-max-calls N     calls the priority listener has in progress at once; one more
                              gets RESOURCE_EXHAUSTED (default 64)
+  --priority-threads N       threads of the priority listener's own: they read its calls, run
+                             their jobs where a lane is idle, and send the replies (default 2)
   --backend auto|cuda|cpu    auto uses the GPU when one is usable, else the CPU (default auto)
   --device N                 CUDA device ordinal (default 0)
   --streams-per-priority N   lanes (CUDA streams with their own buffers) per priority (default 2)
@@ -304,6 +306,8 @@ absl::StatusOr<DaemonOptions> ParseFlags(const std::vector<std::string>& args) {
           {"--device", 0, 1023, [&](int64_t v) { o.device = static_cast<int>(v); }},
           {"--priority-max-calls", 1, 1024,
            [&](int64_t v) { o.priority_max_calls = static_cast<int>(v); }},
+          {"--priority-threads", 1, 64,
+           [&](int64_t v) { o.priority_threads = static_cast<int>(v); }},
           {"--streams-per-priority", 1, 16,
            [&](int64_t v) { o.streams_per_priority = static_cast<int>(v); }},
           {"--max-input-mib", 1, 1024, [&](int64_t v) { o.max_input_bytes = v << 20; }},

@@ -16,11 +16,12 @@ struct DaemonOptions {
   std::string listen = "127.0.0.1:50051";
   std::string metrics_listen = "127.0.0.1:9464";  // --metrics-listen; empty: no metrics
   // The priority listener (rpc/priority_listener.h): --priority-listen (empty: none), the
-  // lowest priority it takes (--priority-min) and the calls it serves at once
-  // (--priority-max-calls).
+  // lowest priority it takes (--priority-min), the calls it serves at once
+  // (--priority-max-calls) and the threads that serve them (--priority-threads).
   std::string priority_listen;
   engine::Priority priority_min = engine::Priority::kHigh;
   int priority_max_calls = 64;
+  int priority_threads = 2;
   engine::BackendChoice backend = engine::BackendChoice::kAuto;
   int device = 0;
   int streams_per_priority = 2;

@@ -345,6 +345,7 @@ int Run(const DaemonOptions& options) {
     rpc::PriorityListenerOptions listener_options;
     listener_options.lowest = options.priority_min;
     listener_options.max_calls = options.priority_max_calls;
+    listener_options.threads = options.priority_threads;
     priority_listener =
         std::make_unique<rpc::PriorityListener>(&service, listener_options, &priority_builder);
     ConfigureListener(options, &priority_quota, &priority_builder);
@@ -400,9 +401,10 @@ int Run(const DaemonOptions& options) {
                       security.tokens ? ", tokens" : ""));
   if (priority_server) {
     Log(absl::StrFormat("priority listener on %s (SubmitSmall, priority %s and above, at most %d "
-                        "calls at once)",
+                        "calls at once, %d threads)",
                         ServedAddress(options.priority_listen, priority_port),
-                        engine::PriorityName(options.priority_min), options.priority_max_calls));
+                        engine::PriorityName(options.priority_min), options.priority_max_calls,
+                        options.priority_threads));
   }
 
   int sig = 0;

@@ -523,7 +523,7 @@ TEST(Soak, ManyHostileClientsEveryJobEndsOnceNoLaneStuckMemoryReturns) {
                         "--max-client-jobs", "24", "--reader-idle-timeout-seconds",
                         kIdleTimeoutSeconds, "--upload-idle-timeout-seconds",
                         kIdleTimeoutSeconds, "--priority-listen", "127.0.0.1:0",
-                        "--priority-max-calls", "4"});
+                        "--priority-max-calls", "4", "--priority-threads", "3"});
   ASSERT_NE(daemon.port(), 0) << daemon.error();
   int priority_port = 0;
   {

@@ -143,22 +143,26 @@ TEST(Flags, LogsAreTextAtInfoByDefaultAndBadValuesNameTheFlag) {
   EXPECT_NE(o.status().message().find("--log-format"), std::string::npos) << o.status();
 }
 
-TEST(Flags, ThePriorityListenerIsOffByDefaultAndTakesHighJobs64AtATime) {
+TEST(Flags, ThePriorityListenerIsOffByDefaultAndTakesHighJobs64AtATimeOnTwoThreads) {
   absl::StatusOr<DaemonOptions> o = ParseFlags({});
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_EQ(o->priority_listen, "");
   EXPECT_EQ(o->priority_min, engine::Priority::kHigh);
   EXPECT_EQ(o->priority_max_calls, 64);
+  EXPECT_EQ(o->priority_threads, 2);
   o = ParseFlags({"--priority-listen", "127.0.0.1:50052", "--priority-min=normal",
-                  "--priority-max-calls", "3"});
+                  "--priority-max-calls", "3", "--priority-threads=5"});
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_EQ(o->priority_listen, "127.0.0.1:50052");
   EXPECT_EQ(o->priority_min, engine::Priority::kNormal);
   EXPECT_EQ(o->priority_max_calls, 3);
+  EXPECT_EQ(o->priority_threads, 5);
   for (const std::vector<std::string>& bad :
        {std::vector<std::string>{"--priority-min", "urgent"},
         std::vector<std::string>{"--priority-max-calls", "0"},
         std::vector<std::string>{"--priority-max-calls", "1025"},
+        std::vector<std::string>{"--priority-threads", "0"},
+        std::vector<std::string>{"--priority-threads", "65"},
         std::vector<std::string>{"--listen", "127.0.0.1:7", "--priority-listen", "127.0.0.1:7"}}) {
     o = ParseFlags(bad);
     ASSERT_FALSE(o.ok()) << bad[0];
