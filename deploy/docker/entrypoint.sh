@@ -19,6 +19,8 @@
 #                                metric say which backend serves); cpu
 #   GPUPIPE_LISTEN               default 0.0.0.0:50051
 #   GPUPIPE_METRICS_LISTEN       default 0.0.0.0:9464; empty for no metrics endpoint
+#   GPUPIPE_PRIORITY_LISTEN      the priority listener's address (--priority-listen), such as
+#                                0.0.0.0:50052; default none. It has the same TLS and tokens
 #   GPUPIPE_TLS_CERT_FILE, GPUPIPE_TLS_KEY_FILE
 #                                serve TLS with this certificate chain and private key (PEM)
 #   GPUPIPE_TLS_CLIENT_CA_FILE   require client certificates signed by this CA (mutual TLS)
@@ -75,6 +77,9 @@ run_daemon() {
   local listen=${GPUPIPE_LISTEN:-0.0.0.0:50051}
   given --listen "$@" || flags+=(--listen "$listen")
   given --metrics-listen "$@" || flags+=(--metrics-listen "${GPUPIPE_METRICS_LISTEN-0.0.0.0:9464}")
+  if [[ -n ${GPUPIPE_PRIORITY_LISTEN:-} ]] && ! given --priority-listen "$@"; then
+    flags+=(--priority-listen "$GPUPIPE_PRIORITY_LISTEN")
+  fi
   given --backend "$@" || flags+=(--backend "${GPUPIPE_BACKEND:-cuda}")
 
   if [[ -n ${GPUPIPE_TLS_CERT_FILE:-} || -n ${GPUPIPE_TLS_KEY_FILE:-} ]]; then

@@ -382,6 +382,19 @@ class EntrypointTest(unittest.TestCase):
         self.assertEqual(args, ["--listen", "0.0.0.0:50051", "--backend=auto",
                                 "--token-file", self.files["tokens"], "--metrics-listen", ""])
 
+    def test_priority_listener_from_environment_unless_an_argument_names_it(self):
+        self.run_entrypoint(env={"GPUPIPE_PRIORITY_LISTEN": "0.0.0.0:50052",
+                                 "GPUPIPE_TOKEN_FILE": self.files["tokens"]})
+        args, _ = self.recorded("gpupiped")
+        self.assertEqual(args, ["--listen", "0.0.0.0:50051", "--metrics-listen", "0.0.0.0:9464",
+                                "--priority-listen", "0.0.0.0:50052", "--backend", "cuda",
+                                "--token-file", self.files["tokens"]])
+        self.run_entrypoint(["--priority-listen=127.0.0.1:7"],
+                            env={"GPUPIPE_PRIORITY_LISTEN": "0.0.0.0:50052"})
+        args, _ = self.recorded("gpupiped")
+        self.assertEqual(args.count("--priority-listen=127.0.0.1:7"), 1)
+        self.assertNotIn("0.0.0.0:50052", args)
+
     def test_configuration_errors(self):
         cases = [
             ({"GPUPIPE_TLS_CERT_FILE": self.files["cert.pem"]}, "go together"),
