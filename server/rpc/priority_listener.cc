@@ -37,6 +37,8 @@ class PriorityListener::Service final : public grpc::Service {
   const std::string path_;  // the method's name, which gRPC keeps a pointer to
 };
 
+namespace {
+
 // Takes the builder's plugins away before it builds the server. They add services of their own,
 // such as reflection's, a sync-API one: its calls would run on gRPC's threads, not the
 // listener's, and belong on the main address anyway. (The health service is no plugin: it
@@ -48,6 +50,8 @@ class WithoutPlugins final : public grpc::ServerBuilderOption {
     plugins->clear();
   }
 };
+
+}  // namespace
 
 // One of the listener's calls, as the completion queue's tags name it.
 class PriorityListener::Handler {
