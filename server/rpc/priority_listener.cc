@@ -10,10 +10,19 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "server/rpc/event_stream.h"
 #include "server/rpc/status_mapping.h"
 
 namespace gpupipe::rpc {
+namespace {
+
+// A JobService method's name as gRPC gives it to a call: "/gpupipe.v1.JobService/<method>".
+std::string JobServiceMethod(absl::string_view method) {
+  return absl::StrCat("/", v1::JobService::service_full_name(), "/", method);
+}
+
+}  // namespace
 
 // The one method the listener serves, SubmitSmall, through the async API. A service of its own
 // rather than the generated JobService's, whose other methods gRPC would serve on sync threads
@@ -21,7 +30,7 @@ namespace gpupipe::rpc {
 // service instead, whose calls the listener refuses on its own threads (Refusal).
 class PriorityListener::Service final : public grpc::Service {
  public:
-  Service() : path_(absl::StrCat("/", v1::JobService::service_full_name(), "/SubmitSmall")) {
+  Service() : path_(JobServiceMethod("SubmitSmall")) {
     AddMethod(new grpc::internal::RpcServiceMethod(
         path_.c_str(), grpc::internal::RpcMethod::NORMAL_RPC, /*handler=*/nullptr));
     MarkMethodAsync(0);
@@ -106,8 +115,9 @@ class PriorityListener::Refusal final : public Handler {
 
  private:
   static grpc::Status StatusFor(const std::string& method) {
-    const std::string prefix = absl::StrCat("/", v1::JobService::service_full_name(), "/");
-    if (method == prefix + "Submit" || method == prefix + "Run") {
+    static const std::string* const submit = new std::string(JobServiceMethod("Submit"));
+    static const std::string* const run = new std::string(JobServiceMethod("Run"));
+    if (method == *submit || method == *run) {
       return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                           "the priority listener takes SubmitSmall only (a job whose result fits "
                           "one message): send Submit and Run to the daemon's main address");
