@@ -8,12 +8,15 @@
 //  - each tile's input is copied into shared memory with cp.async (the pipeline primitives:
 //    __pipeline_memcpy_async / __pipeline_commit / __pipeline_wait_prior), 16 bytes a copy,
 //    into the second of two buffers while the block computes the first: no registers hold
-//    the prefetch and no thread converts or stores it;
+//    the prefetch and no thread converts or stores it. A thread's copies sit at fixed offsets
+//    from two base addresses, so a copy is one instruction;
 //  - the tiles of a row are shifted by a per-row phase of 0 .. kV - 1 outputs, so that every
 //    interior tile's input starts at a 16-byte boundary of d_in whatever the pointer, the row
 //    stride or the mode (only the tiles at a window's ends copy element by element, with zeros
 //    outside the window);
-//  - outputs go back through a second shared buffer, so a tile costs two barriers.
+//  - a block walks its tiles with a running (row, tile) pair: no division a tile;
+//  - outputs go back through a second shared buffer, so that the global stores are coalesced
+//    whatever d_out's alignment; a tile costs two barriers.
 // Per tile the loop is: wait for this tile's copies, barrier, start the next tile's copies,
 // the FMAs, outputs to shared memory, barrier, coalesced global stores.
 // PDL: every global access comes after the grid dependency wait; the dependent is triggered
@@ -48,6 +51,34 @@ struct ShortTaps {
   T v[kShortConvolveTaps];
 };
 
+// Starts the copies of `count` staged entries from the 16-byte aligned src, kElems (16 bytes)
+// a copy: copy c of this thread takes src[(threadIdx.x + c kThreads) kElems ..] to the padded
+// place of that entry in `buf`. As kThreads kElems is a whole number of runs, that place
+// advances by a constant per round.
+template <typename T>
+__device__ __forceinline__ void CopyRounds(const T* src, T* buf, int count) {
+  constexpr int kElems = kVecElems<T>;
+  using L = ShortLayout<T>;
+  constexpr int kThreads = ShortTuning<T>::kThreads;
+  constexpr int kFullRounds = L::kTile / (kThreads * kElems);  // the span is longer
+  constexpr int kRoundStep = kThreads * kElems / L::kR * L::kRun;
+  static_assert(kThreads * kElems % L::kR == 0, "a round of copies covers whole runs");
+  static_assert(L::kR % kElems == 0, "a copy stays inside one run of the layout");
+  src += threadIdx.x * kElems;
+  T* dst = buf + L::Phys(threadIdx.x * kElems);
+#pragma unroll
+  for (int c = 0; c < kFullRounds; ++c) {
+    __pipeline_memcpy_async(dst + c * kRoundStep, src + c * kThreads * kElems, 16);
+  }
+  // The rest: the halo, fewer than kThreads copies (the span past the tile is at most
+  // kShortConvolveTaps <= kThreads elements).
+  static_assert(kShortConvolveTaps <= kThreads, "the halo takes one partial round");
+  if (static_cast<int>(threadIdx.x) < count / kElems - kFullRounds * kThreads) {
+    __pipeline_memcpy_async(dst + kFullRounds * kRoundStep, src + kFullRounds * kThreads * kElems,
+                            16);
+  }
+}
+
 template <typename T>
 __global__ void __launch_bounds__(ShortTuning<T>::kThreads, ShortTuning<T>::kBlocksPerSm)
     ConvolveShortTapsKernel(const T* d_in, T* d_out, ConvGeometry g, ShortTaps<T> taps) {
@@ -57,7 +88,6 @@ __global__ void __launch_bounds__(ShortTuning<T>::kThreads, ShortTuning<T>::kBlo
   constexpr int kTile = L::kTile;
   constexpr int kV = kVecElems<T>;  // elements of a 16-byte copy
   constexpr int kBlocks = kShortConvolveTaps / kR;
-  static_assert(kR % kV == 0, "a 16-byte copy stays inside one run of the layout");
   // s_x[b][Phys(i)] holds input x[x0 + i] of the tile in buffer b; s_o holds a tile's outputs,
   // thread t's R outputs at t * kRun.
   __shared__ alignas(16) T s_x[2][L::kPhysical];
@@ -74,34 +104,36 @@ __global__ void __launch_bounds__(ShortTuning<T>::kThreads, ShortTuning<T>::kBlo
   const int64_t tiles = g.rows * g.tiles_per_row;
   detail::WaitForPrimaryGrids();
 
-  // Tile `tile` of row `row` covers window outputs out0 .. out0 + kTile - 1 with out0 = j * kTile
-  // - phase(row); its input starts at x0 = out_begin + out0 - (m - 1), at a 16-byte boundary.
+  // Tile j of row `row` covers window outputs out0 .. out0 + kTile - 1 with out0 = j kTile -
+  // (the row's phase); its input starts at x0 = out_begin + out0 - (m - 1), at a 16-byte
+  // boundary. A block keeps only (row, j) of its current tile and recomputes the rest, which
+  // costs fewer instructions than the registers it would hold across the FMAs.
   struct TileAt {
     int64_t row;
-    int64_t out0;
+    int64_t j;
   };
-  auto tile_at = [&](int64_t tile) {
-    TileAt t;
-    t.row = tile / g.tiles_per_row;
-    const int64_t j = tile - t.row * g.tiles_per_row;
+  auto out0_of = [&](const TileAt& t) {
     // The element address of x[out_begin - (m - 1)] in row `row`, modulo kV (unsigned wrap
     // keeps the residue right when the offset is negative).
     const uintptr_t at = reinterpret_cast<uintptr_t>(d_in) / sizeof(T) +
                          static_cast<uintptr_t>(t.row * g.in_row_stride + w.out_begin -
                                                 (m - 1) - win_lo);
-    t.out0 = j * kTile - static_cast<int64_t>(at & (kV - 1));
-    return t;
+    return t.j * kTile - static_cast<int64_t>(at & (kV - 1));
+  };
+  auto advance = [&](TileAt& t) {
+    t.j += gridDim.x;
+    if (t.j >= g.tiles_per_row) {  // only tiles of short rows cross rows
+      const int64_t rows = t.j / g.tiles_per_row;
+      t.row += rows;
+      t.j -= rows * g.tiles_per_row;
+    }
   };
   // Starts the copies of a tile's span into `buf` (zeros outside the window) and commits them.
-  auto stage = [&](int64_t tile, T* buf) {
-    const TileAt t = tile_at(tile);
-    const int64_t x0 = w.out_begin + t.out0 - (m - 1);
+  auto stage = [&](const TileAt& t, T* buf) {
+    const int64_t x0 = w.out_begin + out0_of(t) - (m - 1);
     const T* row_in = d_in + t.row * g.in_row_stride - win_lo;  // row_in[x] = x[x], x in window
     if (x0 >= win_lo && x0 + span <= win_hi) {
-      const T* src = row_in + x0;  // 16-byte aligned: see tile_at
-      for (int v = threadIdx.x; v < span / kV; v += kThreads) {
-        __pipeline_memcpy_async(buf + L::Phys(v * kV), src + v * kV, 16);
-      }
+      CopyRounds(row_in + x0, buf, span);  // 16-byte aligned: see out0_of
     } else {
       for (int i = threadIdx.x; i < span; i += kThreads) {
         const int64_t x = x0 + i;
@@ -116,14 +148,20 @@ __global__ void __launch_bounds__(ShortTuning<T>::kThreads, ShortTuning<T>::kBlo
     __pipeline_commit();
   };
 
+  TileAt cur{blockIdx.x / g.tiles_per_row, 0};
+  cur.j = blockIdx.x - cur.row * g.tiles_per_row;
+  if (blockIdx.x < tiles) stage(cur, s_x[0]);
   int b = 0;
-  if (blockIdx.x < tiles) stage(blockIdx.x, s_x[0]);
   for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x, b ^= 1) {
     __pipeline_wait_prior(0);
     // This tile's entries are visible to every thread; every thread is done with the other
     // buffer (the previous tile's FMAs) and with s_o (its stores).
     __syncthreads();
-    if (tile + gridDim.x < tiles) stage(tile + gridDim.x, s_x[b ^ 1]);
+    if (tile + gridDim.x < tiles) {
+      TileAt next = cur;
+      advance(next);
+      stage(next, s_x[b ^ 1]);
+    }
 
     const T* xs = s_x[b] + threadIdx.x * L::kRun;  // this thread's outputs: entries o = t * kR
     T acc[kR];
@@ -151,12 +189,12 @@ __global__ void __launch_bounds__(ShortTuning<T>::kThreads, ShortTuning<T>::kBlo
 
     // Output i = threadIdx.x + j * kThreads of the tile sits at s_o[Phys(threadIdx.x) + j *
     // kStep]: kThreads is a multiple of kR, so the padding advances by a constant per step.
-    const TileAt t = tile_at(tile);
     constexpr int kStep = kThreads / kR * L::kRun;
     const T* src = s_o + L::Phys(threadIdx.x);
-    const int64_t base = t.row * g.out_row_stride + t.out0 + threadIdx.x;
-    const int64_t lo = max(int64_t{0}, -t.out0);  // the first tile of a row starts before it
-    const int64_t hi = min(static_cast<int64_t>(kTile), w.out_count - t.out0);
+    const int64_t out0 = out0_of(cur);
+    const int64_t base = cur.row * g.out_row_stride + out0 + threadIdx.x;
+    const int64_t lo = max(int64_t{0}, -out0);  // the first tile of a row starts before it
+    const int64_t hi = min(static_cast<int64_t>(kTile), w.out_count - out0);
     if (lo == 0 && hi == kTile) {
 #pragma unroll
       for (int j = 0; j < kR; ++j) d_out[base + j * kThreads] = src[j * kStep];
@@ -166,6 +204,7 @@ __global__ void __launch_bounds__(ShortTuning<T>::kThreads, ShortTuning<T>::kBlo
         if (i >= lo && i < hi) d_out[base + j * kThreads] = src[j * kStep];
       }
     }
+    advance(cur);
   }
   detail::AllowDependentGrids();
 }
