@@ -357,7 +357,8 @@ int Run(const DaemonOptions& options) {
     }
     priority_listener->Start();
     service.SetPriorityListener(ServedAddress(options.priority_listen, priority_port),
-                                options.priority_min, options.priority_max_calls);
+                                options.priority_min, options.priority_max_calls,
+                                options.priority_threads);
   }
   grpc::ServerBuilder builder;
   int port = 0;

@@ -497,7 +497,8 @@ std::string RenderDescribeText(const v1::DescribeResponse& d) {
     text += Line("priority",
                  absl::StrCat(p.address(), ": SubmitSmall of priority ",
                               client::ShortEnumName(*v1::Priority_descriptor(), p.lowest()),
-                              " and above, ", p.max_calls(), " calls at once"));
+                              " and above, ", p.max_calls(), " calls at once, ",
+                              p.threads(), p.threads() == 1 ? " thread" : " threads"));
   }
   if (d.has_limits()) {
     const v1::Limits& l = d.limits();

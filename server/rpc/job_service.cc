@@ -153,6 +153,7 @@ grpc::ServerUnaryReactor* JobServiceImpl::Describe(grpc::CallbackServerContext* 
       listener->set_address(options_.priority_address);
       listener->set_lowest(EncodePriority(options_.priority_lowest));
       listener->set_max_calls(options_.priority_max_calls);
+      listener->set_threads(options_.priority_threads);
     }
     return absl::OkStatus();
   });

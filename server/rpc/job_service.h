@@ -56,6 +56,7 @@ struct JobServiceOptions {
   std::string priority_address;
   engine::Priority priority_lowest = engine::Priority::kHigh;
   int priority_max_calls = 0;
+  int priority_threads = 0;
 };
 
 class JobServiceImpl final : public v1::JobService::CallbackService {
@@ -105,10 +106,12 @@ class JobServiceImpl final : public v1::JobService::CallbackService {
                           const std::shared_ptr<EventStream>& stream);
   int max_queued_events() const { return options_.max_queued_events; }
   // Names the priority listener in Describe; before the service takes calls.
-  void SetPriorityListener(std::string address, engine::Priority lowest, int max_calls) {
+  void SetPriorityListener(std::string address, engine::Priority lowest, int max_calls,
+                           int threads) {
     options_.priority_address = std::move(address);
     options_.priority_lowest = lowest;
     options_.priority_max_calls = max_calls;
+    options_.priority_threads = threads;
   }
 
   // Ends every HoldRegions call (UNAVAILABLE) and every later one at once: for a shutdown,

@@ -471,6 +471,15 @@ TEST(RenderTest, DescribeText) {
   EXPECT_THAT(RenderDescribeText(cpu), Not(HasSubstr("graphs")));
   cpu.mutable_graph_cache();
   EXPECT_THAT(RenderDescribeText(cpu), HasSubstr("graphs    no cache\n"));
+  v1::DescribeResponse listener = Description();
+  v1::PriorityListener* p = listener.mutable_priority_listener();
+  p->set_address("10.0.0.7:50052");
+  p->set_lowest(v1::PRIORITY_HIGH);
+  p->set_max_calls(64);
+  p->set_threads(3);
+  EXPECT_THAT(RenderDescribeText(listener),
+              HasSubstr("priority  10.0.0.7:50052: SubmitSmall of priority high and above, 64 "
+                        "calls at once, 3 threads\n"));
 }
 
 TEST(RenderTest, DescribeJson) {

@@ -30,6 +30,7 @@ using gpupipe::testing::AsFloats;
 using gpupipe::testing::RecordingSink;
 
 constexpr int kMaxCalls = 2;
+constexpr int kThreads = 3;
 
 class PriorityListenerTest : public ::testing::Test {
  protected:
@@ -57,6 +58,7 @@ class PriorityListenerTest : public ::testing::Test {
                                       &priority_port_);
     PriorityListenerOptions listener_options;
     listener_options.max_calls = kMaxCalls;
+    listener_options.threads = kThreads;
     listener_ = std::make_unique<PriorityListener>(service_.get(), listener_options,
                                                    &priority_builder);
     // No thread at all for gRPC's sync API, which a sync call would need: the listener serves
@@ -68,7 +70,7 @@ class PriorityListenerTest : public ::testing::Test {
     ASSERT_NE(priority_port_, 0);
     listener_->Start();
     service_->SetPriorityListener("127.0.0.1:" + std::to_string(priority_port_),
-                                  engine::Priority::kHigh, kMaxCalls);
+                                  engine::Priority::kHigh, kMaxCalls, kThreads);
     priority_stub_ = v1::JobService::NewStub(grpc::CreateChannel(
         "127.0.0.1:" + std::to_string(priority_port_), grpc::InsecureChannelCredentials()));
   }
@@ -205,6 +207,7 @@ TEST_F(PriorityListenerTest, TheMainAddressDescribesTheListener) {
   EXPECT_EQ(d->priority_listener().address(), "127.0.0.1:" + std::to_string(priority_port_));
   EXPECT_EQ(d->priority_listener().lowest(), v1::PRIORITY_HIGH);
   EXPECT_EQ(d->priority_listener().max_calls(), kMaxCalls);
+  EXPECT_EQ(d->priority_listener().threads(), kThreads);
 }
 
 TEST_F(PriorityListenerTest, LowerPrioritiesAreRefusedAsNotAccepted) {
