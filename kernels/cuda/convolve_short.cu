@@ -1,8 +1,9 @@
 // The short-tap convolution kernel: float32 and float64 rows, 1..kShortConvolveTaps taps
 // (convolve.cu dispatches here, and to its general tile kernel for longer taps and float16).
 //
-// At 63 taps the work is FMA issue (2^28 outputs x 63 FMAs), so this kernel spends as few
-// other instructions as it can around them:
+// At 63 taps the FMAs (2^28 outputs x 63) are most of the kernel's instructions, so it spends
+// as few other instructions as it can around them (its copies in and out set a floor of their
+// own, which a few taps already reach: bench/results/kernels-h200.md):
 //  - the taps are kernel parameters in correlation order, unrolled over the whole tap range,
 //    so each FFMA takes its tap as a constant operand (no tap loads, no tap registers);
 //  - each tile's input is copied into shared memory with cp.async (the pipeline primitives:
