@@ -4,7 +4,7 @@
 //  - cols <= kResidentMaxCols: one kernel (<op>.rows), each row in registers, a group of lanes
 //    a row for short rows, a block a row otherwise;
 //  - 4-byte compute types, rows of whole 16-byte vectors up to kWideMaxCols, a row an SM at
-//    least: one kernel (<op>.rows) that prefetches each block's next row (WideRowsApply);
+//    least: one kernel (<op>.rows), a 512-thread block a row in registers (WideRowsApply);
 //  - rows enough for a block each that fit in shared memory: one kernel (<op>.rows);
 //  - otherwise two kernels per batch of rows (<op>.stats, <op>.normalize), mapped by
 //    PlanRows, or, for an op that holds segments in registers (Op::kSegmentPerThread), the
@@ -65,8 +65,8 @@ cudaError_t DispatchRowMultipass(const S* d_in, S* d_out, int64_t rows, int64_t 
 
   if constexpr (sizeof(ComputeOf<S>) == 4) {
     if (WideRowsApply(d_in, d_out, rows, cols, mp)) {
-      return LaunchWideRows<RowMultipassWideRowsKernel<Op, S>, S>(
-          launch, names.rows, rows, cols, d_in, d_out, rows, static_cast<int>(cols), param, pre);
+      return launch(names.rows, RowMultipassWideRowsKernel<Op, S>, WideRowsGrid(rows, mp),
+                    kWideRowThreads, d_in, d_out, rows, static_cast<int>(cols), param, pre);
     }
   }
 

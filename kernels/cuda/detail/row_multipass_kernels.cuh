@@ -2,8 +2,8 @@
 // (row_multipass.cuh says what an Op provides) and the storage type S; the dispatch that picks
 // among them is row_multipass_dispatch.cuh.
 //
-// One kernel, the row read once: register-resident rows (Rows), wide rows prefetched into
-// shared memory (WideRows), rows held in shared memory (SmemRows). Two kernels per batch of
+// One kernel, the row read once: register-resident rows (Rows), wide rows in the registers of
+// a 512-thread block (WideRows), rows held in shared memory (SmemRows). Two kernels per batch of
 // rows, chained with PDL: statistics per segment (a row, or a slice of a long row when there
 // are few rows) written to the workspace, then normalization, which merges the row's segment
 // statistics and writes the map they define; segments are streamed (Group: lanes of a warp a
@@ -69,7 +69,7 @@ __global__ void __launch_bounds__(kRowThreads)
   AllowDependentGrids();
 }
 
-// ---- wide rows (detail/row_wide.cuh: two blocks an SM, the next row prefetched) -------------
+// ---- wide rows (detail/row_wide.cuh: a 512-thread block a row, two blocks an SM) ------------
 // The body of RowMultipassRowsKernel on the rows ForEachWideRow hands over.
 template <typename Op, typename S>
 __global__ void __launch_bounds__(kWideRowThreads, kWideBlocksPerSm)
@@ -79,10 +79,9 @@ __global__ void __launch_bounds__(kWideRowThreads, kWideBlocksPerSm)
   const Op op(param);
   __shared__ C scratch_a[kWarpSize];
   __shared__ C scratch_b[kWarpSize];
-  extern __shared__ uint4 wide_row[];
   const RowReducer<true, C> reduce{kWideRowThreads, scratch_a, scratch_b};
   WaitForPrimaryGrids();
-  ForEachWideRow(d_in, rows, cols, pre, wide_row, [&](int64_t row, C (&x)[kWidePerThread]) {
+  ForEachWideRow(d_in, rows, cols, pre, [&](int64_t row, C (&x)[kWidePerThread]) {
     const S* p = d_in + row * cols;
     const auto y = op.ResidentRow(
         x, cols, [&](int k) { return WideInRow<S>(k, cols); },

@@ -21,16 +21,18 @@ struct RowNormalizePolicy {
   // Group rows of at most this many elements a lane use a short register array (cols <= 128
   // with the group sizing of PlanRows), so tiny rows do not pay for kResidentPerThread.
   static constexpr int kResidentShortPerThread = 4;
-  // Wide rows: kWideBlocksPerSm blocks an SM of this many threads, each thread holding
-  // kWidePerThread compute values of the current row while the next row streams into shared
-  // memory. 512 x 32 covers a row of 16384 4-byte values (64 KiB), the longest row the path
-  // takes. Two blocks an SM (__launch_bounds__ holds the kernels to the 64 registers a thread
-  // that allows; two 64 KiB rows of shared memory fit an SM) keep one block's loads in flight
-  // while the other reduces and writes; prefetching a second row ahead in one block does not
-  // do that as well.
+  // Wide rows: a block of kWideThreads a row, each thread holding kWidePerThread compute values
+  // of it as 16-byte vectors. 512 x 32 covers a row of 16384 4-byte values (64 KiB), the
+  // longest row the path takes. Two blocks an SM (__launch_bounds__ holds the kernels to the 64
+  // registers a thread that allows) keep one block's loads in flight while the other reduces
+  // and writes. The grid gives every row a block up to kWideGridWaves waves of resident blocks,
+  // so the hardware hands rows to SMs as blocks finish; a persistent grid of two blocks an SM
+  // that copies each block's next row into shared memory while it reduces the current one
+  // keeps DRAM less busy.
   static constexpr int kWideThreads = 512;
   static constexpr int kWidePerThread = 32;
   static constexpr int kWideBlocksPerSm = 2;
+  static constexpr int kWideGridWaves = 64;
   // Shared-memory rows: 512 threads with 64 KiB rows (16384 float32) give 3 blocks (1536
   // threads, 192 KiB of an sm_90 SM's 228 KiB of shared memory) an SM; __launch_bounds__ asks
   // for that occupancy, so the load loop keeps kSmemUnroll 16-byte loads a thread in flight

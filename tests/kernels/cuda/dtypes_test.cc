@@ -617,25 +617,28 @@ TEST_F(DtypesTest, SharedMemoryRows) {
   }
 }
 
-// Rows of 8192 < cols <= 16384 with at least one row per SM take the prefetching wide-row
-// kernel (kernels/cuda/detail/row_wide.cuh: two 512-thread blocks per SM, the next row copied
-// into shared memory while the current one is reduced) when the rows are whole 16-byte vectors
-// at aligned addresses; odd counts of rows per block exercise both ends of its loop, and an
+// Rows of 8192 < cols <= 16384 with at least one row per SM take the wide-row kernel
+// (kernels/cuda/detail/row_wide.cuh: a 512-thread block a row holding it in registers, up to
+// kWideGridWaves waves of two blocks per SM) when the rows are whole 16-byte vectors at aligned
+// addresses; more rows than that grid has blocks make blocks loop over several rows, and an
 // unaligned output or a ragged row length must take the other paths, with the same results.
 TEST_F(DtypesTest, WideRows) {
   LaunchConfig few_sms = AllConfigs()[0];
   few_sms.multiprocessors = 3;
+  const int64_t grid_cap = int64_t{few_sms.multiprocessors} *
+                           tuning::RowNormalizePolicy::kWideBlocksPerSm *
+                           tuning::RowNormalizePolicy::kWideGridWaves;
   for (ElementType type : {ElementType::kFloat32, ElementType::kFloat16}) {
     for (Op op : {Op::kSoftmax, Op::kL2, Op::kStd}) {
-      // 16384 and 8200 columns are whole vectors for both types; 12292 only for float32.
-      for (const Shape& shape : {Shape{7, 16384}, Shape{3, 8200}, Shape{8, 12292}}) {
+      // 16384 and 8200 columns are whole vectors for both types; 12292 only for float32. The
+      // last shape has more rows than the grid has blocks: its blocks loop.
+      for (const Shape& shape : {Shape{7, 16384}, Shape{3, 8200}, Shape{8, 12292},
+                                 Shape{grid_cap + 5, 8200}}) {
         const std::vector<KernelLaunchInfo> plan =
             DescribeRowSoftmax(shape.rows, shape.cols, type, few_sms);
         const bool wide = shape.cols % (type == ElementType::kFloat16 ? 8 : 4) == 0;
         ASSERT_FALSE(plan.empty());
-        const int64_t grid =
-            std::min<int64_t>(shape.rows, int64_t{few_sms.multiprocessors} *
-                                              tuning::RowNormalizePolicy::kWideBlocksPerSm);
+        const int64_t grid = std::min<int64_t>(shape.rows, grid_cap);
         EXPECT_EQ(plan.size() == 1 && plan[0].threads == 512 && plan[0].blocks == grid, wide)
             << ElementTypeName(type) << " " << shape.cols << ": " << plan.size() << " kernels, "
             << plan[0].blocks << " x " << plan[0].threads;
@@ -644,7 +647,7 @@ TEST_F(DtypesTest, WideRows) {
       Check(op, type, Shape{5, 16384}, FloatPre(), {few_sms}, 0, /*out_offset_elems=*/1);
     }
   }
-  // The full machine: two blocks per SM, some blocks with one row more than others.
+  // The full machine: a block a row.
   Check(Op::kSoftmax, ElementType::kFloat32, Shape{2 * mp_ + 5, 16384}, FloatPre(), OneConfig());
   Check(Op::kStd, ElementType::kFloat32, Shape{mp_ + 1, 9000}, FloatPre(), OneConfig());
 }
