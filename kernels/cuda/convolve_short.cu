@@ -20,6 +20,9 @@
 //    whatever d_out's alignment; a tile costs two barriers.
 // Per tile the loop is: wait for this tile's copies, barrier, start the next tile's copies,
 // the FMAs, outputs to shared memory, barrier, coalesced global stores.
+// The grid (tuning/convolve_policy.h): at tap counts up to kTileGridMaxTaps a block a tile, so
+// each block runs the loop once and the SM's other blocks cover its copies; above, all blocks
+// resident at once, each looping over tiles with its next tile's copies in flight.
 // PDL: every global access comes after the grid dependency wait; the dependent is triggered
 // after the block's last store.
 #include <cuda_pipeline_primitives.h>
@@ -37,8 +40,8 @@ namespace gpupipe::kernels::cuda::detail {
 namespace {
 
 // Tile shape per type: threads per block, consecutive outputs a thread (R), blocks an SM (the
-// grid: all resident at once, which __launch_bounds__ guarantees; each block loops over
-// tiles). The values and their reasons: tuning/convolve_policy.h.
+// resident grid, which __launch_bounds__ guarantees), and the tap counts that take a block a
+// tile instead. The values and their reasons: tuning/convolve_policy.h.
 template <typename T>
 using ShortTuning = tuning::ConvolvePolicy::ShortTile<T>;
 
@@ -224,8 +227,9 @@ cudaError_t LaunchShortTapConvolve(const T* d_in, T* d_out, ConvGeometry g, cons
     p.v[k] = taps == nullptr || k >= g.taps ? T(0) : static_cast<T>(taps[g.taps - 1 - k]);
   }
   const int64_t tiles = g.rows * g.tiles_per_row;
-  const int64_t grid = std::min<int64_t>(
-      tiles, static_cast<int64_t>(launch.config().multiprocessors) * Tu::kBlocksPerSm);
+  const int64_t resident = static_cast<int64_t>(launch.config().multiprocessors) * Tu::kBlocksPerSm;
+  const int64_t grid =
+      std::min<int64_t>(tiles, g.taps <= Tu::kTileGridMaxTaps ? kMaxGridBlocks : resident);
   return launch("convolve.tiles", ConvolveShortTapsKernel<T>, grid, Tu::kThreads, d_in, d_out, g,
                 p);
 }

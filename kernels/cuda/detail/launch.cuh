@@ -22,6 +22,9 @@ inline constexpr int kMaxMultiprocessors = 4096;
 
 inline constexpr int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// The most blocks a grid's x dimension holds (2^31 - 1).
+inline constexpr int64_t kMaxGridBlocks = 2147483647;
+
 inline bool IsAligned(const void* p, uintptr_t bytes) {
   return (reinterpret_cast<uintptr_t>(p) & (bytes - 1)) == 0;
 }

@@ -29,7 +29,11 @@ struct ConvolvePolicy {
   template <typename Acc>
   struct Tile;
 
-  // The short-tap kernel's tile per type T, on the same terms.
+  // The short-tap kernel's tile per type T, on the same terms, and its grid: up to
+  // kTileGridMaxTaps taps a block a tile, so that the hardware hands tiles to SMs as blocks
+  // finish and a block's copies are in flight while the other blocks of its SM compute; with
+  // more taps, where a tile's FMAs take long enough to cover the next tile's copy, the resident
+  // grid, whose blocks prefetch their next tile while computing the current one.
   template <typename T>
   struct ShortTile;
 };
@@ -52,12 +56,14 @@ struct ConvolvePolicy::ShortTile<float> {
   static constexpr int kThreads = 128;
   static constexpr int kPerThread = 16;
   static constexpr int kBlocksPerSm = 7;  // <= 73 registers; 31 KiB of shared memory a block
+  static constexpr int kTileGridMaxTaps = 40;
 };
 template <>
 struct ConvolvePolicy::ShortTile<double> {
   static constexpr int kThreads = 128;
   static constexpr int kPerThread = 8;
   static constexpr int kBlocksPerSm = 6;  // <= 85 registers
+  static constexpr int kTileGridMaxTaps = kShortMaxTaps;  // every tap count
 };
 
 }  // namespace gpupipe::kernels::cuda::tuning

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "kernels/cpu/convolve_reference.h"
+#include "kernels/cuda/tuning/convolve_policy.h"
 #include "tests/kernels/cuda/typed_test_util.h"
 #include "tests/testing/param_names.h"
 
@@ -173,6 +174,45 @@ TEST_F(ConvolveTest, ManyShortRows) {
     CheckRows(type, 1000, 17, 63, ConvolveMode::kSame);
     CheckRows(type, 3000, 1, 1, ConvolveMode::kValid);
     if (HasFailure()) return;
+  }
+}
+
+// The short-tap kernel's grid: a block a tile up to ShortTile<T>::kTileGridMaxTaps taps, the
+// resident grid (blocks looping over tiles, the next one's copies in flight) above; both give
+// the reference's results on either side of the threshold.
+TEST_F(ConvolveTest, ShortTapGridFollowsTheTapCount) {
+  using tuning::ConvolvePolicy;
+  const LaunchConfig config = Config();
+  ASSERT_GT(config.multiprocessors, 0);
+  const int64_t n = int64_t{1} << 24;  // thousands of tiles of either type
+  auto blocks = [&](ElementType type, int m) {
+    const std::vector<KernelLaunchInfo> plan =
+        DescribeRowConvolve(1, n, m, ConvolveMode::kSame, type, config);
+    return plan.size() == 1 ? plan[0].blocks : int64_t{-1};
+  };
+  const int f32_max = ConvolvePolicy::ShortTile<float>::kTileGridMaxTaps;
+  const int64_t f32_resident =
+      int64_t{config.multiprocessors} * ConvolvePolicy::ShortTile<float>::kBlocksPerSm;
+  const int64_t f32_tiles = blocks(ElementType::kFloat32, 1);
+  EXPECT_GT(f32_tiles, f32_resident);
+  EXPECT_EQ(blocks(ElementType::kFloat32, f32_max), f32_tiles);
+  if (f32_max < ConvolvePolicy::kShortMaxTaps) {
+    EXPECT_EQ(blocks(ElementType::kFloat32, f32_max + 1), f32_resident);
+  }
+  const int f64_max = ConvolvePolicy::ShortTile<double>::kTileGridMaxTaps;
+  const int64_t f64_resident =
+      int64_t{config.multiprocessors} * ConvolvePolicy::ShortTile<double>::kBlocksPerSm;
+  EXPECT_GT(blocks(ElementType::kFloat64, f64_max), f64_resident);
+  if (f64_max < ConvolvePolicy::kShortMaxTaps) {
+    EXPECT_EQ(blocks(ElementType::kFloat64, f64_max + 1), f64_resident);
+  }
+  for (ElementType type : {ElementType::kFloat32, ElementType::kFloat64}) {
+    const int max = type == ElementType::kFloat32 ? f32_max : f64_max;
+    for (int m : {max, std::min(max + 1, int{ConvolvePolicy::kShortMaxTaps})}) {
+      CheckRows(type, 3, 300001, m, ConvolveMode::kSame, /*offset=*/1);
+      CheckRows(type, 1, 200003, m, ConvolveMode::kFull);
+      if (HasFailure()) return;
+    }
   }
 }
 
