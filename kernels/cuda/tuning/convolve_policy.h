@@ -56,7 +56,7 @@ struct ConvolvePolicy::ShortTile<float> {
   static constexpr int kThreads = 128;
   static constexpr int kPerThread = 16;
   static constexpr int kBlocksPerSm = 7;  // <= 73 registers; 31 KiB of shared memory a block
-  static constexpr int kTileGridMaxTaps = 40;
+  static constexpr int kTileGridMaxTaps = 32;
 };
 template <>
 struct ConvolvePolicy::ShortTile<double> {
