@@ -23,7 +23,10 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 
 echo "sanitize: soak for ${soak_seconds} s"
 # (bounded: a soak that hangs fails rather than holding the run)
+# The daemon's idle timeouts get 3 s (1 s unsanitized): the sanitized clients, slowed as much as
+# the daemon, must not look idle to it while they read (soak_test.cc, IdleTimeoutSeconds).
 GPUPIPE_SOAK_SECONDS=$soak_seconds GPUPIPE_SOAK_RSS_BAND_MIB=${SOAK_RSS_BAND_MIB:-512} \
+  GPUPIPE_SOAK_IDLE_SECONDS=${SOAK_IDLE_SECONDS:-3} \
   timeout $((soak_seconds * 2 + 300)) build-asan/tests/integration/soak_test
 
 for f in "${fuzzers[@]}"; do

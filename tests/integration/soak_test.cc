@@ -42,14 +42,21 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// The daemon's reader and upload idle timeouts in the soak, and how long a stalling client
-// stalls: past them.
-constexpr char kIdleTimeoutSeconds[] = "1";
-constexpr auto kStall = std::chrono::milliseconds(1400);
-
 int64_t EnvInt(const char* name, int64_t fallback) {
   const char* v = std::getenv(name);
   return v != nullptr && *v != '\0' ? std::atoll(v) : fallback;
+}
+
+// The daemon's reader and upload idle timeouts in the soak (GPUPIPE_SOAK_IDLE_SECONDS, default
+// 1), and how long a stalling client stalls: past them. A client that reads everything must
+// never reach the reader timeout; under a sanitizer on a host of two cores the clients' own
+// threads can be kept off the CPU that long, so the sanitized run (scripts/sanitize.sh) gives
+// the timeouts more room.
+int64_t IdleTimeoutSeconds() {
+  return std::max<int64_t>(1, EnvInt("GPUPIPE_SOAK_IDLE_SECONDS", 1));
+}
+std::chrono::milliseconds Stall() {
+  return std::chrono::milliseconds(IdleTimeoutSeconds() * 1000 + 400);
 }
 
 // What a client does with its job.
@@ -379,7 +386,7 @@ class Soak {
         *id = e.accepted().job_id();
         if (b == Behaviour::kStopReading && !stopped) {
           stopped = true;
-          std::this_thread::sleep_for(kStall);
+          std::this_thread::sleep_for(Stall());
         }
       }
       if (e.has_chunk()) {
@@ -445,7 +452,7 @@ class Soak {
         m.set_data(bytes.substr(at, std::min(piece, stop_at - at)));
         if (!stream->Write(m)) return;
       }
-      if (b == Behaviour::kStallUpload) std::this_thread::sleep_for(kStall);
+      if (b == Behaviour::kStallUpload) std::this_thread::sleep_for(Stall());
       stream->WritesDone();
     };
     std::string id, out;
@@ -516,13 +523,14 @@ TEST(Soak, ManyHostileClientsEveryJobEndsOnceNoLaneStuckMemoryReturns) {
   const std::string dir = dir_template;
   const std::string npy = WriteInput(dir);
   const char* backend = std::getenv("GPUPIPE_SOAK_BACKEND");
+  const std::string idle_timeout = std::to_string(IdleTimeoutSeconds());
   DaemonProcess daemon(DaemonBinary(),
                        {"--backend", backend != nullptr ? backend : "cpu", "--streams-per-priority",
                         "2", "--chunk-mib", "1",
                         "--input-ring-mib", "4", "--input-ring-total-mib", "48",
                         "--max-client-jobs", "24", "--reader-idle-timeout-seconds",
-                        kIdleTimeoutSeconds, "--upload-idle-timeout-seconds",
-                        kIdleTimeoutSeconds, "--priority-listen", "127.0.0.1:0",
+                        idle_timeout, "--upload-idle-timeout-seconds", idle_timeout,
+                        "--priority-listen", "127.0.0.1:0",
                         "--priority-max-calls", "4", "--priority-threads", "3"});
   ASSERT_NE(daemon.port(), 0) << daemon.error();
   int priority_port = 0;
