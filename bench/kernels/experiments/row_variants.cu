@@ -39,11 +39,53 @@ __device__ __forceinline__ float4 Ld(const float4* p, bool evict_first) {
   return *p;
 }
 
+// CTA `rank` of a row's cluster holds vectors [rank T V, (rank + 1) T V) of the row: loads this
+// thread's V of them (coalesced: vector t + k T) and returns where its outputs go.
+template <int T, int V, bool kEvict>
+__device__ __forceinline__ float4* LoadSlice(const float* in, float* out, int64_t row, int cols,
+                                             int rank, float4 (&v)[V]) {
+  const float4* src = reinterpret_cast<const float4*>(in + row * cols) + rank * (T * V);
+#pragma unroll
+  for (int k = 0; k < V; ++k) v[k] = Ld(src + threadIdx.x + k * T, kEvict);
+  return reinterpret_cast<float4*>(out + row * cols) + rank * (T * V);
+}
+
 // Softmax pair merge: (m, s) with s = sum exp(x - m).
 __device__ __forceinline__ float2 MergeMs(float2 a, float2 b) {
   const float m = fmaxf(a.x, b.x);
   const float s = a.y * __expf(a.x - m) + b.y * __expf(b.x - m);
   return {m, s};
+}
+
+// This thread's statistics of its V vectors: the max; exp(x - m) in place, and their sum; the
+// sum of squares.
+template <int V>
+__device__ __forceinline__ float LocalMax(const float4 (&v)[V]) {
+  float m = -INFINITY;
+#pragma unroll
+  for (int k = 0; k < V; ++k) m = fmaxf(fmaxf(fmaxf(m, v[k].x), fmaxf(v[k].y, v[k].z)), v[k].w);
+  return m;
+}
+template <int V>
+__device__ __forceinline__ float ExpInPlaceSum(float4 (&v)[V], float m) {
+  float s = 0.f;
+#pragma unroll
+  for (int k = 0; k < V; ++k) {
+    v[k].x = __expf(v[k].x - m);
+    v[k].y = __expf(v[k].y - m);
+    v[k].z = __expf(v[k].z - m);
+    v[k].w = __expf(v[k].w - m);
+    s += (v[k].x + v[k].y) + (v[k].z + v[k].w);
+  }
+  return s;
+}
+template <int V>
+__device__ __forceinline__ float SumSquares(const float4 (&v)[V]) {
+  float s = 0.f;
+#pragma unroll
+  for (int k = 0; k < V; ++k)
+    s += (v[k].x * v[k].x + v[k].y * v[k].y) + (v[k].z * v[k].z + v[k].w * v[k].w);
+  return s;
 }
 
 template <int T>
@@ -93,11 +135,8 @@ __global__ void __launch_bounds__(T) ClusterRows(const float* __restrict__ in,
   const int rank = static_cast<int>(cluster.block_rank());
   const int64_t row = blockIdx.x / C;
   constexpr int V = P / 4;
-  const float4* src = reinterpret_cast<const float4*>(in + row * cols) + rank * (T * V);
-  float4* dst = reinterpret_cast<float4*>(out + row * cols) + rank * (T * V);
   float4 v[V];
-#pragma unroll
-  for (int k = 0; k < V; ++k) v[k] = Ld(src + threadIdx.x + k * T, kEvict);
+  float4* dst = LoadSlice<T, V, kEvict>(in, out, row, cols, rank, v);
   __shared__ float2 scratch[32];
   __shared__ float2 part[C];
   if constexpr (kOp == 2) {
@@ -106,18 +145,8 @@ __global__ void __launch_bounds__(T) ClusterRows(const float* __restrict__ in,
     asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");
     return;
   } else if constexpr (kOp == 0) {
-    float m = -INFINITY;
-#pragma unroll
-    for (int k = 0; k < V; ++k) m = fmaxf(fmaxf(fmaxf(m, v[k].x), fmaxf(v[k].y, v[k].z)), v[k].w);
-    float s = 0.f;
-#pragma unroll
-    for (int k = 0; k < V; ++k) {
-      v[k].x = __expf(v[k].x - m);
-      v[k].y = __expf(v[k].y - m);
-      v[k].z = __expf(v[k].z - m);
-      v[k].w = __expf(v[k].w - m);
-      s += (v[k].x + v[k].y) + (v[k].z + v[k].w);
-    }
+    float m = LocalMax(v);
+    float s = ExpInPlaceSum(v, m);
     const float2 b = BlockMs<T>({m, s}, scratch);
     asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");
     if (threadIdx.x < C) *cluster.map_shared_rank(&part[rank], threadIdx.x) = b;
@@ -132,10 +161,7 @@ __global__ void __launch_bounds__(T) ClusterRows(const float* __restrict__ in,
       dst[threadIdx.x + k * T] = y;
     }
   } else {
-    float s = 0.f;
-#pragma unroll
-    for (int k = 0; k < V; ++k)
-      s += (v[k].x * v[k].x + v[k].y * v[k].y) + (v[k].z * v[k].z + v[k].w * v[k].w);
+    float s = SumSquares(v);
     const float b = BlockSum<T>(s, reinterpret_cast<float*>(scratch));
     asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");
     if (threadIdx.x < C) *cluster.map_shared_rank(&part[rank].x, threadIdx.x) = b;
@@ -211,36 +237,20 @@ __global__ void __launch_bounds__(T) ClusterRows2(const float* __restrict__ in,
   const int rank = C > 1 ? static_cast<int>(cg::this_cluster().block_rank()) : 0;
   const int64_t row = blockIdx.x / C;
   constexpr int V = P / 4;
-  const float4* src = reinterpret_cast<const float4*>(in + row * cols) + rank * (T * V);
-  float4* dst = reinterpret_cast<float4*>(out + row * cols) + rank * (T * V);
   float4 v[V];
-#pragma unroll
-  for (int k = 0; k < V; ++k) v[k] = Ld(src + threadIdx.x + k * T, kEvict);
+  float4* dst = LoadSlice<T, V, kEvict>(in, out, row, cols, rank, v);
   __shared__ float scratch[2][32];
   __shared__ float slots[2][C];
   ClusterReducer<C, T> red{scratch, slots};
   float a = 1.f, b = 0.f;  // y = x * a + b
   if constexpr (kOp == 0) {
-    float m = -INFINITY;
-#pragma unroll
-    for (int k = 0; k < V; ++k) m = fmaxf(fmaxf(fmaxf(m, v[k].x), fmaxf(v[k].y, v[k].z)), v[k].w);
+    float m = LocalMax(v);
     m = red.Reduce(m, MaxF{});
-    float s = 0.f;
-#pragma unroll
-    for (int k = 0; k < V; ++k) {
-      v[k].x = __expf(v[k].x - m);
-      v[k].y = __expf(v[k].y - m);
-      v[k].z = __expf(v[k].z - m);
-      v[k].w = __expf(v[k].w - m);
-      s += (v[k].x + v[k].y) + (v[k].z + v[k].w);
-    }
+    float s = ExpInPlaceSum(v, m);
     s = red.Reduce(s, SumF{});
     a = 1.f / s;
   } else if constexpr (kOp == 1) {
-    float s = 0.f;
-#pragma unroll
-    for (int k = 0; k < V; ++k)
-      s += (v[k].x * v[k].x + v[k].y * v[k].y) + (v[k].z * v[k].z + v[k].w * v[k].w);
+    float s = SumSquares(v);
     s = red.Reduce(s, SumF{});
     a = 1.f / fmaxf(sqrtf(s), 1e-12f);
   } else if constexpr (kOp == 3) {
@@ -302,19 +312,9 @@ __global__ void __launch_bounds__(T) ClusterRowsPersistent(const float* __restri
     // after every value read has been used (so its loads have completed).
     float4* dst = reinterpret_cast<float4*>(out + row * cols) + rank * (T * V);
     if constexpr (kOp == 0) {
-      float m = -INFINITY;
-#pragma unroll
-      for (int k = 0; k < V; ++k) m = fmaxf(fmaxf(fmaxf(m, v[k].x), fmaxf(v[k].y, v[k].z)), v[k].w);
+      float m = LocalMax(v);
       if (row + nclusters < rows) prefetch(row + nclusters);
-      float s = 0.f;
-#pragma unroll
-      for (int k = 0; k < V; ++k) {
-        v[k].x = __expf(v[k].x - m);
-        v[k].y = __expf(v[k].y - m);
-        v[k].z = __expf(v[k].z - m);
-        v[k].w = __expf(v[k].w - m);
-        s += (v[k].x + v[k].y) + (v[k].z + v[k].w);
-      }
+      float s = ExpInPlaceSum(v, m);
       const float2 b = BlockMs<T>({m, s}, scratch);
       if (threadIdx.x < C) *cluster.map_shared_rank(&part[parity][rank], threadIdx.x) = b;
       cluster.sync();
@@ -327,10 +327,7 @@ __global__ void __launch_bounds__(T) ClusterRowsPersistent(const float* __restri
         dst[threadIdx.x + k * T] =
             float4{v[k].x * scale, v[k].y * scale, v[k].z * scale, v[k].w * scale};
     } else if constexpr (kOp == 1) {
-      float s = 0.f;
-#pragma unroll
-      for (int k = 0; k < V; ++k)
-        s += (v[k].x * v[k].x + v[k].y * v[k].y) + (v[k].z * v[k].z + v[k].w * v[k].w);
+      float s = SumSquares(v);
       if (row + nclusters < rows) prefetch(row + nclusters);
       const float b = BlockSum<T>(s, reinterpret_cast<float*>(scratch));
       if (threadIdx.x < C) *cluster.map_shared_rank(&part[parity][rank].x, threadIdx.x) = b;
@@ -373,6 +370,23 @@ struct Timer {
     CK(cudaEventCreate(&b));
   }
 };
+
+// A launch of `blocks` CTAs of `threads` in clusters of `cluster` along x, with `smem` bytes of
+// dynamic shared memory; `attr` holds the cluster attribute and must outlive the launch.
+cudaLaunchConfig_t ClusterLaunch(int blocks, int threads, int cluster, size_t smem,
+                                 cudaLaunchAttribute* attr) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(blocks);
+  cfg.blockDim = dim3(threads);
+  cfg.dynamicSmemBytes = smem;
+  attr->id = cudaLaunchAttributeClusterDimension;
+  attr->val.clusterDim.x = cluster;
+  attr->val.clusterDim.y = 1;
+  attr->val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  return cfg;
+}
 
 static void* g_flush = nullptr;
 static size_t g_flush_bytes = size_t{256} << 20;
@@ -457,86 +471,49 @@ int main(int argc, char** argv) {
   const double copy = Median([&] { CK(cudaMemcpyAsync(d_out, d_in, n * 4, cudaMemcpyDeviceToDevice)); }, reps);
   printf("copy D2D: %.1f us\n", copy);
 
-#define RUN_CLUSTER(C, T, P, OP, EV)                                                   \
-  do {                                                                                 \
-    auto k = ClusterRows<C, T, P, OP, EV>;                                             \
-    cudaLaunchConfig_t cfg{};                                                          \
-    cfg.gridDim = dim3(kRows * C);                                                     \
-    cfg.blockDim = dim3(T);                                                            \
-    cudaLaunchAttribute at[1];                                                         \
-    at[0].id = cudaLaunchAttributeClusterDimension;                                    \
-    at[0].val.clusterDim.x = C;                                                        \
-    at[0].val.clusterDim.y = 1;                                                        \
-    at[0].val.clusterDim.z = 1;                                                        \
-    cfg.attrs = at;                                                                    \
-    cfg.numAttrs = 1;                                                                  \
-    auto go = [&] { CK(cudaLaunchKernelEx(&cfg, k, (const float*)d_in, d_out, kCols)); }; \
-    go();                                                                              \
-    CK(cudaDeviceSynchronize());                                                       \
-    char name[96];                                                                     \
-    snprintf(name, sizeof name, "cluster%d x %d thr x %d, op %d%s", C, T, P, OP,       \
-             EV ? " ldcs" : "");                                                       \
-    const bool ok = Check(d_out, OP, name);                                            \
-    const double us = Median(go, reps);                                                \
-    printf("%-44s %8.1f us  %5.1f%% of copy %s\n", name, us, 100.0 * copy / us,        \
-           ok ? "ok" : "BAD");                                                         \
-  } while (0)
+  // Checks a variant's output, then times it.
+  auto measure = [&](const char* name, int op, auto go) {
+    go();
+    CK(cudaDeviceSynchronize());
+    const bool ok = Check(d_out, op, name);
+    const double us = Median(go, reps);
+    printf("%-44s %8.1f us  %5.1f%% of copy %s\n", name, us, 100.0 * copy / us, ok ? "ok" : "BAD");
+  };
 
-#define RUN_CLUSTER2(C, T, P, OP, EV)                                                   \
-  do {                                                                                 \
-    auto k = ClusterRows2<C, T, P, OP, EV>;                                             \
-    cudaLaunchConfig_t cfg{};                                                          \
-    cfg.gridDim = dim3(kRows * C);                                                     \
-    cfg.blockDim = dim3(T);                                                            \
-    cudaLaunchAttribute at[1];                                                         \
-    at[0].id = cudaLaunchAttributeClusterDimension;                                    \
-    at[0].val.clusterDim.x = C;                                                        \
-    at[0].val.clusterDim.y = 1;                                                        \
-    at[0].val.clusterDim.z = 1;                                                        \
-    cfg.attrs = at;                                                                    \
-    cfg.numAttrs = 1;                                                                  \
-    auto go = [&] { CK(cudaLaunchKernelEx(&cfg, k, (const float*)d_in, d_out, kCols)); }; \
-    go();                                                                              \
-    CK(cudaDeviceSynchronize());                                                       \
-    char name[96];                                                                     \
-    snprintf(name, sizeof name, "v2 cluster%d x %d thr x %d, op %d%s", C, T, P, OP,       \
-             EV ? " ldcs" : "");                                                       \
-    const bool ok = Check(d_out, OP, name);                                            \
-    const double us = Median(go, reps);                                                \
-    printf("%-44s %8.1f us  %5.1f%% of copy %s\n", name, us, 100.0 * copy / us,        \
-           ok ? "ok" : "BAD");                                                         \
+// A block (a cluster of C CTAs) a row: KERNEL<C, T, P, OP, EV>, named PREFIX "cluster..."
+#define RUN_SLICES(KERNEL, PREFIX, C, T, P, OP, EV)                                        \
+  do {                                                                                     \
+    auto k = KERNEL<C, T, P, OP, EV>;                                                      \
+    cudaLaunchAttribute at;                                                                \
+    const cudaLaunchConfig_t cfg = ClusterLaunch(kRows * C, T, C, 0, &at);                 \
+    char name[96];                                                                         \
+    snprintf(name, sizeof name, PREFIX "cluster%d x %d thr x %d, op %d%s", C, T, P, OP,     \
+             EV ? " ldcs" : "");                                                           \
+    measure(name, OP,                                                                      \
+            [&] { CK(cudaLaunchKernelEx(&cfg, k, (const float*)d_in, d_out, kCols)); });   \
   } while (0)
+// Softmax as one merged reduction (ClusterRows), or the ops with one cluster barrier a
+// reduction (ClusterRows2).
+#define RUN_CLUSTER(C, T, P, OP, EV) RUN_SLICES(ClusterRows, "", C, T, P, OP, EV)
+#define RUN_CLUSTER2(C, T, P, OP, EV) RUN_SLICES(ClusterRows2, "v2 ", C, T, P, OP, EV)
 
-#define RUN_PERSIST(C, T, P, OP, PER_SM)                                               \
-  do {                                                                                 \
-    auto k = ClusterRowsPersistent<C, T, P, OP>;                                       \
-    const int smem = T * (P / 4) * 16;                                                 \
-    CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));     \
-    cudaLaunchConfig_t cfg{};                                                          \
-    cfg.gridDim = dim3(sms * PER_SM / C * C);                                          \
-    cfg.blockDim = dim3(T);                                                            \
-    cfg.dynamicSmemBytes = smem;                                                       \
-    cudaLaunchAttribute at[1];                                                         \
-    at[0].id = cudaLaunchAttributeClusterDimension;                                    \
-    at[0].val.clusterDim.x = C;                                                        \
-    at[0].val.clusterDim.y = 1;                                                        \
-    at[0].val.clusterDim.z = 1;                                                        \
-    cfg.attrs = at;                                                                    \
-    cfg.numAttrs = 1;                                                                  \
-    int clusters = 0;                                                                  \
-    CK(cudaOccupancyMaxActiveClusters(&clusters, k, &cfg));                            \
-    if (clusters * C < static_cast<int>(cfg.gridDim.x))                                \
-      cfg.gridDim = dim3(clusters * C);                                                \
-    auto go = [&] { CK(cudaLaunchKernelEx(&cfg, k, (const float*)d_in, d_out, kRows, kCols)); }; \
-    go();                                                                              \
-    CK(cudaDeviceSynchronize());                                                       \
-    char name[96];                                                                     \
-    snprintf(name, sizeof name, "persist%d x %d thr x %d, op %d, grid %d (max %d cl)", \
-             C, T, P, OP, cfg.gridDim.x, clusters);                                    \
-    const bool ok = Check(d_out, OP, name);                                            \
-    const double us = Median(go, reps);                                                \
-    printf("%-44s %8.1f us  %5.1f%% of copy %s\n", name, us, 100.0 * copy / us,        \
-           ok ? "ok" : "BAD");                                                         \
+// Persistent clusters, PER_SM CTAs an SM (fewer if they do not fit), walking the rows.
+#define RUN_PERSIST(C, T, P, OP, PER_SM)                                                   \
+  do {                                                                                     \
+    auto k = ClusterRowsPersistent<C, T, P, OP>;                                           \
+    const int smem = T * (P / 4) * 16;                                                     \
+    CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));         \
+    cudaLaunchAttribute at;                                                                \
+    cudaLaunchConfig_t cfg = ClusterLaunch(sms * PER_SM / C * C, T, C, smem, &at);         \
+    int clusters = 0;                                                                      \
+    CK(cudaOccupancyMaxActiveClusters(&clusters, k, &cfg));                                \
+    if (clusters * C < static_cast<int>(cfg.gridDim.x)) cfg.gridDim = dim3(clusters * C);  \
+    char name[96];                                                                         \
+    snprintf(name, sizeof name, "persist%d x %d thr x %d, op %d, grid %d (max %d cl)", C, \
+             T, P, OP, cfg.gridDim.x, clusters);                                           \
+    measure(name, OP, [&] {                                                                \
+      CK(cudaLaunchKernelEx(&cfg, k, (const float*)d_in, d_out, kRows, kCols));            \
+    });                                                                                    \
   } while (0)
 
   // A plain copy through the same slices: the floor of each shape.
