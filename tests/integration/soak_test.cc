@@ -8,8 +8,9 @@
 // resident memory returns to its band.
 //
 // Bounded in time and count: GPUPIPE_SOAK_SECONDS (default 15), GPUPIPE_SOAK_JOBS (default no
-// limit), GPUPIPE_SOAK_CLIENTS (default 24), GPUPIPE_SOAK_RSS_BAND_MIB (default 160);
-// GPUPIPE_SOAK_BACKEND=cuda runs it against the CUDA backend on a GPU host (default cpu).
+// limit), GPUPIPE_SOAK_CLIENTS (default 24), GPUPIPE_SOAK_RSS_BAND_MIB (default 160); the
+// daemon's idle timeouts GPUPIPE_SOAK_IDLE_SECONDS (default 1); GPUPIPE_SOAK_BACKEND=cuda runs
+// it against the CUDA backend on a GPU host (default cpu).
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -48,15 +49,18 @@ int64_t EnvInt(const char* name, int64_t fallback) {
 }
 
 // The daemon's reader and upload idle timeouts in the soak (GPUPIPE_SOAK_IDLE_SECONDS, default
-// 1), and how long a stalling client stalls: past them. A client that reads everything must
-// never reach the reader timeout; under a sanitizer on a host of two cores the clients' own
-// threads can be kept off the CPU that long, so the sanitized run (scripts/sanitize.sh) gives
-// the timeouts more room.
+// 1), and how long a stalling client stalls: past them, and past the reader watch's next look
+// (it looks every quarter timeout, at most every second: server/rpc/stall_watch.cc), so that
+// every stall is seen. A client that reads everything must never reach the reader timeout;
+// under a sanitizer on a host of two cores the clients' own threads can be kept off the CPU
+// that long, so the sanitized run (scripts/sanitize.sh) gives the timeouts more room.
 int64_t IdleTimeoutSeconds() {
   return std::max<int64_t>(1, EnvInt("GPUPIPE_SOAK_IDLE_SECONDS", 1));
 }
 std::chrono::milliseconds Stall() {
-  return std::chrono::milliseconds(IdleTimeoutSeconds() * 1000 + 400);
+  const int64_t timeout_ms = IdleTimeoutSeconds() * 1000;
+  return std::chrono::milliseconds(timeout_ms + std::min<int64_t>(timeout_ms / 4 + 1, 1000) +
+                                   400);
 }
 
 // What a client does with its job.
