@@ -8,9 +8,10 @@
 //    so each FFMA takes its tap as a constant operand (no tap loads, no tap registers);
 //  - each tile's input is copied into shared memory with cp.async (the pipeline primitives:
 //    __pipeline_memcpy_async / __pipeline_commit / __pipeline_wait_prior), 16 bytes a copy,
-//    into the second of two buffers while the block computes the first: no registers hold
-//    the prefetch and no thread converts or stores it. A thread's copies sit at fixed offsets
-//    from two base addresses, so a copy is one instruction;
+//    and a block with another tile to do copies it into the second of two buffers while it
+//    computes the first: no registers hold the prefetch and no thread converts or stores it.
+//    A thread's copies sit at fixed offsets from two base addresses, so a copy is one
+//    instruction;
 //  - the tiles of a row are shifted by a per-row phase of 0 .. kV - 1 outputs, so that every
 //    interior tile's input starts at a 16-byte boundary of d_in whatever the pointer, the row
 //    stride or the mode (only the tiles at a window's ends copy element by element, with zeros

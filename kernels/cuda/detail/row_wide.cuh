@@ -20,11 +20,9 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <utility>
 
 #include "kernels/common/elementwise_program.h"
 #include "kernels/cuda/detail/element_access.cuh"
-#include "kernels/cuda/detail/launch.cuh"
 #include "kernels/cuda/detail/row_resident.cuh"
 #include "kernels/cuda/tuning/row_normalize_policy.h"
 

@@ -11,11 +11,11 @@ struct ConvolvePolicy {
   // Tap counts the short-tap kernel takes (float32, float64); longer ones, and float16, use the
   // general tile kernel. The short kernel's taps sit in the kernel parameters in correlation
   // order, so every FFMA reads its tap as a constant operand (no shared-memory loads or
-  // registers for taps), and its tiles' input arrives by cp.async into a second buffer while
-  // the block computes the first: at a few dozen taps the work is FMA issue, so the
-  // instructions saved around the FMAs are what counts. Its loops unroll over the whole tap
-  // range, which keeps the range short. float16 stays on the general kernel: its staged copy
-  // is converted to float32, which a cp.async copy cannot do.
+  // registers for taps), and its tiles' input arrives by cp.async (with the resident grid
+  // below, into a second buffer while the block computes the first): at a few dozen taps the
+  // work is FMA issue, so the instructions saved around the FMAs are what counts. Its loops
+  // unroll over the whole tap range, which keeps the range short. float16 stays on the
+  // general kernel: its staged copy is converted to float32, which a cp.async copy cannot do.
   static constexpr int kShortMaxTaps = 64;
 
   // The general tile kernel's tile per compute type Acc: threads a block, consecutive outputs a

@@ -96,9 +96,10 @@ class ConvolveTest : public testing::TypedKernelTest {
   }
 
   // One RowConvolve call on `rows` x `cols` random data; d_in and d_out start `offset` elements
-  // into their buffers (any element alignment is allowed).
+  // into their buffers (any element alignment is allowed). `multiprocessors` > 0 sizes the
+  // grids as for a device of that many SMs (the kernels run on this one all the same).
   void CheckRows(ElementType type, int64_t rows, int64_t cols, int m, ConvolveMode mode,
-                 int64_t offset = 0, bool pdl = true) {
+                 int64_t offset = 0, bool pdl = true, int multiprocessors = 0) {
     const std::string what = std::string(ElementTypeName(type)) + " " + std::to_string(rows) +
                              "x" + std::to_string(cols) + " taps " + std::to_string(m) + " " +
                              ModeName(mode) + " offset " + std::to_string(offset);
@@ -113,9 +114,10 @@ class ConvolveTest : public testing::TypedKernelTest {
     ASSERT_NE(d_out.get(), nullptr);
     ASSERT_CUDA_OK(Upload(d_in.get() + offset * elem, x.data(), rows * cols * elem));
     int kernels = -1;
+    LaunchConfig config = Config(pdl);
+    if (multiprocessors > 0) config.multiprocessors = multiprocessors;
     ASSERT_CUDA_OK(RowConvolve(d_in.get() + offset * elem, type, d_out.get() + offset * elem,
-                               rows, cols, h.data(), m, mode, nullptr, 0, Config(pdl),
-                               &kernels));
+                               rows, cols, h.data(), m, mode, nullptr, 0, config, &kernels));
     EXPECT_EQ(kernels, 1);
     EXPECT_EQ(DescribeRowConvolve(rows, cols, m, mode, type, Config()).size(), 1u);
     HostArray gpu(type, rows * out_len);
@@ -178,8 +180,9 @@ TEST_F(ConvolveTest, ManyShortRows) {
 }
 
 // The short-tap kernel's grid: a block a tile up to ShortTile<T>::kTileGridMaxTaps taps, the
-// resident grid (blocks looping over tiles, the next one's copies in flight) above; both give
-// the reference's results on either side of the threshold.
+// resident grid (blocks looping over tiles, the next one's copies in flight) above. On either
+// side of the threshold the results are the reference's; with the grids sized for two SMs the
+// resident grid's blocks loop over many tiles, across rows too.
 TEST_F(ConvolveTest, ShortTapGridFollowsTheTapCount) {
   using tuning::ConvolvePolicy;
   const LaunchConfig config = Config();
@@ -208,9 +211,13 @@ TEST_F(ConvolveTest, ShortTapGridFollowsTheTapCount) {
   }
   for (ElementType type : {ElementType::kFloat32, ElementType::kFloat64}) {
     const int max = type == ElementType::kFloat32 ? f32_max : f64_max;
-    for (int m : {max, std::min(max + 1, int{ConvolvePolicy::kShortMaxTaps})}) {
-      CheckRows(type, 3, 300001, m, ConvolveMode::kSame, /*offset=*/1);
-      CheckRows(type, 1, 200003, m, ConvolveMode::kFull);
+    std::vector<int> taps = {max};
+    if (max < ConvolvePolicy::kShortMaxTaps) taps.push_back(max + 1);
+    for (int m : taps) {
+      constexpr int kTwoSms = 2;
+      CheckRows(type, 3, 300001, m, ConvolveMode::kSame, /*offset=*/1, /*pdl=*/true, kTwoSms);
+      CheckRows(type, 1, 200003, m, ConvolveMode::kFull, /*offset=*/0, /*pdl=*/true, kTwoSms);
+      CheckRows(type, 1000, 17, m, ConvolveMode::kSame, /*offset=*/0, /*pdl=*/true, kTwoSms);
       if (HasFailure()) return;
     }
   }
