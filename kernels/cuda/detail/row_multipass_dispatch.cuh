@@ -65,7 +65,7 @@ cudaError_t DispatchRowMultipass(const S* d_in, S* d_out, int64_t rows, int64_t 
 
   if constexpr (sizeof(ComputeOf<S>) == 4) {
     if (WideRowsApply(d_in, d_out, rows, cols, mp)) {
-      return launch(names.rows, RowMultipassWideRowsKernel<Op, S>, WideRowsGrid(rows, mp),
+      return launch(names.rows, RowMultipassWideRowsKernel<Op, S>, SegmentGrid(rows, mp),
                     kWideRowThreads, d_in, d_out, rows, static_cast<int>(cols), param, pre);
     }
   }

@@ -75,8 +75,9 @@ inline int CapGrid(int64_t blocks_wanted, int multiprocessors) {
   return static_cast<int>(std::max<int64_t>(1, std::min(blocks_wanted, cap)));
 }
 
-// Grid of a block-per-segment reduction: a block for each segment up to kSegmentGridMaxWaves
-// times CapGrid, so the hardware hands out segments as blocks finish.
+// Grid of a kernel that gives each item a block (a segment of a block-per-segment reduction, a
+// row of the wide-row path): a block for each up to kSegmentGridMaxWaves times CapGrid, so the
+// hardware hands out items as blocks finish; blocks loop over any items past the cap.
 inline constexpr int kSegmentGridMaxWaves = tuning::RowPlanPolicy::kSegmentGridMaxWaves;
 inline int64_t SegmentGrid(int64_t segments, int multiprocessors) {
   const int64_t cap =

@@ -6,7 +6,7 @@
 // Why: a block of kWideRowThreads holds the whole row in registers as 16-byte vectors, so the
 // row is read once, with every one of its loads in flight at once, reduced, and written once.
 // kWideBlocksPerSm blocks fit an SM (the registers of the row bound it), and the grid gives
-// each row a block of its own (up to kWideGridWaves waves of resident blocks): as one block
+// each row a block of its own (SegmentGrid, row_plan.cuh): as one block
 // reduces or writes, the other has its loads in flight, and the hardware starts the next row's
 // block on an SM as soon as one finishes, so the rows are handed out as the SMs free up rather
 // than in fixed shares. A persistent grid that copies each block's next row into shared memory
@@ -31,10 +31,8 @@ namespace gpupipe::kernels::cuda::detail {
 // Threads of the block and the compute values each holds (tuning/row_normalize_policy.h).
 inline constexpr int kWideRowThreads = tuning::RowNormalizePolicy::kWideThreads;
 inline constexpr int kWidePerThread = tuning::RowNormalizePolicy::kWidePerThread;
-// Resident blocks an SM, the kernels' __launch_bounds__ minimum; the grid holds at most
-// kWideGridWaves times as many blocks as fit the device at once.
+// Resident blocks an SM, the kernels' __launch_bounds__ minimum.
 inline constexpr int kWideBlocksPerSm = tuning::RowNormalizePolicy::kWideBlocksPerSm;
-inline constexpr int kWideGridWaves = tuning::RowNormalizePolicy::kWideGridWaves;
 inline constexpr int64_t kWideMaxCols = int64_t{kWideRowThreads} * kWidePerThread;
 
 template <typename S>
@@ -48,12 +46,6 @@ bool WideRowsApply(const S* d_in, const S* d_out, int64_t rows, int64_t cols,
          cols % kVecElems<S> == 0 && rows >= multiprocessors &&
          reinterpret_cast<uintptr_t>(d_in) % 16 == 0 &&
          reinterpret_cast<uintptr_t>(d_out) % 16 == 0;
-}
-
-// A block a row, up to kWideGridWaves waves of resident blocks; blocks loop over any rows left.
-inline int64_t WideRowsGrid(int64_t rows, int multiprocessors) {
-  const int64_t cap = int64_t{multiprocessors} * kWideBlocksPerSm * kWideGridWaves;
-  return rows < cap ? rows : cap;
 }
 
 // Calls body(row, x) for each row of this block, x holding this thread's values of the row

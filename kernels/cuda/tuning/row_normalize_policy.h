@@ -25,14 +25,13 @@ struct RowNormalizePolicy {
   // of it as 16-byte vectors. 512 x 32 covers a row of 16384 4-byte values (64 KiB), the
   // longest row the path takes. Two blocks an SM (__launch_bounds__ holds the kernels to the 64
   // registers a thread that allows) keep one block's loads in flight while the other reduces
-  // and writes. The grid gives every row a block up to kWideGridWaves waves of resident blocks,
-  // so the hardware hands rows to SMs as blocks finish; a persistent grid of two blocks an SM
-  // that copies each block's next row into shared memory while it reduces the current one
-  // keeps DRAM less busy.
+  // and writes. The grid gives every row a block (RowPlanPolicy::kSegmentGridMaxWaves waves of
+  // the capped row grid), so the hardware hands rows to SMs as blocks finish; a persistent
+  // grid of two blocks an SM that copies each block's next row into shared memory while it
+  // reduces the current one keeps DRAM less busy.
   static constexpr int kWideThreads = 512;
   static constexpr int kWidePerThread = 32;
   static constexpr int kWideBlocksPerSm = 2;
-  static constexpr int kWideGridWaves = 64;
   // Shared-memory rows: 512 threads with 64 KiB rows (16384 float32) give 3 blocks (1536
   // threads, 192 KiB of an sm_90 SM's 228 KiB of shared memory) an SM; __launch_bounds__ asks
   // for that occupancy, so the load loop keeps kSmemUnroll 16-byte loads a thread in flight

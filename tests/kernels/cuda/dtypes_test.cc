@@ -36,7 +36,7 @@
 #include "kernels/cpu/reference_ops.h"
 #include "kernels/cuda/device_caps.h"
 #include "kernels/cuda/ops.h"
-#include "kernels/cuda/tuning/row_normalize_policy.h"
+#include "kernels/cuda/tuning/row_policy.h"
 #include "tests/testing/random_tensor.h"
 #include "tests/testing/cuda_device.h"
 #include "tests/testing/param_names.h"
@@ -619,15 +619,15 @@ TEST_F(DtypesTest, SharedMemoryRows) {
 
 // Rows of 8192 < cols <= 16384 with at least one row per SM take the wide-row kernel
 // (kernels/cuda/detail/row_wide.cuh: a 512-thread block a row holding it in registers, up to
-// kWideGridWaves waves of two blocks per SM) when the rows are whole 16-byte vectors at aligned
-// addresses; more rows than that grid has blocks make blocks loop over several rows, and an
+// kSegmentGridMaxWaves waves of the capped row grid) when the rows are whole 16-byte vectors at
+// aligned addresses; more rows than that grid has blocks make blocks loop over several rows, and an
 // unaligned output or a ragged row length must take the other paths, with the same results.
 TEST_F(DtypesTest, WideRows) {
   LaunchConfig few_sms = AllConfigs()[0];
   few_sms.multiprocessors = 3;
   const int64_t grid_cap = int64_t{few_sms.multiprocessors} *
-                           tuning::RowNormalizePolicy::kWideBlocksPerSm *
-                           tuning::RowNormalizePolicy::kWideGridWaves;
+                           tuning::RowPlanPolicy::kMaxBlocksPerSm *
+                           tuning::RowPlanPolicy::kSegmentGridMaxWaves;
   for (ElementType type : {ElementType::kFloat32, ElementType::kFloat16}) {
     for (Op op : {Op::kSoftmax, Op::kL2, Op::kStd}) {
       // 16384 and 8200 columns are whole vectors for both types; 12292 only for float32. The
