@@ -214,19 +214,25 @@ __global__ void __launch_bounds__(ShortTuning<T>::kThreads, ShortTuning<T>::kBlo
   detail::AllowDependentGrids();
 }
 
+// The kernel's arguments from the caller's: fills in g's tiles a row (up to kV - 1 outputs of
+// phase in front of a row's first tile) and returns the taps in correlation order.
+template <typename T>
+ShortTaps<T> PrepareShortTaps(ConvGeometry* g, const double* taps) {
+  g->tiles_per_row = CeilDiv(g->window.out_count + kVecElems<T> - 1, ShortLayout<T>::kTile);
+  ShortTaps<T> p;
+  for (int k = 0; k < kShortConvolveTaps; ++k) {
+    p.v[k] = taps == nullptr || k >= g->taps ? T(0) : static_cast<T>(taps[g->taps - 1 - k]);
+  }
+  return p;
+}
+
 }  // namespace
 
 template <typename T>
 cudaError_t LaunchShortTapConvolve(const T* d_in, T* d_out, ConvGeometry g, const double* taps,
                                    Launcher& launch) {
   using Tu = ShortTuning<T>;
-  constexpr int kTile = ShortLayout<T>::kTile;
-  // Up to kV - 1 outputs of phase in front of a row's first tile.
-  g.tiles_per_row = CeilDiv(g.window.out_count + kVecElems<T> - 1, kTile);
-  ShortTaps<T> p;
-  for (int k = 0; k < kShortConvolveTaps; ++k) {
-    p.v[k] = taps == nullptr || k >= g.taps ? T(0) : static_cast<T>(taps[g.taps - 1 - k]);
-  }
+  const ShortTaps<T> p = PrepareShortTaps<T>(&g, taps);
   const int64_t tiles = g.rows * g.tiles_per_row;
   const int64_t resident = static_cast<int64_t>(launch.config().multiprocessors) * Tu::kBlocksPerSm;
   const int64_t grid =

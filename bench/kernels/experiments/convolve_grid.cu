@@ -40,11 +40,7 @@ template <typename T>
 cudaError_t LaunchWithGrid(const T* d_in, T* d_out, ConvGeometry g, const double* taps,
                            Launcher& launch, bool per_tile) {
   using Tu = ShortTuning<T>;
-  g.tiles_per_row = CeilDiv(g.window.out_count + kVecElems<T> - 1, ShortLayout<T>::kTile);
-  ShortTaps<T> p;
-  for (int k = 0; k < kShortConvolveTaps; ++k) {
-    p.v[k] = taps == nullptr || k >= g.taps ? T(0) : static_cast<T>(taps[g.taps - 1 - k]);
-  }
+  const ShortTaps<T> p = PrepareShortTaps<T>(&g, taps);
   const int64_t tiles = g.rows * g.tiles_per_row;
   const int64_t resident =
       static_cast<int64_t>(launch.config().multiprocessors) * Tu::kBlocksPerSm;
