@@ -104,6 +104,12 @@ Runs the gpupipe job service: a gRPC daemon that owns one GPU.
   --rpc-memory-mib N         gRPC's own buffers (reads in progress, every stream's
                              flow-control window) share this quota; under pressure gRPC
                              offers clients smaller windows (default 128)
+  --rpc-stream-window-kib N  the flow-control window every stream is offered: the most a
+                             client may send ahead of what the daemon has read, so an upload
+                             the daemon is not reading holds at most this much of gRPC's
+                             memory (0: gRPC's automatic window from its bandwidth-delay
+                             estimate, which a host slow to answer pings can push past
+                             --rpc-memory-mib; 64 to 1048576; default 4096)
   --upload-idle-timeout-seconds N
                              a running job whose upload has room in its ring but sends
                              nothing for N s ends with DEADLINE_EXCEEDED and frees its lane
@@ -316,6 +322,8 @@ absl::StatusOr<DaemonOptions> ParseFlags(const std::vector<std::string>& args) {
           {"--input-ring-total-mib", 0, 1 << 20,
            [&](int64_t v) { o.input_ring_total_bytes = v << 20; }},
           {"--rpc-memory-mib", 16, 1 << 20, [&](int64_t v) { o.rpc_memory_bytes = v << 20; }},
+          {"--rpc-stream-window-kib", 0, 1 << 20,
+           [&](int64_t v) { o.rpc_stream_window_bytes = v << 10; }},
           {"--upload-idle-timeout-seconds", 0, 86400,
            [&](int64_t v) { o.upload_idle_timeout_ms = v * 1000; }},
           {"--priority-hold-ms", 0, 60000, [&](int64_t v) { o.priority_hold_us = v * 1000; }},
@@ -386,6 +394,11 @@ absl::StatusOr<DaemonOptions> ParseFlags(const std::vector<std::string>& args) {
       !absl::EndsWith(o.listen, ":0")) {
     return absl::InvalidArgumentError(
         "--priority-listen: needs an address of its own, not --listen's");
+  }
+  if (o.rpc_stream_window_bytes > 0 && o.rpc_stream_window_bytes < (int64_t{64} << 10)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--rpc-stream-window-kib: ", o.rpc_stream_window_bytes >> 10,
+        " KiB is under 64 KiB, about HTTP/2's default window (0 leaves the window to gRPC)"));
   }
   if (o.input_ring_total_bytes > 0 && o.input_ring_total_bytes < o.input_ring_bytes) {
     return absl::InvalidArgumentError(absl::StrCat(

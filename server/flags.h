@@ -34,6 +34,9 @@ struct DaemonOptions {
   int64_t input_ring_bytes = int64_t{64} << 20;         // --input-ring-mib
   int64_t input_ring_total_bytes = int64_t{512} << 20;  // --input-ring-total-mib
   int64_t rpc_memory_bytes = int64_t{128} << 20;        // --rpc-memory-mib
+  // --rpc-stream-window-kib: the HTTP/2 flow-control window each stream is offered, fixed
+  // (0: gRPC's automatic window, sized from its bandwidth-delay estimate).
+  int64_t rpc_stream_window_bytes = int64_t{4} << 20;
   int64_t upload_idle_timeout_ms = 30000;               // --upload-idle-timeout-seconds
   // --priority-hold-ms: the longest a job holds its next chunk back while a job of a higher
   // priority runs (0: no holding).

@@ -280,6 +280,91 @@ TEST(StalledUploads, HoldOnlyTheirRings) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
 }
 
+// An upload whose job has stopped (its client reads no results) gets ahead of the job by at
+// most what the daemon bounds: its ring, the job's chunks and queued results, and the stream
+// window gRPC offers (--rpc-stream-window-kib), which also bounds what the sockets carry. The
+// client's channel pins its own window too, so every buffer on the way is bounded. The job
+// then completes whole.
+TEST(StalledUploads, AStalledUploadIsAheadOnlyByItsRingAndTheWindows) {
+  DaemonProcess daemon(DaemonBinary(), {"--backend", "cpu", "--quiet", "--input-ring-mib", "2",
+                                        "--chunk-mib", "1", "--rpc-stream-window-kib", "256"});
+  ASSERT_NE(daemon.port(), 0) << daemon.error();
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 256 << 10);
+  auto channel =
+      grpc::CreateCustomChannel(daemon.target(), grpc::InsecureChannelCredentials(), args);
+  auto stub = v1::JobService::NewStub(channel);
+  grpc::ClientContext context;
+  auto stream = stub->Run(&context);
+  const int64_t n = int64_t{1} << 25;  // 128 MiB of float32
+  const int64_t bytes = n * 4;
+  v1::RunRequest message;
+  v1::SubmitRequest* spec = message.mutable_spec();
+  spec->mutable_input()->set_dtype(v1::DTYPE_FLOAT32);
+  spec->mutable_input()->add_shape(n);
+  spec->add_ops()->mutable_relu();
+  ASSERT_TRUE(stream->Write(message));
+  std::atomic<int64_t> sent{0};
+  std::atomic<bool> upload_ok{true};
+  std::thread uploader([&] {
+    const int64_t piece = int64_t{1} << 18;  // 256 KiB: whole floats
+    v1::RunRequest data_message;
+    for (int64_t at = 0; at < bytes; at += piece) {
+      std::string* data = data_message.mutable_data();
+      data->resize(static_cast<size_t>(piece));
+      FillPattern(static_cast<uint64_t>(at / 4), reinterpret_cast<float*>(data->data()),
+                  static_cast<size_t>(piece / 4));
+      if (!stream->Write(data_message)) {
+        upload_ok = false;
+        return;
+      }
+      sent = at + piece;
+    }
+    upload_ok = stream->WritesDone();
+  });
+  // Read nothing until the upload has not moved for 1 s.
+  int64_t last = -1;
+  for (int i = 0; i < 60 && sent != last; ++i) {
+    last = sent;
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+  // The ring (2 MiB), the daemon's window (256 KiB), and the job's own: the CPU lane's 1 MiB
+  // chunks and the results queued for the client, within 4 MiB. gRPC's automatic window alone
+  // would be 4 MiB or more.
+  const int64_t ahead = sent;
+  const int64_t bound = (int64_t{2} << 20) + (int64_t{256} << 10) + (int64_t{4} << 20);
+  EXPECT_LE(ahead, bound) << "the upload got " << ahead << " bytes ahead of a stalled job";
+  EXPECT_GT(ahead, 0);
+  std::printf("a stalled upload got %.2f MiB ahead of its job (bound %.2f MiB)\n",
+              static_cast<double>(ahead) / (1 << 20), static_cast<double>(bound) / (1 << 20));
+  v1::JobEvent event;
+  int64_t expected_offset = 0;
+  bool done = false;
+  std::vector<float> want;
+  while (stream->Read(&event)) {
+    if (event.has_chunk()) {
+      ASSERT_EQ(event.chunk().offset(), expected_offset);
+      const std::string& data = event.chunk().data();
+      want.resize(data.size() / 4);
+      FillPattern(static_cast<uint64_t>(expected_offset / 4), want.data(), want.size());
+      for (float& v : want) v = v > 0 ? v : 0.0f;
+      ASSERT_EQ(std::memcmp(data.data(), want.data(), data.size()), 0)
+          << "wrong result near byte " << expected_offset;
+      expected_offset += static_cast<int64_t>(data.size());
+    } else if (event.has_done()) {
+      EXPECT_EQ(event.done().code(), 0) << event.done().message();
+      done = true;
+    }
+  }
+  uploader.join();
+  EXPECT_TRUE(upload_ok);
+  const grpc::Status status = stream->Finish();
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  EXPECT_TRUE(done);
+  EXPECT_EQ(expected_offset, bytes);
+}
+
 // Uploads that send their spec and then nothing, one per lane of every priority: each job ends
 // with DEADLINE_EXCEEDED once the idle timeout passes, and a job of every priority then runs.
 TEST(StalledUploads, AnIdleUploadFreesItsLaneAfterTheIdleTimeout) {

@@ -1,6 +1,7 @@
 // gpupiped's memory and scheduling flags: --device-memory as a percentage or a size,
 // --chunk-mib, --input-ring-mib, --input-ring-total-mib, --priority-hold-ms,
-// --direct-run-max-kib, --max-client-unread-mib, --max-unread-mib, the priority listener's.
+// --direct-run-max-kib, --max-client-unread-mib, --max-unread-mib, --rpc-stream-window-kib,
+// the priority listener's.
 #include "server/flags.h"
 
 #include <gtest/gtest.h>
@@ -54,6 +55,24 @@ TEST(Flags, InputRingsDefaultTo64MiBPerUploadIn512MiBAndZeroTurnsUploadsOff) {
   ASSERT_FALSE(o.ok());
   EXPECT_NE(o.status().message().find("--input-ring-total-mib"), std::string::npos)
       << o.status();
+}
+
+TEST(Flags, StreamWindowIs4MiBByDefaultAndZeroLeavesItToGrpc) {
+  absl::StatusOr<DaemonOptions> o = ParseFlags({});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->rpc_stream_window_bytes, int64_t{4} << 20);
+  o = ParseFlags({"--rpc-stream-window-kib=256"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->rpc_stream_window_bytes, int64_t{256} << 10);
+  o = ParseFlags({"--rpc-stream-window-kib", "0"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->rpc_stream_window_bytes, 0);
+  for (const char* bad : {"63", "-1", "1048577"}) {
+    o = ParseFlags({"--rpc-stream-window-kib", bad});
+    ASSERT_FALSE(o.ok()) << bad;
+    EXPECT_NE(o.status().message().find("--rpc-stream-window-kib"), std::string::npos)
+        << o.status();
+  }
 }
 
 TEST(Flags, UnreadResultsAre256MiBPerClientIn1GiBByDefault) {
