@@ -125,17 +125,8 @@ void ConfigureListener(const DaemonOptions& options, grpc::ResourceQuota* quota,
   // bounded memory rather than a window each.
   quota->Resize(static_cast<size_t>(options.rpc_memory_bytes));
   builder->SetResourceQuota(*quota);
-  // A fixed window per stream. gRPC's automatic one is max(4 MiB, twice its bandwidth-delay
-  // estimate), and the estimate is the bytes that arrived while a ping was unanswered: on a
-  // busy host it can reach hundreds of MiB, a window that lets one upload the daemon is not
-  // reading (its ring full) fill the whole quota, at which point gRPC resets a stream
-  // (RST_STREAM ENHANCE_YOUR_CALM) to reclaim memory. A message larger than the window still
-  // flows: gRPC opens the window to the rest of a message the daemon is reading.
-  if (options.rpc_stream_window_bytes > 0) {
-    builder->AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
-    builder->AddChannelArgument(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES,
-                                static_cast<int>(options.rpc_stream_window_bytes));
-  }
+  // A fixed flow-control window per stream (transport.h says why).
+  SetStreamWindow(builder, options.rpc_stream_window_bytes);
   // Connections: dead peers of calls in progress are found by keepalive pings, idle
   // connections closed, and a connection that never completes its handshake dropped, so
   // clients that vanish or never speak do not pin the daemon's file descriptors or memory.

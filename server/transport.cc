@@ -1,6 +1,10 @@
 #include "server/transport.h"
 
+#include <grpc/grpc.h>
 #include <grpcpp/security/server_credentials.h>
+
+#include <algorithm>
+#include <limits>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -42,6 +46,14 @@ std::shared_ptr<grpc::ServerCredentials> MakeServerCredentials(
   options.pem_root_certs = security.tls_client_ca_pem;
   options.pem_key_cert_pairs.push_back({security.tls_key_pem, security.tls_cert_pem});
   return grpc::SslServerCredentials(options);
+}
+
+void SetStreamWindow(grpc::ServerBuilder* builder, int64_t window_bytes) {
+  if (window_bytes <= 0) return;
+  builder->AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  builder->AddChannelArgument(
+      GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES,
+      static_cast<int>(std::min<int64_t>(window_bytes, std::numeric_limits<int>::max())));
 }
 
 }  // namespace gpupipe::daemon

@@ -1,9 +1,12 @@
 // How gpupiped listens: its server credentials (TLS, or mutual TLS that requires a client
-// certificate signed by a given CA), and the rule that an address other than loopback needs
+// certificate signed by a given CA), each stream's flow-control window, and the rule that an address other than loopback needs
 // TLS or tokens unless the operator says otherwise (--insecure).
 #pragma once
 
 #include <grpcpp/security/server_credentials.h>
+#include <grpcpp/server_builder.h>
+
+#include <cstdint>
 
 #include <memory>
 #include <string>
@@ -32,5 +35,16 @@ absl::Status CheckListenSecurity(const std::string& listen, const TransportSecur
 
 // The server credentials for `security`: TLS where it has a certificate, else insecure.
 std::shared_ptr<grpc::ServerCredentials> MakeServerCredentials(const TransportSecurity& security);
+
+// Offers every stream of `builder`'s server a fixed HTTP/2 flow-control window of
+// `window_bytes` (--rpc-stream-window-kib), with gRPC's bandwidth-delay probing off; 0 leaves
+// gRPC's automatic window. The automatic window is max(4 MiB, twice the bandwidth-delay
+// estimate), and the estimate is the bytes that arrived while a ping went unanswered: on a
+// busy host it reaches hundreds of MiB, a window that lets one upload the daemon is not
+// reading (its ring full) fill the whole --rpc-memory-mib quota, at which point gRPC resets a
+// stream (RST_STREAM ENHANCE_YOUR_CALM, RESOURCE_EXHAUSTED) to take memory back. A message
+// larger than the window still flows: gRPC opens the window to the rest of a message the
+// server is reading.
+void SetStreamWindow(grpc::ServerBuilder* builder, int64_t window_bytes);
 
 }  // namespace gpupipe::daemon

@@ -16,6 +16,15 @@ from report_lib import run_header  # noqa: E402
 TARGET = 0.8  # Run's throughput against a plain gRPC stream of the same bytes (the brief's bar)
 
 
+def window_text(kib):
+    """The server's stream window as the report names it."""
+    if kib is None:
+        return "gRPC's automatic stream window"
+    if kib == 0:
+        return "gRPC's automatic stream window (--stream-window-kib 0)"
+    return f"a fixed stream window of {kib} KiB"
+
+
 def main():
     out_dir = sys.argv[1] if len(sys.argv) > 1 else "bench-out"
     rows, summary = [], None
@@ -36,7 +45,8 @@ def main():
     else:
         gib = summary["bytes"] / 2**30
         md += [f"{gib:.2f} GiB of float32 each way, `relu` on the **{summary['backend']}** backend, "
-               f"messages of {summary['message_bytes']} bytes, one client channel for all kinds, "
+               f"messages of {summary['message_bytes']} bytes, "
+               f"{window_text(summary.get('stream_window_kib'))}, one client channel for all kinds, "
                f"median of {summary['reps']} interleaved repetitions after a warm-up.", "",
                "| kind | median s | GB/s each way | runs (s) |", "| --- | ---: | ---: | --- |"]
         for kind in ("run", "echo-sequential", "echo-duplex"):

@@ -8,7 +8,9 @@
 //                     backend that computes during the upload could approach)
 // and prints one JSON line per measurement and a summary line; report.py makes the Markdown.
 //
-// usage: rpc_bench [--bytes N] [--reps R] [--backend auto|cuda|cpu]
+// usage: rpc_bench [--bytes N] [--reps R] [--backend auto|cuda|cpu] [--stream-window-kib N]
+// (--stream-window-kib: the server's flow-control window a stream, as gpupiped's
+// --rpc-stream-window-kib and with its default; 0 for gRPC's automatic window)
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
@@ -26,7 +28,9 @@
 #include "nlohmann/json.hpp"
 #include "server/engine/backends/backend_factory.h"
 #include "server/engine/engine.h"
+#include "server/flags.h"
 #include "server/rpc/job_service.h"
+#include "server/transport.h"
 
 namespace gpupipe::bench {
 namespace {
@@ -37,6 +41,9 @@ struct Options {
   int64_t bytes = int64_t{1} << 30;
   int reps = 3;
   engine::BackendChoice backend = engine::BackendChoice::kAuto;
+  // The server's flow-control window a stream, as gpupiped's --rpc-stream-window-kib (0:
+  // gRPC's automatic window).
+  int64_t stream_window_kib = daemon::DaemonOptions{}.rpc_stream_window_bytes >> 10;
 };
 
 bool ParseOptions(int argc, char** argv, Options* o) {
@@ -47,6 +54,9 @@ bool ParseOptions(int argc, char** argv, Options* o) {
       o->bytes &= ~int64_t{3};
       ++i;
     } else if (a == "--reps" && v && absl::SimpleAtoi(v, &o->reps) && o->reps >= 1) {
+      ++i;
+    } else if (a == "--stream-window-kib" && v &&
+               absl::SimpleAtoi(v, &o->stream_window_kib) && o->stream_window_kib >= 0) {
       ++i;
     } else if (a == "--backend" && v) {
       const std::string b = v;
@@ -149,7 +159,8 @@ double Median(std::vector<double> v) {
 int Main(int argc, char** argv) {
   Options o;
   if (!ParseOptions(argc, argv, &o)) {
-    std::fprintf(stderr, "usage: rpc_bench [--bytes N] [--reps R] [--backend auto|cuda|cpu]\n");
+    std::fprintf(stderr, "usage: rpc_bench [--bytes N] [--reps R] [--backend auto|cuda|cpu] "
+                 "[--stream-window-kib N]\n");
     return 2;
   }
   // One lane per level; the upload lands in the engine's default input ring.
@@ -175,6 +186,7 @@ int Main(int argc, char** argv) {
   builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
   builder.RegisterService(&jobs);
   builder.RegisterService(&echo);
+  daemon::SetStreamWindow(&builder, o.stream_window_kib << 10);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || port == 0) {
     std::fprintf(stderr, "rpc_bench: cannot listen on loopback\n");
@@ -223,6 +235,7 @@ int Main(int argc, char** argv) {
                                       {"bytes", o.bytes},
                                       {"reps", o.reps},
                                       {"message_bytes", client::kUploadChunkBytes},
+                                      {"stream_window_kib", o.stream_window_kib},
                                       {"run_s", mr},
                                       {"echo_sequential_s", ms},
                                       {"echo_duplex_s", md},
