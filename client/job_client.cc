@@ -318,7 +318,8 @@ absl::StatusOr<JobResult> JobClient::Run(const v1::SubmitRequest& spec, int64_t 
         "Run: the calls of a split run must reach one daemon, and this client balances over "
         "several: use one call, or a target that names one daemon");
   }
-  if (target_.balanced) streams = 1;
+  // A balanced target's calls may reach different daemons; a dry run sends no input to split.
+  if (target_.balanced || spec.dry_run()) streams = 1;
   if (streams == 0) {
     streams = make_channel_ ? CallsForUpload(input_bytes, ServerMaxRunStreams()) : 1;
     if (streams > 1) streams = std::min(streams, ServerMaxRunStreams());

@@ -161,7 +161,8 @@ class JobClient {
   // its own where this client made its channel (Create); 0 chooses from the input's size and
   // the server's Limits.max_run_streams (CallsForUpload). Every call of a split run must reach
   // the same daemon: a balanced client makes one call (0), and refuses more with
-  // FAILED_PRECONDITION.
+  // FAILED_PRECONDITION. A dry run (spec.dry_run) reads no input: one call carries the spec
+  // alone and `read` is not called.
   absl::StatusOr<JobResult> Run(const v1::SubmitRequest& spec, int64_t input_bytes,
                                 const InputReader& read, EventCallback on_event = {},
                                 UploadProgress on_progress = {}, ResultSink* sink = nullptr,

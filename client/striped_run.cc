@@ -249,7 +249,9 @@ absl::StatusOr<JobResult> RunOverCalls(const std::vector<v1::JobService::Stub*>&
       }
       bool ok = stream.Write(message);
       message.Clear();
-      for (int64_t m = i; ok && m < upload.messages(); m += n) {
+      // A dry run reads no input: the daemon answers the spec alone.
+      const int64_t messages = spec.dry_run() ? 0 : upload.messages();
+      for (int64_t m = i; ok && m < messages; m += n) {
         std::string* data = message.mutable_data();
         if (!upload.Read(m, data)) {
           if (!upload.error().ok()) cancel_all();

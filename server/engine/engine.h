@@ -164,7 +164,9 @@ class Engine {
   // Limits::max_stream_input_bytes): returns the ring the caller writes the input's bytes into,
   // in order (InputRing::Write). The job may start before the last byte is there. A failed
   // upload (InputRing::Fail) ends the job with that status; a job that ends first fails the
-  // ring with its own status. RESOURCE_EXHAUSTED when the input ring pool has no room.
+  // ring with its own status. RESOURCE_EXHAUSTED when the input ring pool has no room. A dry
+  // run (spec.dry_run) reads no input: it is answered before the return (the sink has all its
+  // events, Done included) and the ring is null.
   absl::StatusOr<std::shared_ptr<InputRing>> SubmitStreamed(JobSpec spec,
                                                             std::shared_ptr<JobSink> sink);
 

@@ -231,6 +231,11 @@ void RunGroups::StartRun(Run run) {
     FinishAll(run.seats, ring.status());  // the engine counted the refusal
     return;
   }
+  if (*ring == nullptr) {
+    // A dry run, answered already on every call: none reads input, nor waits for its end.
+    for (const std::shared_ptr<EventStream>& stream : streams) stream->InputEnded();
+    return;
+  }
   const std::shared_ptr<engine::StripedInput> upload =
       engine::StripedInput::Create(*ring, run.count);
   for (const std::shared_ptr<RunSeat>& seat : run.seats) {

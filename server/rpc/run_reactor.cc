@@ -171,6 +171,12 @@ bool RunReactor::OnSpec(v1::RunRequest* message) {
     stream_->FinishNow(ToGrpcStatus(ring.status()));
     return false;
   }
+  if (*ring == nullptr) {
+    // A dry run, answered already: it reads no input, so its Done need not wait for the
+    // client's last message, and nothing more is read.
+    stream_->InputEnded();
+    return false;
+  }
   return BeginUpload(engine::StripedInput::Create(*std::move(ring), 1), 0);
 }
 

@@ -235,6 +235,31 @@ TEST_F(RunStripesTest, JoinsMayComeBeforeTheSpec) {
   EXPECT_EQ(d1, 0);
 }
 
+// A dry run split over calls reads no input on any of them: each call gets the plan and an
+// OK Done, whether it sends data or not, and the daemon serves on.
+TEST_F(RunStripesTest, ADryRunEndsEveryCallAtOnce) {
+  v1::SubmitRequest spec = Spec(4, 1024, "relu");
+  spec.set_dry_run(true);
+  std::unique_ptr<RawCall> c1 = Open();
+  ASSERT_TRUE(SendJoin(*c1, Stripe(kKey, 1, 2)));
+  std::unique_ptr<RawCall> c0 = Open();
+  ASSERT_TRUE(SendSpec(*c0, spec, Stripe(kKey, 0, 2)));
+  SendData(*c1, std::string(4096, '\0'));  // may fail: the call may be over already
+  c1->stream->WritesDone();
+  auto [s0, d0] = Drain(*c0);
+  auto [s1, d1] = Drain(*c1);
+  EXPECT_TRUE(s0.ok()) << s0.error_message();
+  EXPECT_TRUE(s1.ok()) << s1.error_message();
+  EXPECT_EQ(d0, 0);
+  EXPECT_EQ(d1, 0);
+  const std::string bytes(4 * 1024 * 4, '\0');
+  absl::StatusOr<std::unique_ptr<client::JobClient>> client = client::JobClient::Create(target_);
+  ASSERT_TRUE(client.ok()) << client.status();
+  absl::StatusOr<client::JobResult> real = Run(**client, Spec(4, 1024, "relu"), bytes, 2);
+  ASSERT_TRUE(real.ok()) << real.status();
+  EXPECT_EQ(real->output.data(), bytes);
+}
+
 TEST_F(RunStripesTest, ACancelledStripeFailsTheJobOnceOnEveryCall) {
   std::vector<std::unique_ptr<RawCall>> calls;
   for (int i = 0; i < 3; ++i) calls.push_back(Open());

@@ -3,6 +3,7 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <mutex>
@@ -195,6 +196,52 @@ TEST_F(RunTest, StreamedInputsOverTheirLimitAreRefusedBeforeAnyUpload) {
   EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_NE(status.error_message().find("for streamed inputs"), std::string::npos)
       << status.error_message();
+}
+
+// A dry run reads no input: it is answered with Accepted, Plan and an OK Done whatever the
+// client sends after its spec (nothing, the whole input, or nothing and no half-close), and
+// the call ends without waiting for the client. (The daemon once crashed here: a dry run has
+// no input ring.)
+TEST_F(RunTest, ADryRunIsAnsweredAtOnceWhateverFollowsItsSpec) {
+  v1::SubmitRequest spec = Spec({1 << 20});
+  spec.set_dry_run(true);
+  for (int follow = 0; follow < 3; ++follow) {
+    SCOPED_TRACE(follow == 0 ? "spec, half-close" : follow == 1 ? "spec, data, half-close"
+                                                                : "spec, no half-close");
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    std::unique_ptr<RawStream> s = stub_->Run(&context);
+    WriteSpec(s.get(), spec);
+    if (follow == 1) WriteData(s.get(), std::string(4 << 20, '\0'));
+    if (follow < 2) s->WritesDone();
+    std::vector<v1::JobEvent::EventCase> events;
+    v1::JobEvent e;
+    int done_code = -1;
+    while (s->Read(&e)) {
+      events.push_back(e.event_case());
+      if (e.has_done()) done_code = e.done().code();
+    }
+    const grpc::Status status = s->Finish();
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    EXPECT_EQ(done_code, 0);
+    ASSERT_FALSE(events.empty());
+    EXPECT_EQ(events.front(), v1::JobEvent::kAccepted);
+    EXPECT_NE(std::find(events.begin(), events.end(), v1::JobEvent::kPlan), events.end());
+  }
+  // The client library sends a dry run's spec alone, and never reads its input.
+  bool read = false;
+  absl::StatusOr<client::JobResult> r =
+      client_->Run(spec, int64_t{4} << 20, [&](char*, int64_t) {
+        read = true;
+        return absl::OkStatus();
+      });
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(read);
+  EXPECT_TRUE(r->output.data().empty());
+  // The daemon serves on.
+  absl::StatusOr<client::JobResult> real = Run(Spec({4}), AsBytes(std::vector<float>{-1, 2, -3, 4}));
+  ASSERT_TRUE(real.ok()) << real.status();
+  EXPECT_EQ(AsFloats(real->output.data()), (std::vector<float>{0, 2, 0, 4}));
 }
 
 TEST_F(RunTest, BytesBeyondTheSizeAreInvalid) {
