@@ -2,8 +2,9 @@
 // each call takes its seat in the run named by its client's identity and the run's key, and
 // once every seat is taken the job is submitted, with its events dealt over the calls
 // (FanOutSink) and its upload put back in order (engine::StripedInput). A run whose calls
-// disagree (their count, a stripe claimed twice), whose spec cannot run, or whose call is
-// cancelled before the job starts is refused on every call, once; a run whose calls have not
+// disagree (their count, a stripe claimed twice), one of whose calls claims a stripe that
+// cannot be (RunReactor::RefuseSeat), whose spec cannot run, or whose call is cancelled
+// before the job starts is refused on every call, once; a run whose calls have not
 // all come within the timeout ends on every call with DEADLINE_EXCEEDED. A refused run's name
 // is remembered for 30 s after the refusal, so its late calls get the same answer.
 //

@@ -130,7 +130,7 @@ bool RunReactor::OnSpec(v1::RunRequest* message) {
   if (striped) {
     if (absl::Status bad = RunGroups::Check(message->stripes(), true, max_run_streams_);
         !bad.ok()) {
-      Reject(bad);
+      RefuseSeat(message->stripes(), bad);
       return false;
     }
   }
@@ -204,7 +204,7 @@ bool RunReactor::OnJoin(const v1::RunStripes& join) {
   spec_seen_->store(true);
   if (stream_->finishing()) return false;
   if (absl::Status bad = RunGroups::Check(join, false, max_run_streams_); !bad.ok()) {
-    Reject(bad);
+    RefuseSeat(join, bad);
     return false;
   }
   // The run's spec was checked against the unread limits; each call holds its share.
@@ -308,6 +308,18 @@ void RunReactor::Reject(const absl::Status& status) {
   engine_->CountRefusal(status);
   if (!stream_->accepted()) context_->AddTrailingMetadata(kAcceptedMetadataKey, "0");
   stream_->FinishNow(ToGrpcStatus(status));
+}
+
+void RunReactor::RefuseSeat(const v1::RunStripes& stripes, const absl::Status& bad) {
+  v1::RunStripes run = stripes;
+  run.set_index(1);  // a valid join: what is left to check is the key and the count
+  if (!RunGroups::Check(run, false, max_run_streams_).ok()) {
+    Reject(bad);
+    return;
+  }
+  if (!stream_->accepted()) context_->AddTrailingMetadata(kAcceptedMetadataKey, "0");
+  runs_->Refuse(ClientIdentity(*context_, caller_), stripes,
+                std::make_shared<RunSeat>(stream_, 0, nullptr), bad);
 }
 
 void RunReactor::Break(const absl::Status& status) {

@@ -96,6 +96,10 @@ class RunReactor final : public grpc::ServerBidiReactor<v1::RunRequest, v1::JobE
   void OnEndedEarly();
   // A request rejected before any job exists: counted (Engine::CountRefusal) and finished.
   void Reject(const absl::Status& status);
+  // A call of a split run whose seat is invalid (`bad`, from RunGroups::Check): where its key
+  // and count still name a run, that run is refused on all of its calls, so that the others
+  // do not wait for this seat until the run's timeout; otherwise this call alone.
+  void RefuseSeat(const v1::RunStripes& stripes, const absl::Status& bad);
   // A broken upload of an accepted job: the input fails and the call ends with `status`.
   void Break(const absl::Status& status);
   std::shared_ptr<engine::StripedInput> upload() const;

@@ -484,6 +484,48 @@ TEST_F(RunStripesTest, CallsThatDisagreeRefuseTheRunOnAllOfThem) {
   EXPECT_TRUE(Done().empty());
 }
 
+// A call whose seat is invalid though its key and count name a run (a join claiming stripe 0,
+// the spec's, or one past the count; a spec call claiming another stripe) refuses that run on
+// every call at once: its other calls do not wait for the run's timeout.
+TEST_F(RunStripesTest, AnInvalidSeatRefusesItsRunOnEveryCallAtOnce) {
+  Start(std::chrono::seconds(10));  // refused at once, not at the timeout
+  struct Case {
+    const char* key;
+    bool spec_first;
+    v1::RunStripes good, bad;
+    const char* message;
+  };
+  const Case cases[] = {
+      {"aaaaaaaaaaaaaaaa", true, Stripe("aaaaaaaaaaaaaaaa", 0, 2), Stripe("aaaaaaaaaaaaaaaa", 0, 2),
+       "join.index: 0"},
+      {"bbbbbbbbbbbbbbbb", true, Stripe("bbbbbbbbbbbbbbbb", 0, 3), Stripe("bbbbbbbbbbbbbbbb", 3, 3),
+       "join.index: 3"},
+      {"cccccccccccccccc", false, Stripe("cccccccccccccccc", 1, 2), Stripe("cccccccccccccccc", 1, 2),
+       "stripes.index: 1"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.message);
+    const auto start = std::chrono::steady_clock::now();
+    std::unique_ptr<RawCall> good = Open();
+    std::unique_ptr<RawCall> bad = Open();
+    if (c.spec_first) {
+      ASSERT_TRUE(SendSpec(*good, Spec(1, 8, "relu"), c.good));
+      ASSERT_TRUE(SendJoin(*bad, c.bad));
+    } else {
+      ASSERT_TRUE(SendJoin(*good, c.good));
+      ASSERT_TRUE(SendSpec(*bad, Spec(1, 8, "relu"), c.bad));
+    }
+    for (RawCall* call : {good.get(), bad.get()}) {
+      const grpc::Status status = Drain(*call).first;
+      EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+      EXPECT_NE(status.error_message().find(c.message), std::string::npos)
+          << status.error_message();
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  }
+  EXPECT_TRUE(Done().empty());
+}
+
 TEST_F(RunStripesTest, AnInvalidSpecRefusesTheRunOnEveryCall) {
   Start(std::chrono::seconds(10));  // refused at once, not at the timeout
   std::unique_ptr<RawCall> c1 = Open();
@@ -512,13 +554,18 @@ TEST_F(RunStripesTest, BadStripesAreRefusedWithTheFieldAndTheLimit) {
     const char* says;
   };
   const Case cases[] = {
+      // A bad index refuses the run its key names (for a while): each case has a run of its own.
       {true, Stripe("short", 0, 2), grpc::StatusCode::INVALID_ARGUMENT, "stripes.key: 5 bytes"},
-      {true, Stripe(kKey, 1, 2), grpc::StatusCode::INVALID_ARGUMENT, "stripes.index: 1"},
-      {true, Stripe(kKey, 0, kMaxRunStreams + 1), grpc::StatusCode::RESOURCE_EXHAUSTED,
-       "over the server's limit of 4"},
-      {false, Stripe(kKey, 0, 2), grpc::StatusCode::INVALID_ARGUMENT, "join.index: 0"},
-      {false, Stripe(kKey, 2, 2), grpc::StatusCode::INVALID_ARGUMENT, "join.index: 2"},
-      {false, Stripe(kKey, 1, 0), grpc::StatusCode::INVALID_ARGUMENT, "join.count: 0"},
+      {true, Stripe("key-of-case-0001", 1, 2), grpc::StatusCode::INVALID_ARGUMENT,
+       "stripes.index: 1"},
+      {true, Stripe("key-of-case-0002", 0, kMaxRunStreams + 1),
+       grpc::StatusCode::RESOURCE_EXHAUSTED, "over the server's limit of 4"},
+      {false, Stripe("key-of-case-0003", 0, 2), grpc::StatusCode::INVALID_ARGUMENT,
+       "join.index: 0"},
+      {false, Stripe("key-of-case-0004", 2, 2), grpc::StatusCode::INVALID_ARGUMENT,
+       "join.index: 2"},
+      {false, Stripe("key-of-case-0005", 1, 0), grpc::StatusCode::INVALID_ARGUMENT,
+       "join.count: 0"},
       {false, Stripe(std::string(65, 'k'), 1, 2), grpc::StatusCode::INVALID_ARGUMENT,
        "join.key: 65 bytes"},
   };
