@@ -197,8 +197,9 @@ absl::Status ValidateJob(const JobSpec& spec, int64_t input_bytes, const Limits&
   }
   if (input_bytes != elements * itemsize) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "input.data: ", input_bytes, " bytes do not match shape ", ShapeString(spec.shape), " of ",
-        DTypeName(spec.dtype), " (", elements * itemsize, " bytes expected)"));
+        path == InputPath::kRegion ? "input_region.length: " : "input.data: ", input_bytes,
+        " bytes do not match shape ", ShapeString(spec.shape), " of ", DTypeName(spec.dtype),
+        " (", elements * itemsize, " bytes expected)"));
   }
   if (spec.ops.empty()) {
     return absl::InvalidArgumentError(

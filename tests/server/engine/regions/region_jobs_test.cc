@@ -166,7 +166,7 @@ TEST_F(RegionErrors, BadSlicesUnknownAndForeignRegionsAreRefusedByName) {
        {RegionSlice{region.id(), 0, 100}, {}},
        "",
        absl::StatusCode::kInvalidArgument,
-       "input.data: 100 bytes do not match"},
+       "input_region.length: 100 bytes do not match"},
       {"bytes and a region",
        {RegionSlice{region.id(), 0, 0}, {}},
        std::string(128, '\0'),
