@@ -48,6 +48,9 @@ enum class FloatBinPath : int32_t { kDouble = 0, kChecked = 1, kAdjacent = 2, kP
 inline constexpr double kAdjacentMaxSpan = 1048576.0;          // 2^20
 inline constexpr double kCheckedMaxSpan = 1099511627776.0;     // 2^40
 inline constexpr double kFloatBinMaxAbs = 1.8446744073709552e19;  // 2^64
+// And on bins / (hi - lo), which the float paths multiply by in float: narrower bins (a range
+// of a few floats' spacing near zero, say) would make it infinite there.
+inline constexpr double kFloatBinMaxScale = 1.7014118346046923e38;  // 2^127
 // kPow2: |k| + bins at most 2^21 keeps every k + i, and x * 2^m for x in [lo, hi], well inside
 // (-2^22, 2^22), where the floor below is exact; the width's exponent stays far from float's
 // limits, so lo, hi and 2^m are normal floats.
@@ -124,7 +127,9 @@ inline FloatBinning PlanFloatBinning(const HistogramBinning& b, bool float_input
   int32_t k = 0;
   f.path = !float_input ? FloatBinPath::kDouble
            : detail::IsPow2Binning(b, &k) ? FloatBinPath::kPow2
-           : abs_max > kFloatBinMaxAbs || !(span <= kCheckedMaxSpan) ? FloatBinPath::kDouble
+           : abs_max > kFloatBinMaxAbs || !(span <= kCheckedMaxSpan) ||
+                   !(b.scale <= kFloatBinMaxScale)
+               ? FloatBinPath::kDouble
            : span <= kAdjacentMaxSpan ? FloatBinPath::kAdjacent
                                       : FloatBinPath::kChecked;
   if (f.path == FloatBinPath::kDouble) return f;

@@ -49,6 +49,14 @@ absl::Status ValidateRowResizeParams(size_t index, const OpSpec& op, const OpInf
         return absl::InvalidArgumentError(absl::StrCat(
             field, ": lo (", op.lo, ") must be below hi (", op.hi, ") with a finite hi - lo"));
       }
+      // The binning (kernels/common/histogram_bin.h) needs a bin width above zero and its
+      // inverse finite; np.histogram refuses such ranges too ("too many bins for data range").
+      if (!((op.hi - op.lo) / op.bins > 0) || !std::isfinite(op.bins / (op.hi - op.lo))) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(field, ": ", op.bins, " bins over [", op.lo, ", ", op.hi,
+                         "] would be narrower than the smallest double; use fewer bins or a "
+                         "wider range"));
+      }
       return absl::OkStatus();
     case OpKind::kConvolve:
       if (op.taps.empty() || op.taps.size() > kMaxConvolveTaps) {

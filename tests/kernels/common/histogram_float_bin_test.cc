@@ -98,7 +98,8 @@ const std::vector<Range> kAdjacentRanges = {
     {65536, -32768, 32768},                    {65536, 0, 16},       {100, -1, 3.7},
     {1000, 0.1, 0.7},   {7, -1e3, 1e3},        {1, 0, 1},            {3, -0.3, 0.1},
     {15, 65536, 65537}, {1000, 1000, 1001},    {1, 1e6, 1e6 + 0.96}, {255, -1e-3, 7e-4},
-    {4096, -1.5, 2.25}, {10, 0.1, 0.2},        {333, -7.25, -7.0}};
+    {4096, -1.5, 2.25}, {10, 0.1, 0.2},        {333, -7.25, -7.0},
+    {65536, 0, 1e-30},  {4, 0, 1e-37},         {3, -1e-37, 2e-37}};
 
 // Ranges of the pow2 path: power-of-two widths from 2^-10 to 2^12, lo negative, zero and
 // positive, the index limit |k| + bins = 2^21 reached, and widths at the exponent limit.
@@ -159,6 +160,13 @@ TEST(HistogramFloatBin, PathFollowsTheSpanLimits) {
   EXPECT_EQ(path(10, 1e6, 1e6 + 1), FloatBinPath::kChecked);
   EXPECT_EQ(path(10, 1e12, 1e12 + 1), FloatBinPath::kDouble);  // span 1e13 > 2^40
   EXPECT_EQ(path(10, -1e30, 1e30), FloatBinPath::kDouble);     // beyond 2^64
+  // Bins so narrow that bins / (hi - lo) overflows float: the double path, which places the
+  // values the way HistogramBin does (a float estimate would be NaN or infinite).
+  EXPECT_EQ(path(4, 0, 0x1p-124), FloatBinPath::kAdjacent);  // scale 2^126
+  EXPECT_EQ(path(4, 0, 0x1p-126), FloatBinPath::kDouble);    // scale 2^128
+  EXPECT_EQ(path(4, 0, 1e-50), FloatBinPath::kDouble);
+  EXPECT_EQ(path(65536, 0, 1e-30), FloatBinPath::kAdjacent);  // scale 6.6e34: a float
+  EXPECT_EQ(path(65536, 0, 1e-34), FloatBinPath::kDouble);    // scale 6.6e38: none
 }
 
 TEST(HistogramFloatBin, EstimateStaysInsideTheTable) {

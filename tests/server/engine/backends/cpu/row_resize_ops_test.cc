@@ -102,6 +102,12 @@ TEST(RowResizeValidation, HistogramParams) {
                 "ops[0] (histogram).hi", "finite");
   ExpectInvalid(Spec(DType::kFloat32, {8}, {Histogram(4, -1e308, 1e308)}), "ops[0] (histogram)",
                 "finite hi - lo");
+  // Bins narrower than the smallest double: no width to place values by.
+  ExpectInvalid(Spec(DType::kFloat32, {8}, {Histogram(65536, 0, 5e-324)}), "ops[0] (histogram)",
+                "narrower than the smallest double");
+  ExpectInvalid(Spec(DType::kFloat64, {8}, {Histogram(2, 0, 1e-308)}), "ops[0] (histogram)",
+                "narrower than the smallest double");
+  EXPECT_TRUE(Validate(Spec(DType::kFloat32, {8}, {Histogram(4, 0, 1e-300)})).ok());
 }
 
 TEST(RowResizeValidation, ConvolveTaps) {
