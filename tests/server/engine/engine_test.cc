@@ -720,6 +720,27 @@ TEST(EngineExplain, DryRunReportsThePlanAndRunsNothing) {
   EXPECT_EQ(sink->info().output_shape, (std::vector<int64_t>{4}));
 }
 
+// A dry run reads no input, so it may come without the bytes; bytes that are there must still
+// match the shape, and a job that runs must have them all.
+TEST(EngineExplain, ADryRunMayComeWithoutItsInput) {
+  auto engine = MakeEngine();
+  JobSpec spec = Spec({4, 8}, {{OpKind::kSoftmax}});
+  spec.dry_run = true;
+  auto sink = std::make_shared<RecordingSink>();
+  std::string none;
+  ASSERT_TRUE(engine->Submit(spec, none, sink).ok());
+  ASSERT_TRUE(sink->WaitDone());
+  EXPECT_TRUE(sink->status().ok());
+  EXPECT_EQ(sink->plans(), 1);
+  std::string some = AsBytes(std::vector<float>(5, 1.0f));
+  const absl::Status short_input = engine->Submit(spec, some, std::make_shared<RecordingSink>());
+  EXPECT_EQ(short_input.code(), absl::StatusCode::kInvalidArgument) << short_input;
+  spec.dry_run = false;
+  const absl::Status no_input = engine->Submit(spec, none, std::make_shared<RecordingSink>());
+  EXPECT_EQ(no_input.code(), absl::StatusCode::kInvalidArgument) << no_input;
+  EXPECT_NE(no_input.message().find("input.data: 0 bytes"), std::string::npos) << no_input;
+}
+
 TEST(EngineExplain, ExplainSendsThePlanBeforeTheResult) {
   auto engine = MakeEngine();
   auto sink = std::make_shared<RecordingSink>();
