@@ -1,13 +1,13 @@
 // How gpupiped listens: its server credentials (TLS, or mutual TLS that requires a client
-// certificate signed by a given CA), each stream's flow-control window, and the rule that an address other than loopback needs
-// TLS or tokens unless the operator says otherwise (--insecure).
+// certificate signed by a given CA), each stream's flow-control window, and the rule that an
+// address other than loopback needs TLS or tokens unless the operator says otherwise
+// (--insecure).
 #pragma once
 
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server_builder.h>
 
 #include <cstdint>
-
 #include <memory>
 #include <string>
 

@@ -490,18 +490,15 @@ TEST_F(RunStripesTest, CallsThatDisagreeRefuseTheRunOnAllOfThem) {
 TEST_F(RunStripesTest, AnInvalidSeatRefusesItsRunOnEveryCallAtOnce) {
   Start(std::chrono::seconds(10));  // refused at once, not at the timeout
   struct Case {
-    const char* key;
     bool spec_first;
     v1::RunStripes good, bad;
     const char* message;
   };
+  const std::string key_a(16, 'a'), key_b(16, 'b'), key_c(16, 'c');
   const Case cases[] = {
-      {"aaaaaaaaaaaaaaaa", true, Stripe("aaaaaaaaaaaaaaaa", 0, 2), Stripe("aaaaaaaaaaaaaaaa", 0, 2),
-       "join.index: 0"},
-      {"bbbbbbbbbbbbbbbb", true, Stripe("bbbbbbbbbbbbbbbb", 0, 3), Stripe("bbbbbbbbbbbbbbbb", 3, 3),
-       "join.index: 3"},
-      {"cccccccccccccccc", false, Stripe("cccccccccccccccc", 1, 2), Stripe("cccccccccccccccc", 1, 2),
-       "stripes.index: 1"},
+      {true, Stripe(key_a, 0, 2), Stripe(key_a, 0, 2), "join.index: 0"},
+      {true, Stripe(key_b, 0, 3), Stripe(key_b, 3, 3), "join.index: 3"},
+      {false, Stripe(key_c, 1, 2), Stripe(key_c, 1, 2), "stripes.index: 1"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.message);

@@ -239,7 +239,8 @@ TEST_F(RunTest, ADryRunIsAnsweredAtOnceWhateverFollowsItsSpec) {
   EXPECT_FALSE(read);
   EXPECT_TRUE(r->output.data().empty());
   // The daemon serves on.
-  absl::StatusOr<client::JobResult> real = Run(Spec({4}), AsBytes(std::vector<float>{-1, 2, -3, 4}));
+  absl::StatusOr<client::JobResult> real =
+      Run(Spec({4}), AsBytes(std::vector<float>{-1, 2, -3, 4}));
   ASSERT_TRUE(real.ok()) << real.status();
   EXPECT_EQ(AsFloats(real->output.data()), (std::vector<float>{0, 2, 0, 4}));
 }
