@@ -65,6 +65,10 @@ grpc::ChannelArguments ChannelArgs(const ChannelTarget& target) {
 
 }  // namespace
 
+bool IsMetadataValue(std::string_view value) {
+  return std::all_of(value.begin(), value.end(), [](char c) { return c >= ' ' && c <= '~'; });
+}
+
 absl::Status FromGrpcStatus(const grpc::Status& status) {
   if (status.ok()) return absl::OkStatus();
   const int code = static_cast<int>(status.error_code());
@@ -82,6 +86,17 @@ absl::StatusOr<std::unique_ptr<JobClient>> JobClient::Create(const std::string& 
   }
   if (options.tls_cert_pem.empty() != options.tls_key_pem.empty()) {
     return absl::InvalidArgumentError("a TLS client certificate and its key go together");
+  }
+  // Both travel as metadata, whose values gRPC takes as printable ASCII only (it aborts the
+  // process on anything else).
+  for (const auto& [name, value] : {std::pair<const char*, const std::string&>{
+                                        "client id", options.client_id},
+                                    {"token", options.token}}) {
+    if (!IsMetadataValue(value)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the ", name, " holds a byte gRPC metadata cannot carry (printable ASCII, ",
+                       "space to '~', only)"));
+    }
   }
   if (options.submit_attempts < 1) {
     return absl::InvalidArgumentError(

@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -23,11 +24,15 @@
 namespace gpupipe {
 namespace client {
 
+// Whether `value` can be sent as a gRPC metadata value: printable ASCII (space to '~').
+bool IsMetadataValue(std::string_view value);
+
 struct ClientOptions {
   // Deadline of each RPC, from its start. Must be positive.
   double deadline_seconds = 300;
   // Sent as the `client-id` metadata of every call: the daemon counts clients by their address
   // (or TLS identity), and this tells apart clients that share one. Empty: not sent.
+  // Printable ASCII (IsMetadataValue), as is the token: Create refuses other bytes.
   std::string client_id;
   // TLS, when any of these is set (PEM contents): the CA that signed the server's certificate
   // (empty: the system's roots), and a client certificate and key for mutual TLS.

@@ -222,6 +222,11 @@ absl::StatusOr<ChannelTarget> ResolveTarget(const std::string& target) {
     return out;
   }
   if (target.find(',') == std::string::npos) {
+    // Where the port can be told apart (HOST:PORT, [V6]:PORT), it is checked as a list's is:
+    // gRPC would take 117597 as 117597 mod 65536, another daemon's port.
+    if (absl::StartsWith(target, "[") || std::count(target.begin(), target.end(), ':') == 1) {
+      if (absl::StatusOr<Entry> entry = ParseEntry(target); !entry.ok()) return entry.status();
+    }
     ChannelTarget out;
     out.uri = TargetWithPort(target);
     return out;

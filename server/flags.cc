@@ -20,6 +20,29 @@ absl::Status ParseInt(const std::string& flag, const std::string& value, int64_t
   return absl::OkStatus();
 }
 
+// A listening address's port, where it has one (not a Unix socket): 0 (any free port) to
+// 65535. gRPC would take 117608 as 117608 mod 65536 and listen there.
+absl::Status CheckListenPort(const std::string& flag, const std::string& address) {
+  if (absl::StartsWith(address, "unix:") || absl::StartsWith(address, "unix-abstract:")) {
+    return absl::OkStatus();
+  }
+  const size_t colon = address.rfind(':');
+  const size_t bracket = address.rfind(']');
+  if (colon == std::string::npos || (bracket != std::string::npos && colon < bracket)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, ": expected HOST:PORT or [IPV6]:PORT, got '", address, "'"));
+  }
+  const std::string port = address.substr(colon + 1);
+  int64_t v = 0;
+  if (port.empty() || port.find_first_not_of("0123456789") != std::string::npos ||
+      !absl::SimpleAtoi(port, &v) || v > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        flag, ": the port must be 0 (any free port) to 65535, got '", port, "' in '", address,
+        "'"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status ParseDeviceMemory(const std::string& value, double* fraction, int64_t* bytes) {
@@ -269,10 +292,14 @@ absl::StatusOr<DaemonOptions> ParseFlags(const std::vector<std::string>& args) {
       auto v = take_value();
       if (!v.ok()) return v.status();
       if (v->empty()) return absl::InvalidArgumentError("--listen: empty address");
+      if (absl::Status bad = CheckListenPort(flag, *v); !bad.ok()) return bad;
       o.listen = *v;
     } else if (flag == "--priority-listen") {
       auto v = take_value();
       if (!v.ok()) return v.status();
+      if (!v->empty()) {
+        if (absl::Status bad = CheckListenPort(flag, *v); !bad.ok()) return bad;
+      }
       o.priority_listen = *v;
     } else if (flag == "--priority-min") {
       auto v = take_value();
@@ -285,6 +312,9 @@ absl::StatusOr<DaemonOptions> ParseFlags(const std::vector<std::string>& args) {
     } else if (flag == "--metrics-listen") {
       auto v = take_value();
       if (!v.ok()) return v.status();
+      if (!v->empty()) {
+        if (absl::Status bad = CheckListenPort(flag, *v); !bad.ok()) return bad;
+      }
       o.metrics_listen = *v;
     } else if (flag == "--device-memory") {
       auto v = take_value();

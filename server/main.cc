@@ -22,9 +22,7 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
-#include <fstream>
 #include <iostream>
-#include <sstream>
 #include <limits>
 #include <memory>
 #include <mutex>
@@ -82,21 +80,17 @@ void Log(const std::string& line) { TheLog().Info(line); }
 void Warn(const std::string& line) { TheLog().Warning(line); }
 void Fail(const std::string& line) { TheLog().Error(line); }
 
-// The contents of `path`, or why not, naming it.
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream contents;
-  if (in) contents << in.rdbuf();
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  return contents.str();
-}
-
 absl::StatusOr<std::shared_ptr<const rpc::TokenTable>> LoadTokens(const std::string& path) {
-  absl::StatusOr<std::string> text = ReadFile(path);
+  absl::StatusOr<std::string> text = ReadConfigFile(path);
   if (!text.ok()) return text.status();
   absl::StatusOr<std::shared_ptr<const rpc::TokenTable>> tokens = rpc::TokenTable::Parse(*text);
   if (!tokens.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", tokens.status().message()));
+  }
+  // A table without a token would refuse every call: more likely a file emptied by mistake.
+  if ((*tokens)->size() == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": holds no token (lines of name:token)"));
   }
   return tokens;
 }
@@ -181,7 +175,7 @@ int Run(const DaemonOptions& options) {
                            std::pair{&options.tls_key, &security.tls_key_pem},
                            std::pair{&options.tls_client_ca, &security.tls_client_ca_pem}}) {
     if (path->empty()) continue;
-    absl::StatusOr<std::string> contents = ReadFile(*path);
+    absl::StatusOr<std::string> contents = ReadConfigFile(*path);
     if (!contents.ok()) {
       Fail(std::string(contents.status().message()));
       return 1;

@@ -15,6 +15,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "client/enum_names.h"
+#include "client/job_client.h"
 #include "client/ops_grammar.h"
 #include "client/suggest.h"
 
@@ -408,6 +409,9 @@ absl::StatusOr<Args> ParseArgs(const std::vector<std::string>& argv) {
       if (value.empty() || value.size() > kMaxClientIdBytes) {
         return Usage(
             absl::StrCat("--client-id: 1 to ", kMaxClientIdBytes, " bytes, got ", value.size()));
+      }
+      if (!client::IsMetadataValue(value)) {
+        return Usage("--client-id: printable ASCII only (space to '~'), as gRPC metadata is");
       }
       args.client_id = value;
     } else if (name == "--tls-ca" || name == "--tls-cert" || name == "--tls-key" ||

@@ -44,6 +44,16 @@ TEST(ResolveTargetTest, OneDaemonIsAsBefore) {
   }
 }
 
+TEST(ResolveTargetTest, APortOutsideOneTo65535IsRefused) {
+  for (const char* target : {"127.0.0.1:117597", "127.0.0.1:-13475", "gpu7:0", "gpu7:65536",
+                             "[::1]:70000", "gpu7:port"}) {
+    const absl::Status s = ErrorOf(target);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << target;
+    EXPECT_NE(s.message().find("the port must be 1 to 65535"), std::string::npos) << s;
+  }
+  EXPECT_EQ(MustResolve("gpu7:65535").uri, "gpu7:65535");
+}
+
 TEST(ResolveTargetTest, ADnsNameOrAnAddressListUriIsBalanced) {
   const ChannelTarget dns = MustResolve("dns:///gpupipe.default.svc:50051");
   EXPECT_EQ(dns.uri, "dns:///gpupipe.default.svc:50051");

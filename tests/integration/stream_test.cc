@@ -38,6 +38,66 @@ void FillPattern(uint64_t first, float* out, size_t n) {
 
 int64_t ResidentBytes(pid_t pid) { return ProcStatusBytes(pid, "VmRSS"); }
 
+using RunStream = grpc::ClientReaderWriter<v1::RunRequest, v1::JobEvent>;
+
+// A relu job over `n` float32 pattern values: writes its spec on `stream` (false when that
+// fails), then starts a thread that uploads the pattern in messages of `piece` bytes (whole
+// floats), adding each message's bytes to `sent` and ending with WritesDone; `ok` goes false
+// where a write fails.
+bool StartReluUpload(RunStream* stream, int64_t n, int64_t piece, std::atomic<int64_t>* sent,
+                     std::atomic<bool>* ok, std::thread* uploader) {
+  v1::RunRequest message;
+  v1::SubmitRequest* spec = message.mutable_spec();
+  spec->mutable_input()->set_dtype(v1::DTYPE_FLOAT32);
+  spec->mutable_input()->add_shape(n);
+  spec->add_ops()->mutable_relu();
+  if (!stream->Write(message)) return false;
+  *uploader = std::thread([stream, bytes = n * 4, piece, sent, ok] {
+    v1::RunRequest data_message;
+    for (int64_t at = 0; at < bytes; at += piece) {
+      const int64_t len = std::min(piece, bytes - at);
+      std::string* data = data_message.mutable_data();
+      data->resize(static_cast<size_t>(len));
+      FillPattern(static_cast<uint64_t>(at / 4), reinterpret_cast<float*>(data->data()),
+                  static_cast<size_t>(len / 4));
+      if (!stream->Write(data_message)) {
+        *ok = false;
+        return;
+      }
+      *sent += len;
+    }
+    *ok = stream->WritesDone();
+  });
+  return true;
+}
+
+// Reads `stream` to its end and checks that its result chunks are relu of the pattern, in
+// order, and that an OK Done came; returns the result's bytes.
+int64_t ReadReluResult(RunStream* stream) {
+  v1::JobEvent event;
+  int64_t offset = 0;
+  bool done = false;
+  std::vector<float> want;
+  while (stream->Read(&event)) {
+    if (event.has_chunk()) {
+      EXPECT_EQ(event.chunk().offset(), offset);
+      const std::string& data = event.chunk().data();
+      EXPECT_EQ(data.size() % 4, 0u);
+      want.resize(data.size() / 4);
+      FillPattern(static_cast<uint64_t>(offset / 4), want.data(), want.size());
+      for (float& v : want) v = v > 0 ? v : 0.0f;
+      EXPECT_EQ(std::memcmp(data.data(), want.data(), want.size() * 4), 0)
+          << "wrong result near byte " << offset;
+      offset += static_cast<int64_t>(data.size());
+    } else if (event.has_done()) {
+      EXPECT_EQ(event.done().code(), 0) << event.done().message();
+      done = true;
+    }
+  }
+  EXPECT_TRUE(done);
+  return offset;
+}
+
 class StreamTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -116,37 +176,16 @@ TEST_F(StreamTest, TwoGiBInputThroughTheCli) {
 TEST_F(StreamTest, ASlowReaderHoldsTheJobNotTheDaemonsMemory) {
   // relu on 2^28 float32: 1 GiB in, 1 GiB out.
   const int64_t n = int64_t{1} << 28;
-  const int64_t bytes = n * 4;
   auto channel = grpc::CreateChannel(daemon_->target(), grpc::InsecureChannelCredentials());
   auto stub = v1::JobService::NewStub(channel);
   grpc::ClientContext context;
-  std::unique_ptr<grpc::ClientReaderWriter<v1::RunRequest, v1::JobEvent>> stream =
-      stub->Run(&context);
-  v1::RunRequest message;
-  v1::SubmitRequest* spec = message.mutable_spec();
-  spec->mutable_input()->set_dtype(v1::DTYPE_FLOAT32);
-  spec->mutable_input()->add_shape(n);
-  spec->add_ops()->mutable_relu();
-  ASSERT_TRUE(stream->Write(message));
+  std::unique_ptr<RunStream> stream = stub->Run(&context);
   // The upload runs beside the reader, as a streaming client's must: the daemon takes input
   // only as fast as the job consumes it, and the job waits for the reader.
+  std::atomic<int64_t> sent{0};
   std::atomic<bool> upload_ok{true};
-  std::thread uploader([&] {
-    const int64_t piece = (1 << 20) - 4096;  // whole floats, under 1 MiB
-    v1::RunRequest data_message;
-    for (int64_t at = 0; at < bytes; at += piece) {
-      const int64_t len = std::min(piece, bytes - at);
-      std::string* data = data_message.mutable_data();
-      data->resize(static_cast<size_t>(len));
-      FillPattern(static_cast<uint64_t>(at / 4), reinterpret_cast<float*>(data->data()),
-                  static_cast<size_t>(len / 4));
-      if (!stream->Write(data_message)) {
-        upload_ok = false;
-        return;
-      }
-    }
-    upload_ok = stream->WritesDone();
-  });
+  std::thread uploader;
+  ASSERT_TRUE(StartReluUpload(stream.get(), n, (1 << 20) - 4096, &sent, &upload_ok, &uploader));
 
   // Read nothing for 10 s while the job computes and then wants to stream its 1 GiB result.
   int64_t peak = 0;
@@ -163,32 +202,11 @@ TEST_F(StreamTest, ASlowReaderHoldsTheJobNotTheDaemonsMemory) {
   EXPECT_LT(peak, bound) << "peak VmRSS " << (peak >> 20) << " MiB while the client read nothing";
 
   // Now read everything: the result is whole and right.
-  v1::JobEvent event;
-  int64_t expected_offset = 0;
-  bool done = false;
-  std::vector<float> want;
-  while (stream->Read(&event)) {
-    if (event.has_chunk()) {
-      ASSERT_EQ(event.chunk().offset(), expected_offset);
-      const std::string& data = event.chunk().data();
-      ASSERT_EQ(data.size() % 4, 0u);
-      want.resize(data.size() / 4);
-      FillPattern(static_cast<uint64_t>(expected_offset / 4), want.data(), want.size());
-      for (float& v : want) v = v > 0 ? v : 0.0f;
-      ASSERT_EQ(std::memcmp(data.data(), want.data(), data.size()), 0)
-          << "wrong result near byte " << expected_offset;
-      expected_offset += static_cast<int64_t>(data.size());
-    } else if (event.has_done()) {
-      EXPECT_EQ(event.done().code(), 0) << event.done().message();
-      done = true;
-    }
-  }
+  EXPECT_EQ(ReadReluResult(stream.get()), n * 4);
   uploader.join();
   EXPECT_TRUE(upload_ok);
   const grpc::Status status = stream->Finish();
   EXPECT_TRUE(status.ok()) << status.error_message();
-  EXPECT_TRUE(done);
-  EXPECT_EQ(expected_offset, bytes);
   std::printf("peak daemon VmRSS while the reader stalled: %lld MiB (bound %lld MiB)\n",
               static_cast<long long>(peak >> 20), static_cast<long long>(bound >> 20));
 }
@@ -296,33 +314,12 @@ TEST(StalledUploads, AStalledUploadIsAheadOnlyByItsRingAndTheWindows) {
       grpc::CreateCustomChannel(daemon.target(), grpc::InsecureChannelCredentials(), args);
   auto stub = v1::JobService::NewStub(channel);
   grpc::ClientContext context;
-  auto stream = stub->Run(&context);
+  std::unique_ptr<RunStream> stream = stub->Run(&context);
   const int64_t n = int64_t{1} << 25;  // 128 MiB of float32
-  const int64_t bytes = n * 4;
-  v1::RunRequest message;
-  v1::SubmitRequest* spec = message.mutable_spec();
-  spec->mutable_input()->set_dtype(v1::DTYPE_FLOAT32);
-  spec->mutable_input()->add_shape(n);
-  spec->add_ops()->mutable_relu();
-  ASSERT_TRUE(stream->Write(message));
   std::atomic<int64_t> sent{0};
   std::atomic<bool> upload_ok{true};
-  std::thread uploader([&] {
-    const int64_t piece = int64_t{1} << 18;  // 256 KiB: whole floats
-    v1::RunRequest data_message;
-    for (int64_t at = 0; at < bytes; at += piece) {
-      std::string* data = data_message.mutable_data();
-      data->resize(static_cast<size_t>(piece));
-      FillPattern(static_cast<uint64_t>(at / 4), reinterpret_cast<float*>(data->data()),
-                  static_cast<size_t>(piece / 4));
-      if (!stream->Write(data_message)) {
-        upload_ok = false;
-        return;
-      }
-      sent = at + piece;
-    }
-    upload_ok = stream->WritesDone();
-  });
+  std::thread uploader;
+  ASSERT_TRUE(StartReluUpload(stream.get(), n, int64_t{1} << 18, &sent, &upload_ok, &uploader));
   // Read nothing until the upload has not moved for 1 s.
   int64_t last = -1;
   for (int i = 0; i < 60 && sent != last; ++i) {
@@ -338,31 +335,11 @@ TEST(StalledUploads, AStalledUploadIsAheadOnlyByItsRingAndTheWindows) {
   EXPECT_GT(ahead, 0);
   std::printf("a stalled upload got %.2f MiB ahead of its job (bound %.2f MiB)\n",
               static_cast<double>(ahead) / (1 << 20), static_cast<double>(bound) / (1 << 20));
-  v1::JobEvent event;
-  int64_t expected_offset = 0;
-  bool done = false;
-  std::vector<float> want;
-  while (stream->Read(&event)) {
-    if (event.has_chunk()) {
-      ASSERT_EQ(event.chunk().offset(), expected_offset);
-      const std::string& data = event.chunk().data();
-      want.resize(data.size() / 4);
-      FillPattern(static_cast<uint64_t>(expected_offset / 4), want.data(), want.size());
-      for (float& v : want) v = v > 0 ? v : 0.0f;
-      ASSERT_EQ(std::memcmp(data.data(), want.data(), data.size()), 0)
-          << "wrong result near byte " << expected_offset;
-      expected_offset += static_cast<int64_t>(data.size());
-    } else if (event.has_done()) {
-      EXPECT_EQ(event.done().code(), 0) << event.done().message();
-      done = true;
-    }
-  }
+  EXPECT_EQ(ReadReluResult(stream.get()), n * 4);
   uploader.join();
   EXPECT_TRUE(upload_ok);
   const grpc::Status status = stream->Finish();
   EXPECT_TRUE(status.ok()) << status.error_message();
-  EXPECT_TRUE(done);
-  EXPECT_EQ(expected_offset, bytes);
 }
 
 // Uploads that send their spec and then nothing, one per lane of every priority: each job ends

@@ -1,7 +1,7 @@
 // gpupiped's memory and scheduling flags: --device-memory as a percentage or a size,
 // --chunk-mib, --input-ring-mib, --input-ring-total-mib, --priority-hold-ms,
 // --direct-run-max-kib, --max-client-unread-mib, --max-unread-mib, --rpc-stream-window-kib,
-// the priority listener's.
+// the listening addresses' ports, the priority listener's.
 #include "server/flags.h"
 
 #include <gtest/gtest.h>
@@ -55,6 +55,23 @@ TEST(Flags, InputRingsDefaultTo64MiBPerUploadIn512MiBAndZeroTurnsUploadsOff) {
   ASSERT_FALSE(o.ok());
   EXPECT_NE(o.status().message().find("--input-ring-total-mib"), std::string::npos)
       << o.status();
+}
+
+TEST(Flags, ListeningPortsAreZeroTo65535) {
+  for (const char* flag : {"--listen", "--priority-listen", "--metrics-listen"}) {
+    for (const char* bad : {"127.0.0.1:117608", "127.0.0.1:-1", "127.0.0.1:", "127.0.0.1",
+                            "[::1]:65536", "[::1]", "host:port"}) {
+      absl::StatusOr<DaemonOptions> o = ParseFlags({flag, bad});
+      ASSERT_FALSE(o.ok()) << flag << " " << bad;
+      EXPECT_EQ(o.status().code(), absl::StatusCode::kInvalidArgument);
+      EXPECT_NE(o.status().message().find(flag), std::string::npos) << o.status();
+    }
+  }
+  for (const char* good : {"127.0.0.1:0", "0.0.0.0:65535", "[::]:50051", "localhost:7",
+                           "unix:/run/gpupipe.sock"}) {
+    EXPECT_TRUE(ParseFlags({"--listen", good}).ok()) << good;
+  }
+  EXPECT_TRUE(ParseFlags({"--metrics-listen", ""}).ok());  // no metrics
 }
 
 TEST(Flags, StreamWindowIs4MiBByDefaultAndZeroLeavesItToGrpc) {

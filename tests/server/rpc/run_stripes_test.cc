@@ -157,6 +157,12 @@ class RunStripesTest : public ::testing::Test {
     }
     return {call.stream->Finish(), done};
   }
+  // Reads the rest of the call and expects an OK Done and an OK status.
+  static void ExpectEndsOk(RawCall& call) {
+    auto [status, done] = Drain(call);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    EXPECT_EQ(done, 0);
+  }
 
   std::unique_ptr<engine::Engine> engine_;
   std::unique_ptr<JobServiceImpl> service_;
@@ -227,12 +233,8 @@ TEST_F(RunStripesTest, JoinsMayComeBeforeTheSpec) {
   ASSERT_TRUE(SendData(*c1, bytes.substr(20)));     // message 1
   c0->stream->WritesDone();
   c1->stream->WritesDone();
-  auto [s0, d0] = Drain(*c0);
-  auto [s1, d1] = Drain(*c1);
-  EXPECT_TRUE(s0.ok()) << s0.error_message();
-  EXPECT_TRUE(s1.ok()) << s1.error_message();
-  EXPECT_EQ(d0, 0);
-  EXPECT_EQ(d1, 0);
+  ExpectEndsOk(*c0);
+  ExpectEndsOk(*c1);
 }
 
 // A dry run split over calls reads no input on any of them: each call gets the plan and an
@@ -246,12 +248,8 @@ TEST_F(RunStripesTest, ADryRunEndsEveryCallAtOnce) {
   ASSERT_TRUE(SendSpec(*c0, spec, Stripe(kKey, 0, 2)));
   SendData(*c1, std::string(4096, '\0'));  // may fail: the call may be over already
   c1->stream->WritesDone();
-  auto [s0, d0] = Drain(*c0);
-  auto [s1, d1] = Drain(*c1);
-  EXPECT_TRUE(s0.ok()) << s0.error_message();
-  EXPECT_TRUE(s1.ok()) << s1.error_message();
-  EXPECT_EQ(d0, 0);
-  EXPECT_EQ(d1, 0);
+  ExpectEndsOk(*c0);
+  ExpectEndsOk(*c1);
   const std::string bytes(4 * 1024 * 4, '\0');
   absl::StatusOr<std::unique_ptr<client::JobClient>> client = client::JobClient::Create(target_);
   ASSERT_TRUE(client.ok()) << client.status();
