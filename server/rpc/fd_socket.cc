@@ -7,8 +7,12 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <cstdint>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -140,9 +144,17 @@ void FdSocket::Serve() {
   std::vector<Connection> connections;
   std::vector<pollfd> polled;
   while (true) {
+    // Close the passed descriptors whose tickets expired, and wake for the next to expire.
+    const Clock::time_point next_expiry = tickets_->ExpireDue();
     const Clock::time_point now = Clock::now();
     // Drop the connections whose time is up; wait until the next deadline at most.
     int wait_ms = -1;
+    if (next_expiry != Clock::time_point::max()) {
+      wait_ms = static_cast<int>(std::min<int64_t>(
+          std::chrono::duration_cast<std::chrono::milliseconds>(next_expiry - now).count() + 1,
+          std::numeric_limits<int>::max()));
+      wait_ms = std::max(wait_ms, 0);
+    }
     for (auto it = connections.begin(); it != connections.end();) {
       if (it->deadline <= now) {
         close(it->fd);

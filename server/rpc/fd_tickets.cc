@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "common/random_id.h"
 
@@ -46,6 +48,14 @@ size_t FdTickets::pending() {
   std::lock_guard<std::mutex> lock(mu_);
   ExpireLocked(Clock::now());
   return pending_.size();
+}
+
+FdTickets::Clock::time_point FdTickets::ExpireDue() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ExpireLocked(Clock::now());
+  Clock::time_point next = Clock::time_point::max();
+  for (const auto& [ticket, pending] : pending_) next = std::min(next, pending.expires);
+  return next;
 }
 
 void FdTickets::ExpireLocked(Clock::time_point now) {

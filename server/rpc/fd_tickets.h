@@ -2,7 +2,8 @@
 // each waiting under a random ticket until a RegisterRegion call with that ticket takes it.
 // The ticket is the capability: 128 random bits, good once and for `ttl`. At most
 // `max_pending` descriptors wait at once, so a client that passes descriptors and never
-// registers them holds a bounded number of the daemon's files, each for a bounded time.
+// registers them holds a bounded number of the daemon's files, each for a bounded time
+// (ExpireDue closes them on time).
 //
 // Thread safety: every method may be called from any thread.
 #pragma once
@@ -33,6 +34,10 @@ class FdTickets {
   // already or expired.
   absl::StatusOr<int> Take(const std::string& ticket);
   size_t pending();
+  // Closes the descriptors whose time is up, and answers when the next one's is
+  // (Clock::time_point::max() for none). The region socket calls it as it serves, so that a
+  // descriptor nobody asks for is closed when its ticket expires, not at the next Put or Take.
+  Clock::time_point ExpireDue();
 
  private:
   struct Pending {

@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <thread>
@@ -97,6 +98,30 @@ TEST_F(FdSocketTest, TicketsExpireAndAreBounded) {
   EXPECT_EQ(tickets.pending(), 0u);  // expired, and their descriptors closed
   EXPECT_EQ(tickets.Take(*first).status().code(), absl::StatusCode::kNotFound);
   EXPECT_TRUE(client::PassDescriptor(path_, memfd).ok());  // room again
+  close(memfd);
+}
+
+// A passed descriptor that nobody registers is closed when its ticket expires, with no other
+// call to the tickets to notice: the daemon holds no file past a ticket's life.
+TEST_F(FdSocketTest, AnExpiredTicketsDescriptorIsClosedOnTime) {
+  const auto open_fds = [] {
+    int n = 0;
+    for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+      (void)entry;
+      ++n;
+    }
+    return n;
+  };
+  FdTickets tickets(8, milliseconds(200));
+  std::unique_ptr<FdSocket> socket = Listen(&tickets);
+  const int memfd = memfd_create("gpupipe-test", MFD_CLOEXEC);
+  ASSERT_GE(memfd, 0);
+  const int before = open_fds();
+  ASSERT_TRUE(client::PassDescriptor(path_, memfd).ok());
+  ASSERT_TRUE(client::PassDescriptor(path_, memfd).ok());
+  EXPECT_EQ(open_fds(), before + 2);  // the daemon's copies, waiting under their tickets
+  std::this_thread::sleep_for(milliseconds(600));
+  EXPECT_EQ(open_fds(), before);
   close(memfd);
 }
 
