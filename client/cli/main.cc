@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -98,10 +99,17 @@ int FailRpc(const Reporter& reporter, const Args& args, const absl::Status& stat
 
 // The contents of `path` (named by `flag` in errors).
 absl::StatusOr<std::string> ReadSmallFile(const std::string& flag, const std::string& path) {
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(path, error)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, ": ", path, " is not a regular file (or cannot be read)"));
+  }
   std::ifstream in(path, std::ios::binary);
   std::ostringstream contents;
   if (in) contents << in.rdbuf();
   if (!in) return absl::InvalidArgumentError(absl::StrCat(flag, ": cannot read ", path));
+  if (contents.str().empty()) return absl::InvalidArgumentError(absl::StrCat(flag, ": ", path,
+                                                                             " is empty"));
   return contents.str();
 }
 
@@ -140,6 +148,10 @@ absl::StatusOr<std::unique_ptr<client::JobClient>> Connect(const Args& args,
   // A token file holds the token and perhaps a line end.
   while (!options.token.empty() && std::isspace(static_cast<unsigned char>(options.token.back()))) {
     options.token.pop_back();
+  }
+  if (!args.token_file.empty() && options.token.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--token-file: ", args.token_file, " holds no token"));
   }
   return client::JobClient::Create(args.target, options);
 }

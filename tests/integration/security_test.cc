@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include <chrono>
 #include <fstream>
@@ -224,6 +225,44 @@ TEST_F(Tokens, SighupReReadsTheTokensAndABrokenFileKeepsThoseInForce) {
   kill(daemon.pid(), SIGHUP);
   ASSERT_TRUE(daemon.WaitForLog("SIGHUP: kept the tokens in force")) << daemon.log();
   EXPECT_TRUE(RunJob(daemon.target(), WithToken(next)).ok());
+  // An emptied file would refuse every call: it keeps the tokens in force too.
+  WriteText(file(), "");
+  kill(daemon.pid(), SIGHUP);
+  ASSERT_TRUE(daemon.WaitForLog("holds no token")) << daemon.log();
+  EXPECT_TRUE(RunJob(daemon.target(), WithToken(next)).ok());
+  // A FIFO in the file's place is refused without being read: the signal thread, which would
+  // block reading it, still stops the daemon on SIGTERM.
+  ASSERT_EQ(unlink(file().c_str()), 0);
+  ASSERT_EQ(mkfifo(file().c_str(), 0600), 0);
+  kill(daemon.pid(), SIGHUP);
+  ASSERT_TRUE(daemon.WaitForLog("not a regular file")) << daemon.log();
+  EXPECT_TRUE(RunJob(daemon.target(), WithToken(next)).ok());
+  EXPECT_EQ(daemon.Terminate(std::chrono::seconds(10)), 0) << daemon.log();
+}
+
+// The CLI refuses a token file that holds no token, and a client id or token that gRPC
+// metadata cannot carry, with a usage error rather than a call without them (or an abort).
+TEST_F(Tokens, TheCliRefusesTokensAndClientIdsItCannotSend) {
+  WriteText(dir_ + "/empty", "\n");
+  const std::string target = "127.0.0.1:1";  // never reached
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"--token-file", dir_ + "/empty"},
+        std::vector<std::string>{"--token-file", dir_},
+        std::vector<std::string>{"--client-id", "caf\xc3\xa9"},
+        std::vector<std::string>{"--client-id", "a\nb"}}) {
+    std::vector<std::string> command = {CliBinary(), "--target", target};
+    command.insert(command.end(), args.begin(), args.end());
+    command.push_back("describe");
+    CommandResult r = RunCommand(command);
+    EXPECT_EQ(r.exit_code, 2) << args[0] << " " << args[1] << ": " << r.err;
+    EXPECT_NE(r.err.find(args[0]), std::string::npos) << r.err;
+  }
+  setenv("GPUPIPE_TOKEN", "line\nbreak-in-the-middle", 1);
+  CommandResult r = RunCommand({CliBinary(), "--target", target, "describe"});
+  unsetenv("GPUPIPE_TOKEN");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("the token holds a byte gRPC metadata cannot carry"), std::string::npos)
+      << r.err;
 }
 
 TEST_F(Tokens, TheCliTakesTlsAndTokensFromFlagsAndTheEnvironment) {

@@ -104,6 +104,15 @@ absl::Status RegionRegistry::Reserve(const std::string& client, int64_t bytes) {
   const int64_t my_bytes = mine == accounts_->by_client.end() ? 0 : mine->second;
   auto count = accounts_->regions_by_client.find(client);
   const int my_regions = count == accounts_->regions_by_client.end() ? 0 : count->second;
+  // Larger than a limit itself: no unregistering makes room.
+  for (const auto& [limit, flag] : {std::pair{limits_.max_bytes, "--max-region-gib"},
+                                    std::pair{limits_.max_client_bytes, "--max-client-region-gib"}}) {
+    if (size > limit) {
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "region of %.2f GiB: over the %.2f GiB the server maps at most (gpupiped %s)",
+          Gib(size), Gib(limit), flag));
+    }
+  }
   if (size > limits_.max_bytes - accounts_->total) {
     return absl::ResourceExhaustedError(absl::StrFormat(
         "region of %.2f GiB: the server has %.2f of its %.2f GiB for regions mapped "

@@ -100,6 +100,14 @@ TEST(RegionRegistry, EveryLimitIsEnforcedAndNamesItsFlag) {
   EXPECT_EQ(over_total.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_NE(over_total.status().message().find("--max-region-gib"), std::string::npos);
   EXPECT_EQ(registry.mapped_bytes(), 10 * kPage);
+  // A region larger than a limit itself is told so: no unregistering would make room.
+  auto huge = Object(8 * kPage);
+  absl::StatusOr<RegionInfo> never = registry.Register("dave", huge->name(), 0);
+  EXPECT_EQ(never.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(never.status().message().find("over the"), std::string::npos) << never.status();
+  EXPECT_NE(never.status().message().find("--max-client-region-gib"), std::string::npos)
+      << never.status();
+  EXPECT_EQ(never.status().message().find("unregister"), std::string::npos) << never.status();
 
   // However many client ids a caller takes, the server's count of regions bounds them.
   RegionLimits few;
