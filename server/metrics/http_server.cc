@@ -7,9 +7,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <deque>
+#include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -20,23 +24,8 @@ namespace {
 constexpr size_t kMaxRequestBytes = 8192;
 constexpr std::chrono::milliseconds kRequestTimeout{1000};
 constexpr std::chrono::milliseconds kResponseTimeout{2000};
-
-// Sends `bytes` within kResponseTimeout in all, however slowly the client reads; then gives up.
-void SendAll(int fd, const std::string& bytes) {
-  const auto deadline = std::chrono::steady_clock::now() + kResponseTimeout;
-  size_t sent = 0;
-  while (sent < bytes.size()) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    pollfd p{fd, POLLOUT, 0};
-    if (left.count() <= 0 || poll(&p, 1, static_cast<int>(left.count())) <= 0) return;
-    const ssize_t n =
-        send(fd, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) continue;
-    if (n <= 0) return;
-    sent += static_cast<size_t>(n);
-  }
-}
+// Connections open at once; a new one beyond takes the place of the oldest.
+constexpr size_t kMaxConnections = 64;
 
 std::string Response(int code, const char* reason, const std::string& content_type,
                      const std::string& body) {
@@ -70,7 +59,8 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string&
         absl::StrCat("--metrics-listen ", address, ": ", gai_strerror(rc)));
   }
   std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> guard(found, &freeaddrinfo);
-  const int fd = socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  // Non-blocking: the loop accepts every pending connection, then goes back to poll.
+  const int fd = socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return absl::InternalError(absl::StrCat("socket: ", std::strerror(errno)));
   // Every scrape leaves this side's end of its connection in TIME_WAIT (the server closes
   // first); without SO_REUSEADDR a restarted daemon could not bind the port for a minute. (A
@@ -100,45 +90,102 @@ HttpServer::~HttpServer() {
   close(fd_);
 }
 
+// One connection: its request as it arrives, then its answer as the client takes it, each
+// within its own deadline.
+struct HttpServer::Connection {
+  int fd;
+  std::chrono::steady_clock::time_point deadline;
+  std::string request;
+  std::string answer;  // empty while the request is still coming
+  size_t sent = 0;
+};
+
 void HttpServer::Loop() {
+  using Clock = std::chrono::steady_clock;
+  std::deque<Connection> connections;  // oldest first
+  std::vector<pollfd> polled;
   while (!stop_) {
-    pollfd p{fd_, POLLIN, 0};
-    if (poll(&p, 1, 200) <= 0) continue;  // wakes to notice stop_
-    const int connection = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (connection < 0) continue;
-    Serve(connection);
-    close(connection);
+    const Clock::time_point now = Clock::now();
+    // Drop the connections whose time is up; wake for the next deadline (or stop_).
+    int wait_ms = 200;
+    for (auto it = connections.begin(); it != connections.end();) {
+      if (it->deadline <= now) {
+        close(it->fd);
+        it = connections.erase(it);
+        continue;
+      }
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(it->deadline - now).count() + 1;
+      wait_ms = std::min<int>(wait_ms, static_cast<int>(left));
+      ++it;
+    }
+    polled.assign({pollfd{fd_, POLLIN, 0}});
+    for (const Connection& c : connections) {
+      polled.push_back(pollfd{c.fd, static_cast<short>(c.answer.empty() ? POLLIN : POLLOUT), 0});
+    }
+    if (poll(polled.data(), polled.size(), wait_ms) <= 0) continue;
+    // Serve those that can go on; a connection done or broken is closed.
+    std::deque<Connection> open;
+    for (size_t i = 0; i < connections.size(); ++i) {
+      Connection& c = connections[i];
+      if (polled[i + 1].revents == 0 || Serve(c)) {
+        open.push_back(std::move(c));
+      } else {
+        close(c.fd);
+      }
+    }
+    connections.swap(open);
+    if ((polled[0].revents & POLLIN) != 0) {
+      while (true) {
+        const int fd = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0) break;
+        // A client that holds many connections open (saying nothing, trickling, not reading)
+        // cannot keep a scrape out: the newest connection takes the oldest one's place.
+        if (connections.size() >= kMaxConnections) {
+          close(connections.front().fd);
+          connections.pop_front();
+        }
+        connections.push_back(Connection{fd, Clock::now() + kRequestTimeout, {}, {}, 0});
+      }
+    }
   }
+  for (const Connection& c : connections) close(c.fd);
 }
 
-void HttpServer::Serve(int connection) {
-  // The whole request within kRequestTimeout, however slowly its bytes trickle in.
-  const auto deadline = std::chrono::steady_clock::now() + kRequestTimeout;
-  std::string request;
-  char buf[1024];
-  while (request.find("\r\n\r\n") == std::string::npos && request.size() < kMaxRequestBytes) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    pollfd p{connection, POLLIN, 0};
-    if (left.count() <= 0 || poll(&p, 1, static_cast<int>(left.count())) <= 0) return;
-    const ssize_t n = recv(connection, buf, sizeof(buf), 0);
-    if (n <= 0) return;
-    request.append(buf, static_cast<size_t>(n));
+bool HttpServer::Serve(Connection& c) {
+  if (c.answer.empty()) {
+    char buf[1024];
+    const ssize_t n = recv(c.fd, buf, sizeof(buf), MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return true;
+    if (n <= 0) return false;
+    c.request.append(buf, static_cast<size_t>(n));
+    if (c.request.find("\r\n\r\n") == std::string::npos && c.request.size() < kMaxRequestBytes) {
+      return true;  // more to come, within the request's deadline
+    }
+    c.answer = Answer(c.request);
+    c.deadline = std::chrono::steady_clock::now() + kResponseTimeout;
   }
+  const ssize_t n = send(c.fd, c.answer.data() + c.sent, c.answer.size() - c.sent,
+                         MSG_NOSIGNAL | MSG_DONTWAIT);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return true;
+  if (n <= 0) return false;
+  c.sent += static_cast<size_t>(n);
+  return c.sent < c.answer.size();
+}
+
+std::string HttpServer::Answer(const std::string& request) const {
   const std::string line = request.substr(0, request.find("\r\n"));
   if (!absl::StartsWith(line, "GET ") && !absl::StartsWith(line, "HEAD ")) {
-    SendAll(connection, Response(405, "Method Not Allowed", "text/plain", "GET /metrics\n"));
-    return;
+    return Response(405, "Method Not Allowed", "text/plain", "GET /metrics\n");
   }
   const size_t path_begin = line.find(' ') + 1;
   const std::string path = line.substr(path_begin, line.find(' ', path_begin) - path_begin);
   if (path != "/metrics" && !absl::StartsWith(path, "/metrics?")) {
-    SendAll(connection, Response(404, "Not Found", "text/plain", "see /metrics\n"));
-    return;
+    return Response(404, "Not Found", "text/plain", "see /metrics\n");
   }
   std::string response = Response(200, "OK", "text/plain; version=0.0.4; charset=utf-8", render_());
   if (absl::StartsWith(line, "HEAD ")) response.resize(response.find("\r\n\r\n") + 4);
-  SendAll(connection, response);
+  return response;
 }
 
 }  // namespace gpupipe::metrics

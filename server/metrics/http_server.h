@@ -1,10 +1,11 @@
 // A minimal HTTP/1.1 server for the Prometheus scrape: GET /metrics answers with the text a
 // callback renders at that moment; anything else is 404 (or 405 for other methods). One thread
-// serves one connection at a time, each closed after its answer; a request must arrive whole
-// within a second and its answer be read within two, so a client that connects and says
-// nothing, trickles its bytes or reads slowly holds it for at most three seconds. (A client
-// that keeps doing so delays scrapes, never jobs: the server shares nothing with the job path
-// but the figures it reads.)
+// serves every connection at once (poll), each closed after its answer; a request must arrive
+// whole within a second and its answer be read within two, so a client that connects and says
+// nothing, trickles its bytes or reads slowly holds its own connection for at most three
+// seconds and delays no other. At most 64 connections are open at once, a new one taking the
+// oldest one's place, so a client that holds many cannot keep a scrape out either. (None of it
+// touches the job path: the server shares nothing with it but the figures it reads.)
 //
 // Thread safety: the render callback runs on the server's thread.
 #pragma once
@@ -33,9 +34,14 @@ class HttpServer {
   int port() const { return port_; }
 
  private:
+  struct Connection;
   HttpServer(int fd, int port, Render render);
   void Loop();
-  void Serve(int connection);
+  // Reads what `c`'s request has sent, or sends what its answer can take; false once the
+  // connection is done or broken.
+  bool Serve(Connection& c);
+  // The answer to `request` (a whole request, or its first kMaxRequestBytes).
+  std::string Answer(const std::string& request) const;
 
   const int fd_;
   const int port_;
