@@ -17,6 +17,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/poll_deadlines.h"
 
 namespace gpupipe::metrics {
 namespace {
@@ -105,20 +106,8 @@ void HttpServer::Loop() {
   std::deque<Connection> connections;  // oldest first
   std::vector<pollfd> polled;
   while (!stop_) {
-    const Clock::time_point now = Clock::now();
-    // Drop the connections whose time is up; wake for the next deadline (or stop_).
-    int wait_ms = 200;
-    for (auto it = connections.begin(); it != connections.end();) {
-      if (it->deadline <= now) {
-        close(it->fd);
-        it = connections.erase(it);
-        continue;
-      }
-      const auto left =
-          std::chrono::duration_cast<std::chrono::milliseconds>(it->deadline - now).count() + 1;
-      wait_ms = std::min<int>(wait_ms, static_cast<int>(left));
-      ++it;
-    }
+    // Drop the connections whose time is up; wake for the next deadline, or to notice stop_.
+    const int wait_ms = CloseExpired(connections, Clock::now(), 200);
     polled.assign({pollfd{fd_, POLLIN, 0}});
     for (const Connection& c : connections) {
       polled.push_back(pollfd{c.fd, static_cast<short>(c.answer.empty() ? POLLIN : POLLOUT), 0});

@@ -7,15 +7,13 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <cstdint>
 #include <cstring>
-#include <limits>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/poll_deadlines.h"
 #include "server/engine/regions/region.h"
 
 namespace gpupipe::rpc {
@@ -144,28 +142,13 @@ void FdSocket::Serve() {
   std::vector<Connection> connections;
   std::vector<pollfd> polled;
   while (true) {
-    // Close the passed descriptors whose tickets expired, and wake for the next to expire.
+    // Close the passed descriptors whose tickets expired, and the connections whose time is
+    // up; wake for the next of either.
     const Clock::time_point next_expiry = tickets_->ExpireDue();
     const Clock::time_point now = Clock::now();
-    // Drop the connections whose time is up; wait until the next deadline at most.
-    int wait_ms = -1;
-    if (next_expiry != Clock::time_point::max()) {
-      wait_ms = static_cast<int>(std::min<int64_t>(
-          std::chrono::duration_cast<std::chrono::milliseconds>(next_expiry - now).count() + 1,
-          std::numeric_limits<int>::max()));
-      wait_ms = std::max(wait_ms, 0);
-    }
-    for (auto it = connections.begin(); it != connections.end();) {
-      if (it->deadline <= now) {
-        close(it->fd);
-        it = connections.erase(it);
-        continue;
-      }
-      const auto left =
-          std::chrono::duration_cast<std::chrono::milliseconds>(it->deadline - now).count() + 1;
-      wait_ms = wait_ms < 0 ? static_cast<int>(left) : std::min(wait_ms, static_cast<int>(left));
-      ++it;
-    }
+    const int wait_ms = CloseExpired(
+        connections, now,
+        next_expiry == Clock::time_point::max() ? -1 : PollMillisUntil(next_expiry, now));
     polled.assign({pollfd{wake_read_, POLLIN, 0}, pollfd{listen_fd_, POLLIN, 0}});
     for (const Connection& c : connections) polled.push_back(pollfd{c.fd, POLLIN, 0});
     if (poll(polled.data(), polled.size(), wait_ms) < 0 && errno != EINTR) return;
