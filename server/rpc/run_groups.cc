@@ -52,7 +52,8 @@ RunGroups::~RunGroups() {
   thread_.join();
 }
 
-absl::Status RunGroups::Check(const v1::RunStripes& stripes, bool with_spec, int max_streams) {
+absl::Status RunGroups::CheckName(const v1::RunStripes& stripes, bool with_spec,
+                                  int max_streams) {
   const char* field = with_spec ? "stripes" : "join";
   if (stripes.key().size() < kMinKeyBytes || stripes.key().size() > kMaxKeyBytes) {
     return absl::InvalidArgumentError(absl::StrCat(field, ".key: ", stripes.key().size(),
@@ -68,6 +69,11 @@ absl::Status RunGroups::Check(const v1::RunStripes& stripes, bool with_spec, int
         absl::StrCat(field, ".count: ", stripes.count(), " calls, over the server's limit of ",
                      max_streams, " (Limits.max_run_streams, gpupiped --max-run-streams)"));
   }
+  return absl::OkStatus();
+}
+
+absl::Status RunGroups::Check(const v1::RunStripes& stripes, bool with_spec, int max_streams) {
+  if (absl::Status bad = CheckName(stripes, with_spec, max_streams); !bad.ok()) return bad;
   if (with_spec && stripes.index() != 0) {
     return absl::InvalidArgumentError(absl::StrCat("stripes.index: ", stripes.index(),
                                                    "; the call that sends the spec is stripe 0"));

@@ -78,6 +78,8 @@ class RunGroups {
   // Whether `stripes` is a valid seat: the key's length, count within 2..max_streams, and an
   // index of 0 for the call with the spec (`with_spec`), else 1 to count - 1.
   static absl::Status Check(const v1::RunStripes& stripes, bool with_spec, int max_streams);
+  // Of those, whether the key and the count could name a run (whatever the index).
+  static absl::Status CheckName(const v1::RunStripes& stripes, bool with_spec, int max_streams);
 
   // Seats `seat` (already checked) in the run (`client`, stripes.key); the call with stripe 0
   // brings the job's `spec`. The last call to come starts the job, from its own thread.

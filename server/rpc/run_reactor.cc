@@ -311,9 +311,7 @@ void RunReactor::Reject(const absl::Status& status) {
 }
 
 void RunReactor::RefuseSeat(const v1::RunStripes& stripes, const absl::Status& bad) {
-  v1::RunStripes run = stripes;
-  run.set_index(1);  // a valid join: what is left to check is the key and the count
-  if (!RunGroups::Check(run, false, max_run_streams_).ok()) {
+  if (!RunGroups::CheckName(stripes, false, max_run_streams_).ok()) {
     Reject(bad);
     return;
   }

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "kernels/common/histogram_bin.h"
 #include "server/engine/job/op_catalog.h"
 
 namespace gpupipe::engine {
@@ -49,9 +50,11 @@ absl::Status ValidateRowResizeParams(size_t index, const OpSpec& op, const OpInf
         return absl::InvalidArgumentError(absl::StrCat(
             field, ": lo (", op.lo, ") must be below hi (", op.hi, ") with a finite hi - lo"));
       }
-      // The binning (kernels/common/histogram_bin.h) needs a bin width above zero and its
-      // inverse finite; np.histogram refuses such ranges too ("too many bins for data range").
-      if (!((op.hi - op.lo) / op.bins > 0) || !std::isfinite(op.bins / (op.hi - op.lo))) {
+      // Values are placed by the binning's width and its inverse: both must be finite and
+      // above zero (np.histogram refuses such ranges too: "too many bins for data range").
+      if (const kernels::HistogramBinning b =
+              kernels::HistogramBinning::Make(static_cast<int32_t>(op.bins), op.lo, op.hi);
+          !(b.step > 0) || !std::isfinite(b.scale)) {
         return absl::InvalidArgumentError(
             absl::StrCat(field, ": ", op.bins, " bins over [", op.lo, ", ", op.hi,
                          "] would be narrower than the smallest double; use fewer bins or a "

@@ -78,8 +78,8 @@ TEST(HttpServerTest, AClientThatSaysNothingOrTricklesIsDroppedWithinTheTimeout) 
   const int silent = Connect(port);
   const int trickle = Connect(port);
   const auto start = std::chrono::steady_clock::now();
-  // One byte every 300 ms never completes a request; the server answers the next scrape at
-  // once all the same, beside the silent and the trickling connection.
+  // A trickle of single bytes never completes a request; the server answers the next scrape
+  // at once all the same, beside the silent and the trickling connection.
   std::atomic<bool> stop{false};
   std::thread sender([&] {
     while (!stop) {
