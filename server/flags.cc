@@ -156,6 +156,9 @@ Runs the gpupipe job service: a gRPC daemon that owns one GPU.
                              a call whose client reads none of its job's events for N s
                              while one waits is cancelled, and its job ends with
                              DEADLINE_EXCEEDED, freeing its lane (0: no limit; default 30)
+  --reader-idle-busy-seconds N
+                             the same after N s while other jobs wait for lanes, where that
+                             is sooner (0: only --reader-idle-timeout-seconds; default 10)
   --max-queued-jobs N        accepted jobs of one priority waiting for a lane before new
                              ones of that priority are refused with RESOURCE_EXHAUSTED
                              (default 1024)
@@ -389,6 +392,8 @@ absl::StatusOr<DaemonOptions> ParseFlags(const std::vector<std::string>& args) {
            [&](int64_t v) { o.region_idle_timeout_ms = v * 1000; }},
           {"--reader-idle-timeout-seconds", 0, 86400,
            [&](int64_t v) { o.reader_idle_timeout_ms = v * 1000; }},
+          {"--reader-idle-busy-seconds", 0, 86400,
+           [&](int64_t v) { o.reader_idle_busy_timeout_ms = v * 1000; }},
           {"--keepalive-seconds", 0, 86400, [&](int64_t v) { o.keepalive_ms = v * 1000; }},
           {"--keepalive-timeout-seconds", 1, 3600,
            [&](int64_t v) { o.keepalive_timeout_ms = v * 1000; }},

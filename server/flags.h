@@ -66,6 +66,7 @@ struct DaemonOptions {
   std::string region_fd_socket;                          // --region-fd-socket
   int64_t region_idle_timeout_ms = 600000;               // --region-idle-timeout-seconds
   int64_t reader_idle_timeout_ms = 30000;                // --reader-idle-timeout-seconds
+  int64_t reader_idle_busy_timeout_ms = 10000;           // --reader-idle-busy-seconds
   int64_t keepalive_ms = 60000;                          // --keepalive-seconds
   int64_t keepalive_timeout_ms = 20000;                  // --keepalive-timeout-seconds
   int64_t max_connection_idle_ms = 300000;               // --max-connection-idle-seconds

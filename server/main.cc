@@ -301,6 +301,8 @@ int Run(const DaemonOptions& options) {
   rpc::JobServiceOptions service_options;
   service_options.server_version = absl::StrCat("gpupiped ", kVersion);
   service_options.reader_idle_timeout = std::chrono::milliseconds(options.reader_idle_timeout_ms);
+  service_options.reader_idle_busy_timeout =
+      std::chrono::milliseconds(options.reader_idle_busy_timeout_ms);
   service_options.upload_idle_timeout = std::chrono::milliseconds(options.upload_idle_timeout_ms);
   service_options.max_run_streams = options.max_run_streams;
   service_options.unread.max_bytes = options.max_unread_bytes;

@@ -358,6 +358,15 @@ class Engine::Impl {
     return in_flight_.load();
   }
 
+  bool jobs_wait_for_lanes() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const PriorityLevel& level : backend_->levels()) {
+      const int l = static_cast<int>(level.priority);
+      if (!queues_[l].empty() && IdleLaneLocked(l) < 0) return true;
+    }
+    return false;
+  }
+
   bool accepting() const {
     std::lock_guard<std::mutex> lock(mu_);
     return !stopping_ && !stopping_accepting_;
@@ -1248,6 +1257,7 @@ void Engine::StopRunningJobs() { impl_->StopRunningJobs(); }
 void Engine::Shutdown() { impl_->Shutdown(); }
 bool Engine::Drain(std::chrono::milliseconds timeout) { return impl_->Drain(timeout); }
 int64_t Engine::jobs_in_flight() const { return impl_->jobs_in_flight(); }
+bool Engine::jobs_wait_for_lanes() const { return impl_->jobs_wait_for_lanes(); }
 bool Engine::accepting() const { return impl_->accepting(); }
 
 }  // namespace gpupipe::engine

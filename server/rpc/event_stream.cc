@@ -242,11 +242,12 @@ bool EventStream::detached() const {
   return writer_ == nullptr;
 }
 
-void EventStream::CheckStalled(std::chrono::steady_clock::time_point now,
-                               std::chrono::milliseconds timeout) {
+void EventStream::CheckStalled(const StallCheck& check) {
+  const std::chrono::steady_clock::time_point now = check.now;
   std::unique_lock<std::mutex> lock(mu_);
   if (writer_ == nullptr || cancelling_) return;
-  if (done_held_ && !aborted_ && now - held_since_ >= timeout) {
+  if (done_held_ && !aborted_ && check.held_timeout.count() > 0 &&
+      now - held_since_ >= check.held_timeout) {
     // The input was whole and the job succeeded; a client that never half-closes must not
     // hold the call open for ever. Bytes it sends later are not read.
     input_ended_ = true;
@@ -256,11 +257,20 @@ void EventStream::CheckStalled(std::chrono::steady_clock::time_point now,
     Push(std::move(lock), std::move(held_done_));
     return;
   }
-  if (!writing_ || gone_ || now - write_started_ < timeout) return;
+  if (!writing_ || gone_ || check.write_timeout.count() <= 0 ||
+      now - write_started_ < check.write_timeout) {
+    return;
+  }
+  const double seconds = static_cast<double>(check.write_timeout.count()) / 1000.0;
   MarkGone(absl::DeadlineExceededError(
-      absl::StrFormat("the client read nothing for %.0f s while a result waited (gpupiped "
-                      "--reader-idle-timeout-seconds); the call was cancelled",
-                      static_cast<double>(timeout.count()) / 1000.0)));
+      check.busy ? absl::StrFormat("the client read nothing for %g s while a result waited "
+                                   "and other jobs waited for a lane (gpupiped "
+                                   "--reader-idle-busy-seconds); the call was cancelled",
+                                   seconds)
+                 : absl::StrFormat("the client read nothing for %g s while a result waited "
+                                   "(gpupiped --reader-idle-timeout-seconds); the call was "
+                                   "cancelled",
+                                   seconds)));
   cancelling_ = true;
   canceller_ = std::this_thread::get_id();
   EventWriter* writer = writer_;

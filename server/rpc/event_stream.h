@@ -4,7 +4,8 @@
 //
 // A reader that stops reading holds its job's lane only so long: CheckStalled (called by the
 // service's StallWatch) cancels a call whose event write has made no progress for the stall
-// timeout, and the job ends with DEADLINE_EXCEEDED.
+// timeout (a shorter one while other jobs wait for lanes), and the job ends with
+// DEADLINE_EXCEEDED.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -112,10 +113,19 @@ class EventStream final : public engine::JobSink {
   void Detach();
 
   // ---- the stall watch (stall_watch.h), any thread ----
-  // A write in flight for `timeout` or more (the client reads nothing, so flow control holds
-  // the write): the reader counts as gone with DEADLINE_EXCEEDED and the call is cancelled. A
-  // successful Done held for the half-close (HoldSuccessUntilInputEnds) that long goes out.
-  void CheckStalled(std::chrono::steady_clock::time_point now, std::chrono::milliseconds timeout);
+  struct StallCheck {
+    std::chrono::steady_clock::time_point now;
+    // A successful Done held for the half-close (HoldSuccessUntilInputEnds) this long goes
+    // out; 0: it waits for the half-close.
+    std::chrono::milliseconds held_timeout{0};
+    // A write in flight this long (the client reads nothing, so flow control holds the write):
+    // the reader counts as gone with DEADLINE_EXCEEDED and the call is cancelled; 0: never.
+    std::chrono::milliseconds write_timeout{0};
+    // write_timeout is the one that applies while other jobs wait for lanes (the message
+    // names its flag).
+    bool busy = false;
+  };
+  void CheckStalled(const StallCheck& check);
   // Whether the call is over (no further CheckStalled can matter).
   bool detached() const;
 

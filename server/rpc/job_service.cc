@@ -18,7 +18,8 @@ namespace gpupipe::rpc {
 JobServiceImpl::JobServiceImpl(engine::Engine* engine, JobServiceOptions options)
     : engine_(engine),
       options_(std::move(options)),
-      stall_watch_(options_.reader_idle_timeout),
+      stall_watch_(options_.reader_idle_timeout, options_.reader_idle_busy_timeout,
+                   [engine] { return engine->jobs_wait_for_lanes(); }),
       unread_(options_.unread),
       runs_(engine, options_.upload_idle_timeout, options_.waiting_runs) {}
 

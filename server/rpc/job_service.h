@@ -34,6 +34,9 @@ struct JobServiceOptions {
   // job ends with DEADLINE_EXCEEDED (stall_watch.h); a Run client that has not half-closed this
   // long after its whole input and successful job gets its Done. 0: no limit.
   std::chrono::milliseconds reader_idle_timeout{30000};
+  // The same, while other jobs wait for lanes (where shorter): a stalled reader's lane is one
+  // they could run on. 0: only reader_idle_timeout applies.
+  std::chrono::milliseconds reader_idle_busy_timeout{10000};
   // A Run call whose first message (the spec) has not come this long after the call began ends
   // with DEADLINE_EXCEEDED (the engine's upload idle timeout covers the data after it). 0: no
   // limit.

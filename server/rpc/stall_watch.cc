@@ -1,11 +1,14 @@
 #include "server/rpc/stall_watch.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace gpupipe::rpc {
 
-StallWatch::StallWatch(std::chrono::milliseconds timeout) : timeout_(timeout) {
-  if (timeout_.count() > 0) thread_ = std::thread([this] { Loop(); });
+StallWatch::StallWatch(std::chrono::milliseconds timeout, std::chrono::milliseconds busy_timeout,
+                       std::function<bool()> busy)
+    : timeout_(timeout), busy_timeout_(busy_timeout), busy_(std::move(busy)) {
+  if (watching()) thread_ = std::thread([this] { Loop(); });
 }
 
 StallWatch::~StallWatch() {
@@ -18,14 +21,18 @@ StallWatch::~StallWatch() {
 }
 
 void StallWatch::Watch(std::weak_ptr<EventStream> stream) {
-  if (timeout_.count() <= 0) return;
+  if (!watching()) return;
   std::lock_guard<std::mutex> lock(mu_);
   streams_.push_back(std::move(stream));
 }
 
 void StallWatch::Loop() {
+  std::chrono::milliseconds shortest = timeout_;
+  if (busy_timeout_.count() > 0 && (shortest.count() <= 0 || busy_timeout_ < shortest)) {
+    shortest = busy_timeout_;
+  }
   const auto period = std::min<std::chrono::milliseconds>(
-      timeout_ / 4 + std::chrono::milliseconds(1), std::chrono::seconds(1));
+      shortest / 4 + std::chrono::milliseconds(1), std::chrono::seconds(1));
   std::vector<std::shared_ptr<EventStream>> live;
   std::unique_lock<std::mutex> lock(mu_);
   while (!wake_.wait_for(lock, period, [&] { return stop_; })) {
@@ -40,8 +47,16 @@ void StallWatch::Loop() {
                                });
     streams_.erase(gone, streams_.end());
     lock.unlock();
-    const auto now = std::chrono::steady_clock::now();
-    for (const std::shared_ptr<EventStream>& stream : live) stream->CheckStalled(now, timeout_);
+    EventStream::StallCheck check;
+    check.now = std::chrono::steady_clock::now();
+    check.held_timeout = timeout_;
+    check.write_timeout = timeout_;
+    if (!live.empty() && busy_timeout_.count() > 0 &&
+        (timeout_.count() <= 0 || busy_timeout_ < timeout_) && busy_ && busy_()) {
+      check.write_timeout = busy_timeout_;
+      check.busy = true;
+    }
+    for (const std::shared_ptr<EventStream>& stream : live) stream->CheckStalled(check);
     live.clear();  // the last reference to a stream may go here, outside the lock
     lock.lock();
   }

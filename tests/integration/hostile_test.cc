@@ -538,6 +538,27 @@ TEST(Hostile, AClientThatStopsReadingLosesItsLaneAtTheIdleTimeout) {
   EXPECT_TRUE(RunSmallJob(daemon).ok());
 }
 
+// While another job waits for the lane, a client that stops reading loses it sooner: after
+// --reader-idle-busy-seconds, not the idle timeout.
+TEST(Hostile, AClientThatStopsReadingLosesItsLaneSoonerWhenAJobWaitsForIt) {
+  DaemonProcess daemon(DaemonBinary(), {"--backend", "cpu", "--streams-per-priority", "1",
+                                        "--reader-idle-timeout-seconds", "600",
+                                        "--reader-idle-busy-seconds", "1"});
+  ASSERT_NE(daemon.port(), 0) << daemon.error();
+  auto stub = v1::JobService::NewStub(Channel(daemon, /*grow_window=*/false));
+  grpc::ClientContext context;
+  auto reader = stub->Submit(&context, Request({4 << 20}, {Relu()}, std::string(16 << 20, '\0')));
+  v1::JobEvent accepted;
+  ASSERT_TRUE(reader->Read(&accepted));  // and nothing more
+  const auto start = Clock::now();
+  EXPECT_TRUE(RunSmallJob(daemon).ok());
+  EXPECT_LT(SecondsSince(start), 5.0);
+  ASSERT_TRUE(daemon.WaitForLog("job " + accepted.accepted().job_id() + " DEADLINE_EXCEEDED",
+                                std::chrono::seconds(5)))
+      << daemon.log();
+  EXPECT_NE(daemon.log().find("--reader-idle-busy-seconds"), std::string::npos);
+}
+
 // A client that sends jobs and reads none of their results (its receive window never opens)
 // once pinned the results in the daemon's memory until each call's reader idle timeout: the
 // jobs were done, so --max-client-jobs no longer counted them. Its unread results are bounded

@@ -92,6 +92,25 @@ TEST(Flags, StreamWindowIs4MiBByDefaultAndZeroLeavesItToGrpc) {
   }
 }
 
+TEST(Flags, AStalledReaderLosesItsLaneAfter30SOr10SWhileJobsWait) {
+  absl::StatusOr<DaemonOptions> o = ParseFlags({});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->reader_idle_timeout_ms, 30000);
+  EXPECT_EQ(o->reader_idle_busy_timeout_ms, 10000);
+  o = ParseFlags({"--reader-idle-busy-seconds=0"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->reader_idle_busy_timeout_ms, 0);
+  o = ParseFlags({"--reader-idle-busy-seconds", "3"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->reader_idle_busy_timeout_ms, 3000);
+  for (const char* bad : {"-1", "86401", "x"}) {
+    o = ParseFlags({"--reader-idle-busy-seconds", bad});
+    ASSERT_FALSE(o.ok()) << bad;
+    EXPECT_NE(o.status().message().find("--reader-idle-busy-seconds"), std::string::npos)
+        << o.status();
+  }
+}
+
 TEST(Flags, UnreadResultsAre256MiBPerClientIn1GiBByDefault) {
   absl::StatusOr<DaemonOptions> o = ParseFlags({});
   ASSERT_TRUE(o.ok()) << o.status();

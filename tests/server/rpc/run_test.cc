@@ -462,6 +462,47 @@ TEST_F(RunTest, AReaderThatStopsReadingIsCancelledAndItsLaneFreed) {
   EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
 }
 
+TEST_F(RunTest, AStalledReaderLosesItsLaneSoonerWhileAJobWaitsForIt) {
+  JobServiceOptions options{4, "test"};
+  options.reader_idle_timeout = std::chrono::seconds(60);
+  options.reader_idle_busy_timeout = std::chrono::milliseconds(500);
+  Start(options);  // one lane
+  v1::SubmitRequest request = Spec({2 << 20});
+  request.mutable_input()->set_data(std::string(8 << 20, '\0'));
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  std::unique_ptr<v1::JobService::Stub> stub = v1::JobService::NewStub(grpc::CreateCustomChannel(
+      "127.0.0.1:" + std::to_string(port_), grpc::InsecureChannelCredentials(), args));
+  grpc::ClientContext context;
+  std::unique_ptr<grpc::ClientReader<v1::JobEvent>> reader = stub->Submit(&context, request);
+  v1::JobEvent accepted;
+  ASSERT_TRUE(reader->Read(&accepted));  // then reads nothing more
+
+  // While nothing waits for its lane, the stalled call keeps it past the busy timeout.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  EXPECT_EQ(engine_->jobs_in_flight(), 1);
+  EXPECT_TRUE(Done().empty());
+
+  // A job that needs the lane: the stalled call is cancelled within the busy timeout (and a
+  // round of the watch), not the idle one, and the job runs.
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<client::JobResult> next = Run(Spec({2}), AsBytes({-1.0f, 2.0f}));
+  EXPECT_TRUE(next.ok()) << next.status();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  ASSERT_TRUE(WaitIdle());
+  std::vector<absl::Status> done = Done();  // in the order the jobs ended, which may be either
+  ASSERT_EQ(done.size(), 2u);
+  if (done[0].ok()) std::swap(done[0], done[1]);
+  EXPECT_EQ(done[0].code(), absl::StatusCode::kDeadlineExceeded) << done[0];
+  EXPECT_NE(done[0].message().find("read nothing for 0.5 s"), std::string::npos) << done[0];
+  EXPECT_NE(done[0].message().find("--reader-idle-busy-seconds"), std::string::npos) << done[0];
+  EXPECT_TRUE(done[1].ok()) << done[1];
+  v1::JobEvent e;
+  while (reader->Read(&e)) {
+  }
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+}
+
 TEST_F(RunTest, AClientThatNeverHalfClosesGetsItsDoneAtTheIdleTimeout) {
   JobServiceOptions options{4, "test"};
   options.reader_idle_timeout = std::chrono::milliseconds(300);
