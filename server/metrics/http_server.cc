@@ -17,6 +17,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/poll_deadlines.h"
 
 namespace gpupipe::metrics {
@@ -28,10 +29,23 @@ constexpr std::chrono::milliseconds kResponseTimeout{2000};
 // Connections open at once; a new one beyond takes the place of the oldest.
 constexpr size_t kMaxConnections = 64;
 
+// While accept fails for want of descriptors (EMFILE, ENFILE), the listener is left out of
+// poll this long: its pending connection would wake poll at once, again and again.
+constexpr std::chrono::milliseconds kAcceptBackoff{100};
+
 std::string Response(int code, const char* reason, const std::string& content_type,
-                     const std::string& body) {
+                     const std::string& body, const char* extra_headers = "") {
   return absl::StrCat("HTTP/1.1 ", code, " ", reason, "\r\nContent-Type: ", content_type,
-                      "\r\nContent-Length: ", body.size(), "\r\nConnection: close\r\n\r\n", body);
+                      "\r\nContent-Length: ", body.size(), "\r\n", extra_headers,
+                      "Connection: close\r\n\r\n", body);
+}
+
+// Where a request's header section ends, or npos: a blank line, its line ends CRLF or, as
+// RFC 9112 lets a server accept, bare LF.
+size_t HeaderEnd(const std::string& request) {
+  const size_t crlf = request.find("\r\n\r\n");
+  const size_t lf = request.find("\n\n");
+  return std::min(crlf, lf);
 }
 
 }  // namespace
@@ -105,10 +119,14 @@ void HttpServer::Loop() {
   using Clock = std::chrono::steady_clock;
   std::deque<Connection> connections;  // oldest first
   std::vector<pollfd> polled;
+  Clock::time_point accept_paused_until{};
   while (!stop_) {
     // Drop the connections whose time is up; wake for the next deadline, or to notice stop_.
-    const int wait_ms = CloseExpired(connections, Clock::now(), 200);
-    polled.assign({pollfd{fd_, POLLIN, 0}});
+    const Clock::time_point now = Clock::now();
+    int wait_ms = CloseExpired(connections, now, 200);
+    const bool accepting = now >= accept_paused_until;
+    if (!accepting) wait_ms = std::min(wait_ms, PollMillisUntil(accept_paused_until, now));
+    polled.assign({pollfd{fd_, static_cast<short>(accepting ? POLLIN : 0), 0}});
     for (const Connection& c : connections) {
       polled.push_back(pollfd{c.fd, static_cast<short>(c.answer.empty() ? POLLIN : POLLOUT), 0});
     }
@@ -127,7 +145,10 @@ void HttpServer::Loop() {
     if ((polled[0].revents & POLLIN) != 0) {
       while (true) {
         const int fd = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-        if (fd < 0) break;
+        if (fd < 0) {
+          if (errno == EMFILE || errno == ENFILE) accept_paused_until = Clock::now() + kAcceptBackoff;
+          break;
+        }
         // A client that holds many connections open (saying nothing, trickling, not reading)
         // cannot keep a scrape out: the newest connection takes the oldest one's place.
         if (connections.size() >= kMaxConnections) {
@@ -148,7 +169,7 @@ bool HttpServer::Serve(Connection& c) {
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return true;
     if (n <= 0) return false;
     c.request.append(buf, static_cast<size_t>(n));
-    if (c.request.find("\r\n\r\n") == std::string::npos && c.request.size() < kMaxRequestBytes) {
+    if (HeaderEnd(c.request) == std::string::npos && c.request.size() < kMaxRequestBytes) {
       return true;  // more to come, within the request's deadline
     }
     c.answer = Answer(c.request);
@@ -163,17 +184,25 @@ bool HttpServer::Serve(Connection& c) {
 }
 
 std::string HttpServer::Answer(const std::string& request) const {
-  const std::string line = request.substr(0, request.find("\r\n"));
-  if (!absl::StartsWith(line, "GET ") && !absl::StartsWith(line, "HEAD ")) {
-    return Response(405, "Method Not Allowed", "text/plain", "GET /metrics\n");
+  // The request line: METHOD SP TARGET SP HTTP/x.y.
+  std::string line = request.substr(0, request.find('\n'));
+  if (!line.empty() && line.back() == '\r') line.pop_back();
+  const std::vector<std::string> parts = absl::StrSplit(line, ' ');
+  if (parts.size() != 3 || parts[0].empty() || parts[1].empty() ||
+      !absl::StartsWith(parts[2], "HTTP/")) {
+    return Response(400, "Bad Request", "text/plain", "GET /metrics HTTP/1.1\n");
   }
-  const size_t path_begin = line.find(' ') + 1;
-  const std::string path = line.substr(path_begin, line.find(' ', path_begin) - path_begin);
+  const std::string& method = parts[0];
+  if (method != "GET" && method != "HEAD") {
+    return Response(405, "Method Not Allowed", "text/plain", "GET /metrics\n",
+                    "Allow: GET, HEAD\r\n");
+  }
+  const std::string& path = parts[1];
   if (path != "/metrics" && !absl::StartsWith(path, "/metrics?")) {
     return Response(404, "Not Found", "text/plain", "see /metrics\n");
   }
   std::string response = Response(200, "OK", "text/plain; version=0.0.4; charset=utf-8", render_());
-  if (absl::StartsWith(line, "HEAD ")) response.resize(response.find("\r\n\r\n") + 4);
+  if (method == "HEAD") response.resize(response.find("\r\n\r\n") + 4);
   return response;
 }
 

@@ -1,11 +1,14 @@
 // A minimal HTTP/1.1 server for the Prometheus scrape: GET /metrics answers with the text a
-// callback renders at that moment; anything else is 404 (or 405 for other methods). One thread
-// serves every connection at once (poll), each closed after its answer; a request must arrive
-// whole within a second and its answer be read within two, so a client that connects and says
-// nothing, trickles its bytes or reads slowly holds its own connection for at most three
-// seconds and delays no other. At most 64 connections are open at once, a new one taking the
-// oldest one's place, so a client that holds many cannot keep a scrape out either. (None of it
-// touches the job path: the server shares nothing with it but the figures it reads.)
+// callback renders at that moment; another path is 404, another method 405, and a request
+// line that is not HTTP's 400 (lines may end CRLF or bare LF). One thread serves every
+// connection at once (poll), each closed after its answer; a request must arrive whole within
+// a second and its answer be read within two, so a client that connects and says nothing,
+// trickles its bytes or reads slowly holds its own connection for at most three seconds and
+// delays no other. At most 64 connections are open at once, a new one taking the oldest one's
+// place, so a client that holds many cannot keep a scrape out either; while the process has no
+// descriptor left for a connection, the listener rests a tenth of a second between tries
+// instead of spinning. (None of it touches the job path: the server shares nothing with it but
+// the figures it reads.)
 //
 // Thread safety: the render callback runs on the server's thread.
 #pragma once

@@ -1,12 +1,16 @@
 #include "server/metrics/http_server.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
@@ -69,6 +73,70 @@ TEST(HttpServerTest, OtherPathsAndMethodsAreRefused) {
   EXPECT_THAT(head, StartsWith("HTTP/1.1 200"));
   EXPECT_THAT(head, HasSubstr("Content-Length: 2\r\n"));
   EXPECT_THAT(head, EndsWith("\r\n\r\n"));  // no body
+}
+
+TEST(HttpServerTest, ARequestLineThatIsNotHttpIsABadRequest) {
+  auto server = HttpServer::Start("127.0.0.1:0", [] { return std::string("x\n"); });
+  ASSERT_TRUE(server.ok());
+  const int port = (*server)->port();
+  for (const char* bad : {"hello\r\n\r\n", "GET /metrics\r\n\r\n", "\r\n\r\n", "\n\n",
+                          "GET  /metrics HTTP/1.1\r\n\r\n", "GET /metrics FTP/1\r\n\r\n"}) {
+    EXPECT_THAT(Exchange(port, bad), StartsWith("HTTP/1.1 400 Bad Request\r\n")) << bad;
+  }
+  // Another method of HTTP's is told which ones are allowed.
+  EXPECT_THAT(Exchange(port, "DELETE /metrics HTTP/1.1\r\n\r\n"),
+              HasSubstr("\r\nAllow: GET, HEAD\r\n"));
+  // Lines may end with a bare LF.
+  EXPECT_THAT(Exchange(port, "GET /metrics HTTP/1.1\nHost: x\n\n"),
+              StartsWith("HTTP/1.1 200 OK\r\n"));
+}
+
+// The process's CPU time, in seconds.
+double ProcessCpuSeconds() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+         static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
+}
+
+TEST(HttpServerTest, NoDescriptorLeftForAConnectionDoesNotSpinTheServer) {
+  auto server = HttpServer::Start("127.0.0.1:0", [] { return std::string("ok\n"); });
+  ASSERT_TRUE(server.ok());
+  const int port = (*server)->port();
+  // A few descriptors above those open now, then all of them taken.
+  rlimit saved{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &saved), 0);
+  int open_now = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+    (void)entry;
+    ++open_now;
+  }
+  rlimit low = saved;
+  low.rlim_cur = static_cast<rlim_t>(open_now + 16);
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+  std::vector<int> filler;
+  for (int fd; (fd = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0;) filler.push_back(fd);
+  ASSERT_EQ(errno, EMFILE);
+  // One connection waits in the listener's backlog that the server cannot accept.
+  close(filler.back());
+  filler.pop_back();
+  const int client = Connect(port);
+  ASSERT_GE(client, 0);
+  const double cpu_before = ProcessCpuSeconds();
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  const double cpu = ProcessCpuSeconds() - cpu_before;
+  EXPECT_LT(cpu, 0.3) << "the server spent " << cpu << " s of CPU in one second";
+  // Descriptors again: the waiting connection is taken and served.
+  for (int fd : filler) close(fd);
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &saved), 0);
+  const std::string request = "GET /metrics HTTP/1.1\r\n\r\n";
+  send(client, request.data(), request.size(), MSG_NOSIGNAL);
+  std::string answer;
+  char buf[4096];
+  ssize_t n;
+  while ((n = recv(client, buf, sizeof(buf), 0)) > 0) answer.append(buf, static_cast<size_t>(n));
+  close(client);
+  EXPECT_THAT(answer, StartsWith("HTTP/1.1 200 OK\r\n"));
 }
 
 TEST(HttpServerTest, AClientThatSaysNothingOrTricklesIsDroppedWithinTheTimeout) {
