@@ -38,6 +38,7 @@
 #include "server/engine/backends/backend_factory.h"
 #include "server/engine/engine.h"
 #include "server/engine/job/op_catalog.h"
+#include "common/config_file.h"
 #include "server/flags.h"
 #include "server/job_log.h"
 #include "server/logger.h"

@@ -1,14 +1,9 @@
 #include "server/transport.h"
 
-#include <fcntl.h>
 #include <grpc/grpc.h>
 #include <grpcpp/security/server_credentials.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <limits>
 
 #include "absl/strings/match.h"
@@ -51,49 +46,6 @@ std::shared_ptr<grpc::ServerCredentials> MakeServerCredentials(
   options.pem_root_certs = security.tls_client_ca_pem;
   options.pem_key_cert_pairs.push_back({security.tls_key_pem, security.tls_cert_pem});
   return grpc::SslServerCredentials(options);
-}
-
-absl::StatusOr<std::string> ReadConfigFile(const std::string& path, int64_t max_bytes) {
-  // Non-blocking, so that opening a FIFO returns at once; a regular file reads as ever.
-  const int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) {
-    return absl::NotFoundError(absl::StrCat("cannot read ", path, ": ", std::strerror(errno)));
-  }
-  struct stat st {};
-  absl::Status status;
-  std::string contents;
-  if (fstat(fd, &st) != 0) {
-    status = absl::NotFoundError(absl::StrCat("cannot read ", path, ": ", std::strerror(errno)));
-  } else if (!S_ISREG(st.st_mode)) {
-    status = absl::InvalidArgumentError(
-        absl::StrCat(path, ": not a regular file (", S_ISDIR(st.st_mode) ? "a directory" : "a "
-                     "device, FIFO or socket", ")"));
-  } else if (st.st_size > max_bytes) {
-    status = absl::InvalidArgumentError(absl::StrCat(path, ": ", st.st_size,
-                                                     " bytes, over the ", max_bytes,
-                                                     " such a file may have"));
-  } else {
-    char buffer[1 << 16];
-    for (;;) {
-      const ssize_t n = read(fd, buffer, sizeof(buffer));
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) {
-        status =
-            absl::NotFoundError(absl::StrCat("cannot read ", path, ": ", std::strerror(errno)));
-        break;
-      }
-      if (n == 0) break;
-      contents.append(buffer, static_cast<size_t>(n));
-      if (static_cast<int64_t>(contents.size()) > max_bytes) {  // grew while being read
-        status = absl::InvalidArgumentError(
-            absl::StrCat(path, ": over the ", max_bytes, " bytes such a file may have"));
-        break;
-      }
-    }
-  }
-  close(fd);
-  if (!status.ok()) return status;
-  return contents;
 }
 
 void SetStreamWindow(grpc::ServerBuilder* builder, int64_t window_bytes) {

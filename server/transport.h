@@ -37,13 +37,6 @@ absl::Status CheckListenSecurity(const std::string& listen, const TransportSecur
 // The server credentials for `security`: TLS where it has a certificate, else insecure.
 std::shared_ptr<grpc::ServerCredentials> MakeServerCredentials(const TransportSecurity& security);
 
-// The contents of a small regular file (the TLS certificates and keys, the token file), or
-// why not, naming it. Anything but a regular file is refused without reading it (a FIFO would
-// block the reader: the signal thread, on SIGHUP's reload of the token file), as is a file of
-// more than `max_bytes`.
-absl::StatusOr<std::string> ReadConfigFile(const std::string& path,
-                                           int64_t max_bytes = int64_t{16} << 20);
-
 // Offers every stream of `builder`'s server a fixed HTTP/2 flow-control window of
 // `window_bytes` (--rpc-stream-window-kib), with gRPC's bandwidth-delay probing off; 0 leaves
 // gRPC's automatic window. The automatic window is max(4 MiB, twice the bandwidth-delay

@@ -32,6 +32,7 @@
 #include "client/cli/args.h"
 #include "client/cli/bench_command.h"
 #include "client/cli/timeline_svg.h"
+#include "common/config_file.h"
 #include "nlohmann/json.hpp"
 #include "client/cli/compare.h"
 #include "client/cli/progress.h"
@@ -97,20 +98,16 @@ int FailRpc(const Reporter& reporter, const Args& args, const absl::Status& stat
   return reporter.Fail(kExitRuntime, reported, line);
 }
 
-// The contents of `path` (named by `flag` in errors).
+// The contents of `path`, a small regular file (common/config_file.h), named by `flag` in
+// errors.
 absl::StatusOr<std::string> ReadSmallFile(const std::string& flag, const std::string& path) {
-  std::error_code error;
-  if (!std::filesystem::is_regular_file(path, error)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(flag, ": ", path, " is not a regular file (or cannot be read)"));
+  absl::StatusOr<std::string> contents = ReadConfigFile(path);
+  if (!contents.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(flag, ": ", contents.status().message()));
   }
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream contents;
-  if (in) contents << in.rdbuf();
-  if (!in) return absl::InvalidArgumentError(absl::StrCat(flag, ": cannot read ", path));
-  if (contents.str().empty()) return absl::InvalidArgumentError(absl::StrCat(flag, ": ", path,
-                                                                             " is empty"));
-  return contents.str();
+  if (contents->empty()) return absl::InvalidArgumentError(absl::StrCat(flag, ": ", path,
+                                                                        " is empty"));
+  return contents;
 }
 
 // What the command line left out, from the environment: GPUPIPE_TARGET, GPUPIPE_TLS_CA (a

@@ -240,14 +240,18 @@ TEST_F(Tokens, SighupReReadsTheTokensAndABrokenFileKeepsThoseInForce) {
   EXPECT_EQ(daemon.Terminate(std::chrono::seconds(10)), 0) << daemon.log();
 }
 
-// The CLI refuses a token file that holds no token, and a client id or token that gRPC
+// The CLI refuses a token file that holds no token, a token or TLS file that is not a regular
+// file (at once: a FIFO is not opened for reading), and a client id or token that gRPC
 // metadata cannot carry, with a usage error rather than a call without them (or an abort).
 TEST_F(Tokens, TheCliRefusesTokensAndClientIdsItCannotSend) {
   WriteText(dir_ + "/empty", "\n");
+  ASSERT_EQ(mkfifo((dir_ + "/fifo").c_str(), 0600), 0);  // would wait for a writer
   const std::string target = "127.0.0.1:1";  // never reached
   for (const std::vector<std::string>& args :
        {std::vector<std::string>{"--token-file", dir_ + "/empty"},
         std::vector<std::string>{"--token-file", dir_},
+        std::vector<std::string>{"--token-file", dir_ + "/fifo"},
+        std::vector<std::string>{"--tls-ca", dir_ + "/fifo"},
         std::vector<std::string>{"--client-id", "caf\xc3\xa9"},
         std::vector<std::string>{"--client-id", "a\nb"}}) {
     std::vector<std::string> command = {CliBinary(), "--target", target};

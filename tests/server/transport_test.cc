@@ -11,6 +11,8 @@
 #include <cstdlib>
 #include <string>
 
+#include "common/config_file.h"
+
 namespace gpupipe::daemon {
 namespace {
 
