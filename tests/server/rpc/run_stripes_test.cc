@@ -35,6 +35,9 @@ class RunStripesTest : public ::testing::Test {
     if (server_) {
       server_->Shutdown();
       engine_->Shutdown();
+      // The service (its stall watch asks the engine) goes before the engine it serves.
+      server_.reset();
+      service_.reset();
     }
     engine::EngineOptions options;
     options.limits.max_stream_input_bytes = 64 << 20;

@@ -34,6 +34,9 @@ class RunTest : public ::testing::Test {
     if (server_) {
       server_->Shutdown();
       engine_->Shutdown();
+      // The service (its stall watch asks the engine) goes before the engine it serves.
+      server_.reset();
+      service_.reset();
     }
     engine::EngineOptions options;
     options.limits.max_input_bytes = kMaxInline;

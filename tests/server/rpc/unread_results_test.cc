@@ -95,6 +95,10 @@ class UnreadServiceTest : public ::testing::Test {
     stalled_.clear();
     server_->Shutdown();
     engine_->Shutdown();
+    // The service (its stall watch asks the engine) goes before the engine it serves, which
+    // Start replaces.
+    server_.reset();
+    service_.reset();
   }
 
   // A job whose result is `mib` MiB.
