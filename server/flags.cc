@@ -157,8 +157,10 @@ Runs the gpupipe job service: a gRPC daemon that owns one GPU.
                              while one waits is cancelled, and its job ends with
                              DEADLINE_EXCEEDED, freeing its lane (0: no limit; default 30)
   --reader-idle-busy-seconds N
-                             the same after N s while other jobs wait for lanes, where that
-                             is sooner (0: only --reader-idle-timeout-seconds; default 10)
+                             the same after N s where sooner, for a call whose job holds its
+                             lane waiting for the client while jobs of its priority wait for
+                             a lane (0: only the idle timeout, which 0 turns off for both;
+                             default 10)
   --max-queued-jobs N        accepted jobs of one priority waiting for a lane before new
                              ones of that priority are refused with RESOURCE_EXHAUSTED
                              (default 1024)

@@ -536,8 +536,14 @@ std::string RenderDescribeText(const v1::DescribeResponse& d) {
       return ms > 0 ? absl::StrCat(ms / 1000.0, " s") : std::string("none");
     };
     if (l.upload_idle_timeout_ms() > 0 || l.reader_idle_timeout_ms() > 0) {
-      text += Line("idle", absl::StrCat("upload ", seconds(l.upload_idle_timeout_ms()), ", reader ",
-                                        seconds(l.reader_idle_timeout_ms())));
+      std::string idle = absl::StrCat("upload ", seconds(l.upload_idle_timeout_ms()), ", reader ",
+                                      seconds(l.reader_idle_timeout_ms()));
+      if (l.reader_idle_busy_timeout_ms() > 0 &&
+          l.reader_idle_busy_timeout_ms() < l.reader_idle_timeout_ms()) {
+        absl::StrAppend(&idle, " (", seconds(l.reader_idle_busy_timeout_ms()),
+                        " while its lane is wanted)");
+      }
+      text += Line("idle", idle);
     }
   }
   return text;

@@ -358,13 +358,16 @@ class Engine::Impl {
     return in_flight_.load();
   }
 
-  bool jobs_wait_for_lanes() const {
+  uint32_t levels_waiting_for_lanes() const {
     std::lock_guard<std::mutex> lock(mu_);
-    for (const PriorityLevel& level : backend_->levels()) {
-      const int l = static_cast<int>(level.priority);
-      if (!queues_[l].empty() && IdleLaneLocked(l) < 0) return true;
+    uint32_t levels = 0;
+    for (int l = 0; l < kPriorityLevels; ++l) {
+      if (!queues_[l].empty() && !lane_state_[static_cast<size_t>(l)].empty() &&
+          IdleLaneLocked(l) < 0) {
+        levels |= 1u << l;
+      }
     }
-    return false;
+    return levels;
   }
 
   bool accepting() const {
@@ -528,7 +531,8 @@ class Engine::Impl {
       job->layout = *std::move(layout);
       job->sink = std::move(sink);
       job->sink->OnAccepted(
-          AcceptedInfo{job->id, job->plan.output_dtype, job->plan.output_shape, backend_->name()});
+          AcceptedInfo{job->id, job->plan.output_dtype, job->plan.output_shape, backend_->name(),
+                       job->spec.priority});
       if (job->spec.explain) job->sink->OnPlan(backend_->Describe(job->spec, job->plan));
       admission_.Queued(job->ticket);
       ++in_flight_;
@@ -563,7 +567,8 @@ class Engine::Impl {
       }
       id = absl::StrFormat("%s-%06d", id_prefix_, ++next_id_);
     }
-    sink.OnAccepted(AcceptedInfo{id, plan.output_dtype, plan.output_shape, backend_->name()});
+    sink.OnAccepted(
+        AcceptedInfo{id, plan.output_dtype, plan.output_shape, backend_->name(), spec.priority});
     sink.OnPlan(backend_->Describe(spec, plan));
     sink.OnDone(absl::OkStatus());
     if (options_.on_job_done) {
@@ -1257,7 +1262,7 @@ void Engine::StopRunningJobs() { impl_->StopRunningJobs(); }
 void Engine::Shutdown() { impl_->Shutdown(); }
 bool Engine::Drain(std::chrono::milliseconds timeout) { return impl_->Drain(timeout); }
 int64_t Engine::jobs_in_flight() const { return impl_->jobs_in_flight(); }
-bool Engine::jobs_wait_for_lanes() const { return impl_->jobs_wait_for_lanes(); }
+uint32_t Engine::levels_waiting_for_lanes() const { return impl_->levels_waiting_for_lanes(); }
 bool Engine::accepting() const { return impl_->accepting(); }
 
 }  // namespace gpupipe::engine

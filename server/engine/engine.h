@@ -221,9 +221,10 @@ class Engine {
 
   // Jobs accepted and not yet done.
   int64_t jobs_in_flight() const;
-  // Whether jobs of some priority wait for a lane while every lane of that priority runs a
-  // job (jobs that merely pass through the queue to an idle lane do not count).
-  bool jobs_wait_for_lanes() const;
+  // The priorities whose jobs wait for a lane while every lane of that priority runs a job
+  // (jobs that merely pass through the queue to an idle lane do not count): bit p for
+  // priority p (static_cast<int>(Priority)).
+  uint32_t levels_waiting_for_lanes() const;
   // False once Drain or Shutdown began: Submit answers UNAVAILABLE.
   bool accepting() const;
 

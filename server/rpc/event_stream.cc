@@ -56,6 +56,7 @@ void EventStream::OnAccepted(const engine::AcceptedInfo& info) {
   std::unique_lock<std::mutex> lock(mu_);
   job_id_ = info.job_id;
   accepted_ = true;
+  priority_level_ = static_cast<int>(info.priority);
   output_bytes_ = bytes;
   accepted_held_ =
       whole_job_ || (compact_ && !hold_success_ && bytes >= 0 && bytes <= kSmallResultBytes);
@@ -91,7 +92,9 @@ absl::Status EventStream::OnChunk(int64_t offset, const char* data, int64_t size
     }
     return absl::OkStatus();
   }
+  waiting_for_room_ = true;
   space_.wait(lock, [&] { return gone_ || queue_.size() < max_queued_; });
+  waiting_for_room_ = false;
   if (gone_) return gone_reason_;
   event.set_job_id(job_id_);
   event.mutable_chunk()->set_offset(offset);
@@ -257,20 +260,22 @@ void EventStream::CheckStalled(const StallCheck& check) {
     Push(std::move(lock), std::move(held_done_));
     return;
   }
-  if (!writing_ || gone_ || check.write_timeout.count() <= 0 ||
-      now - write_started_ < check.write_timeout) {
-    return;
-  }
-  const double seconds = static_cast<double>(check.write_timeout.count()) / 1000.0;
+  std::chrono::milliseconds timeout = check.write_timeout;
+  const bool busy = waiting_for_room_ && check.busy_timeout.count() > 0 &&
+                    timeout.count() > 0 && check.busy_timeout < timeout &&
+                    ((check.busy_levels >> priority_level_) & 1u) != 0;
+  if (busy) timeout = check.busy_timeout;
+  if (!writing_ || gone_ || timeout.count() <= 0 || now - write_started_ < timeout) return;
+  const double seconds = static_cast<double>(timeout.count()) / 1000.0;
   MarkGone(absl::DeadlineExceededError(
-      check.busy ? absl::StrFormat("the client read nothing for %g s while a result waited "
-                                   "and other jobs waited for a lane (gpupiped "
-                                   "--reader-idle-busy-seconds); the call was cancelled",
-                                   seconds)
-                 : absl::StrFormat("the client read nothing for %g s while a result waited "
-                                   "(gpupiped --reader-idle-timeout-seconds); the call was "
-                                   "cancelled",
-                                   seconds)));
+      busy ? absl::StrFormat("the client read nothing for %g s while a result waited and "
+                             "other jobs waited for its lane (gpupiped "
+                             "--reader-idle-busy-seconds); the call was cancelled",
+                             seconds)
+           : absl::StrFormat("the client read nothing for %g s while a result waited "
+                             "(gpupiped --reader-idle-timeout-seconds); the call was "
+                             "cancelled",
+                             seconds)));
   cancelling_ = true;
   canceller_ = std::this_thread::get_id();
   EventWriter* writer = writer_;

@@ -121,9 +121,11 @@ class EventStream final : public engine::JobSink {
     // A write in flight this long (the client reads nothing, so flow control holds the write):
     // the reader counts as gone with DEADLINE_EXCEEDED and the call is cancelled; 0: never.
     std::chrono::milliseconds write_timeout{0};
-    // write_timeout is the one that applies while other jobs wait for lanes (the message
-    // names its flag).
-    bool busy = false;
+    // Shorter than write_timeout (which must be set), for a call whose job holds its lane
+    // waiting for room in this stream (OnChunk) while jobs of its priority wait for a lane:
+    // bit p of busy_levels set for priority p (Engine::levels_waiting_for_lanes). 0: none.
+    std::chrono::milliseconds busy_timeout{0};
+    uint32_t busy_levels = 0;
   };
   void CheckStalled(const StallCheck& check);
   // Whether the call is over (no further CheckStalled can matter).
@@ -146,6 +148,8 @@ class EventStream final : public engine::JobSink {
   const size_t max_queued_;
   std::string job_id_;
   bool accepted_ = false;       // OnAccepted came
+  int priority_level_ = 0;      // the job's priority, from OnAccepted
+  bool waiting_for_room_ = false;  // the job waits in OnChunk, holding its lane
   int64_t output_bytes_ = -1;   // from OnAccepted; -1 where the shape does not give it
   bool tail_held_ = false;      // the last result chunk waits for the Done
   bool accepted_held_ = false;  // the Accepted waits for the result (a small one)

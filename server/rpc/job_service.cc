@@ -19,7 +19,7 @@ JobServiceImpl::JobServiceImpl(engine::Engine* engine, JobServiceOptions options
     : engine_(engine),
       options_(std::move(options)),
       stall_watch_(options_.reader_idle_timeout, options_.reader_idle_busy_timeout,
-                   [engine] { return engine->jobs_wait_for_lanes(); }),
+                   [engine] { return engine->levels_waiting_for_lanes(); }),
       unread_(options_.unread),
       runs_(engine, options_.upload_idle_timeout, options_.waiting_runs) {}
 
@@ -145,6 +145,8 @@ grpc::ServerUnaryReactor* JobServiceImpl::Describe(grpc::CallbackServerContext* 
   return Answer(context, [&](const std::string&) {
     *response = EncodeDescription(engine_->Describe(), options_.server_version);
     response->mutable_limits()->set_reader_idle_timeout_ms(options_.reader_idle_timeout.count());
+    response->mutable_limits()->set_reader_idle_busy_timeout_ms(
+        options_.reader_idle_timeout.count() > 0 ? options_.reader_idle_busy_timeout.count() : 0);
     response->mutable_limits()->set_max_run_streams(options_.max_run_streams);
     response->mutable_limits()->set_max_unread_bytes(options_.unread.max_bytes);
     response->mutable_limits()->set_max_client_unread_bytes(options_.unread.max_client_bytes);

@@ -34,8 +34,9 @@ struct JobServiceOptions {
   // job ends with DEADLINE_EXCEEDED (stall_watch.h); a Run client that has not half-closed this
   // long after its whole input and successful job gets its Done. 0: no limit.
   std::chrono::milliseconds reader_idle_timeout{30000};
-  // The same, while other jobs wait for lanes (where shorter): a stalled reader's lane is one
-  // they could run on. 0: only reader_idle_timeout applies.
+  // The same, where shorter, for a call whose job holds its lane waiting for its reader while
+  // jobs of its priority wait for a lane (stall_watch.h). 0: only reader_idle_timeout applies,
+  // and a reader_idle_timeout of 0 turns both off.
   std::chrono::milliseconds reader_idle_busy_timeout{10000};
   // A Run call whose first message (the spec) has not come this long after the call began ends
   // with DEADLINE_EXCEEDED (the engine's upload idle timeout covers the data after it). 0: no

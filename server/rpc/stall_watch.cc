@@ -6,9 +6,14 @@
 namespace gpupipe::rpc {
 
 StallWatch::StallWatch(std::chrono::milliseconds timeout, std::chrono::milliseconds busy_timeout,
-                       std::function<bool()> busy)
-    : timeout_(timeout), busy_timeout_(busy_timeout), busy_(std::move(busy)) {
-  if (watching()) thread_ = std::thread([this] { Loop(); });
+                       std::function<uint32_t()> busy_levels)
+    : timeout_(timeout),
+      busy_timeout_(timeout.count() > 0 && busy_timeout.count() > 0 && busy_timeout < timeout &&
+                            busy_levels != nullptr
+                        ? busy_timeout
+                        : std::chrono::milliseconds(0)),
+      busy_levels_(std::move(busy_levels)) {
+  if (timeout_.count() > 0) thread_ = std::thread([this] { Loop(); });
 }
 
 StallWatch::~StallWatch() {
@@ -21,16 +26,14 @@ StallWatch::~StallWatch() {
 }
 
 void StallWatch::Watch(std::weak_ptr<EventStream> stream) {
-  if (!watching()) return;
+  if (timeout_.count() <= 0) return;
   std::lock_guard<std::mutex> lock(mu_);
   streams_.push_back(std::move(stream));
 }
 
 void StallWatch::Loop() {
-  std::chrono::milliseconds shortest = timeout_;
-  if (busy_timeout_.count() > 0 && (shortest.count() <= 0 || busy_timeout_ < shortest)) {
-    shortest = busy_timeout_;
-  }
+  const std::chrono::milliseconds shortest =
+      busy_timeout_.count() > 0 ? busy_timeout_ : timeout_;
   const auto period = std::min<std::chrono::milliseconds>(
       shortest / 4 + std::chrono::milliseconds(1), std::chrono::seconds(1));
   std::vector<std::shared_ptr<EventStream>> live;
@@ -51,10 +54,9 @@ void StallWatch::Loop() {
     check.now = std::chrono::steady_clock::now();
     check.held_timeout = timeout_;
     check.write_timeout = timeout_;
-    if (!live.empty() && busy_timeout_.count() > 0 &&
-        (timeout_.count() <= 0 || busy_timeout_ < timeout_) && busy_ && busy_()) {
-      check.write_timeout = busy_timeout_;
-      check.busy = true;
+    if (!live.empty() && busy_timeout_.count() > 0) {
+      check.busy_levels = busy_levels_();
+      if (check.busy_levels != 0) check.busy_timeout = busy_timeout_;
     }
     for (const std::shared_ptr<EventStream>& stream : live) stream->CheckStalled(check);
     live.clear();  // the last reference to a stream may go here, outside the lock

@@ -2,9 +2,10 @@
 // shorter timeout (at most once a second) it asks each live EventStream whether its write in
 // flight has waited longer than the timeout (EventStream::CheckStalled), which cancels that
 // call and ends its job with DEADLINE_EXCEEDED, so a client that stops reading cannot hold a
-// lane or its events' memory for ever. While other jobs wait for lanes (`busy` says so) the
-// busy timeout applies instead where it is shorter: a stalled reader's lane is one they could
-// run on. Streams are held weakly and forgotten once their call is over.
+// lane or its events' memory for ever. The busy timeout, where shorter, applies instead to a
+// call whose job holds its lane waiting for the reader while jobs of its priority wait for a
+// lane (`busy_levels` says which priorities): that lane is one they could run on. Streams are
+// held weakly and forgotten once their call is over.
 //
 // Thread safety: Watch may be called from any thread. One thread of its own, joined by the
 // destructor.
@@ -12,6 +13,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -24,11 +26,11 @@ namespace gpupipe::rpc {
 
 class StallWatch {
  public:
-  // `timeout`: the reader idle timeout; `busy_timeout`: the one while `busy()` is true (it
-  // is asked once a round, from the watch's thread). Zero: no such limit; both zero: no
-  // watching (Watch does nothing).
+  // `timeout`: the reader idle timeout, zero for none (then there is no watching: Watch does
+  // nothing). `busy_timeout`: the busy one, where shorter (zero: none); `busy_levels` is asked
+  // for the priorities whose jobs wait for lanes once a round, from the watch's thread.
   StallWatch(std::chrono::milliseconds timeout, std::chrono::milliseconds busy_timeout = {},
-             std::function<bool()> busy = nullptr);
+             std::function<uint32_t()> busy_levels = nullptr);
   ~StallWatch();
   StallWatch(const StallWatch&) = delete;
   StallWatch& operator=(const StallWatch&) = delete;
@@ -38,11 +40,11 @@ class StallWatch {
  private:
   void Loop();
 
-  bool watching() const { return timeout_.count() > 0 || busy_timeout_.count() > 0; }
-
   const std::chrono::milliseconds timeout_;
+  // Zero where it does not apply: no busy timeout, one no shorter than timeout_, or no
+  // busy_levels to ask.
   const std::chrono::milliseconds busy_timeout_;
-  const std::function<bool()> busy_;
+  const std::function<uint32_t()> busy_levels_;
   std::mutex mu_;
   std::condition_variable wake_;
   bool stop_ = false;

@@ -17,6 +17,7 @@ struct AcceptedInfo {
   DType output_dtype = DType::kFloat32;
   std::vector<int64_t> output_shape;
   std::string backend;
+  Priority priority = Priority::kNormal;  // the job's, whose lanes it runs on
 };
 
 // Where the time of one job went. Device phases come from CUDA events on the job's stream.

@@ -457,6 +457,10 @@ TEST(RenderTest, DescribeText) {
       limits,
       HasSubstr("work      chunks of at least 64.0 KiB, at most 4096 operations per byte\n"));
   EXPECT_THAT(limits, HasSubstr("idle      upload 30 s, reader none\n"));
+  l->set_reader_idle_timeout_ms(30000);
+  l->set_reader_idle_busy_timeout_ms(10000);
+  EXPECT_THAT(RenderDescribeText(admission),
+              HasSubstr("idle      upload 30 s, reader 30 s (10 s while its lane is wanted)\n"));
   // Results held unread (server/rpc/unread_results.h), where the daemon states them.
   l->set_max_unread_bytes(int64_t{1} << 30);
   l->set_max_client_unread_bytes(int64_t{256} << 20);

@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "client/job_client.h"
 #include "server/engine/backends/cpu/cpu_backend.h"
 #include "server/rpc/job_service.h"
@@ -504,6 +505,78 @@ TEST_F(RunTest, AStalledReaderLosesItsLaneSoonerWhileAJobWaitsForIt) {
   while (reader->Read(&e)) {
   }
   EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+}
+
+// A Submit call that reads only its Accepted, on a channel whose receive window does not
+// grow: a result of more than the window waits in the server.
+struct UnreadCall {
+  std::unique_ptr<v1::JobService::Stub> stub;
+  grpc::ClientContext context;
+  std::unique_ptr<grpc::ClientReader<v1::JobEvent>> reader;
+};
+std::unique_ptr<UnreadCall> SubmitUnread(int port, v1::SubmitRequest request) {
+  auto call = std::make_unique<UnreadCall>();
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  call->stub = v1::JobService::NewStub(grpc::CreateCustomChannel(
+      "127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials(), args));
+  call->reader = call->stub->Submit(&call->context, request);
+  v1::JobEvent accepted;
+  EXPECT_TRUE(call->reader->Read(&accepted));
+  return call;
+}
+
+TEST_F(RunTest, TheBusyTimeoutSparesAReaderWhoseJobIsDoneOrOfAnotherPriority) {
+  JobServiceOptions options{4, "test"};
+  options.reader_idle_timeout = std::chrono::seconds(60);
+  options.reader_idle_busy_timeout = std::chrono::milliseconds(300);
+  Start(options);  // one lane a priority
+  const auto relu = [](int64_t bytes, v1::Priority priority) {
+    v1::SubmitRequest request = Spec({bytes / 4});
+    request.mutable_input()->set_data(std::string(static_cast<size_t>(bytes), '\0'));
+    request.set_priority(priority);
+    return request;
+  };
+  // Done: a 1 MiB result, one event, waits for the reader; the job gave its lane back.
+  std::unique_ptr<UnreadCall> done = SubmitUnread(port_, relu(1 << 20, v1::PRIORITY_NORMAL));
+  ASSERT_TRUE(WaitInFlight(0));
+  // Of another priority: a low-priority job holds the low lane, waiting for its reader.
+  std::unique_ptr<UnreadCall> low = SubmitUnread(port_, relu(8 << 20, v1::PRIORITY_LOW));
+  // Holding the normal lane, with a job of its priority waiting for it: cancelled.
+  std::unique_ptr<UnreadCall> held = SubmitUnread(port_, relu(8 << 20, v1::PRIORITY_NORMAL));
+  ASSERT_TRUE(WaitInFlight(2));
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));  // both past the busy timeout
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<client::JobResult> next = Run(Spec({2}), AsBytes({-1.0f, 2.0f}));
+  EXPECT_TRUE(next.ok()) << next.status();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  v1::JobEvent e;
+  while (held->reader->Read(&e)) {
+  }
+  EXPECT_EQ(held->reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  // Well past the busy timeout again, jobs of normal priority having waited: the low job
+  // still runs, and the done job's result is still there for its reader.
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  EXPECT_EQ(engine_->jobs_in_flight(), 1);
+  int64_t bytes = 0;
+  bool ok_done = false;
+  while (done->reader->Read(&e)) {
+    if (e.has_chunk()) bytes += static_cast<int64_t>(e.chunk().data().size());
+    if (e.has_done()) ok_done = e.done().code() == 0;
+  }
+  EXPECT_TRUE(done->reader->Finish().ok());
+  EXPECT_EQ(bytes, 1 << 20);
+  EXPECT_TRUE(ok_done);
+  low->context.TryCancel();
+  while (low->reader->Read(&e)) {
+  }
+  EXPECT_EQ(low->reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  ASSERT_TRUE(WaitIdle());
+  int cut = 0;
+  for (const absl::Status& status : Done()) {
+    if (absl::StrContains(status.message(), "--reader-idle-busy-seconds")) ++cut;
+  }
+  EXPECT_EQ(cut, 1);  // the normal-priority job that held its lane, only
 }
 
 TEST_F(RunTest, AClientThatNeverHalfClosesGetsItsDoneAtTheIdleTimeout) {
