@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -29,7 +30,7 @@ constexpr std::chrono::milliseconds kResponseTimeout{2000};
 // Connections open at once; a new one beyond takes the place of the oldest.
 constexpr size_t kMaxConnections = 64;
 
-// While accept fails for want of descriptors (EMFILE, ENFILE), the listener is left out of
+// While accept fails for want of resources (descriptors, memory), the listener is left out of
 // poll this long: its pending connection would wake poll at once, again and again.
 constexpr std::chrono::milliseconds kAcceptBackoff{100};
 
@@ -146,7 +147,12 @@ void HttpServer::Loop() {
       while (true) {
         const int fd = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0) {
-          if (errno == EMFILE || errno == ENFILE) accept_paused_until = Clock::now() + kAcceptBackoff;
+          // Nothing more pending, or a connection that went away: try again at the next poll.
+          // Anything else (EMFILE, ENFILE, ENOBUFS, ENOMEM, ...) would fail again at once.
+          if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR &&
+              errno != ECONNABORTED) {
+            accept_paused_until = Clock::now() + kAcceptBackoff;
+          }
           break;
         }
         // A client that holds many connections open (saying nothing, trickling, not reading)
@@ -184,13 +190,21 @@ bool HttpServer::Serve(Connection& c) {
 }
 
 std::string HttpServer::Answer(const std::string& request) const {
-  // The request line: METHOD SP TARGET SP HTTP/x.y.
-  std::string line = request.substr(0, request.find('\n'));
+  // The request line, METHOD SP TARGET SP HTTP/x.y, after any empty lines (RFC 9112 2.2).
+  const size_t begin = request.find_first_not_of("\r\n");
+  std::string line =
+      begin == std::string::npos ? "" : request.substr(begin, request.find('\n', begin) - begin);
   if (!line.empty() && line.back() == '\r') line.pop_back();
   const std::vector<std::string> parts = absl::StrSplit(line, ' ');
-  if (parts.size() != 3 || parts[0].empty() || parts[1].empty() ||
-      !absl::StartsWith(parts[2], "HTTP/")) {
+  const auto is_version = [](const std::string& v) {
+    return v.size() == 8 && absl::StartsWith(v, "HTTP/") && absl::ascii_isdigit(v[5]) &&
+           v[6] == '.' && absl::ascii_isdigit(v[7]);
+  };
+  if (parts.size() != 3 || parts[0].empty() || parts[1].empty() || !is_version(parts[2])) {
     return Response(400, "Bad Request", "text/plain", "GET /metrics HTTP/1.1\n");
+  }
+  if (!absl::StartsWith(parts[2], "HTTP/1.")) {
+    return Response(505, "HTTP Version Not Supported", "text/plain", "HTTP/1.1\n");
   }
   const std::string& method = parts[0];
   if (method != "GET" && method != "HEAD") {

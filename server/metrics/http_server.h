@@ -1,6 +1,7 @@
 // A minimal HTTP/1.1 server for the Prometheus scrape: GET /metrics answers with the text a
-// callback renders at that moment; another path is 404, another method 405, and a request
-// line that is not HTTP's 400 (lines may end CRLF or bare LF). One thread serves every
+// callback renders at that moment; another path is 404, another method 405, another HTTP
+// version 505, and a request line that is not HTTP's 400 (lines may end CRLF or bare LF, and
+// empty lines before the request line are passed over). One thread serves every
 // connection at once (poll), each closed after its answer; a request must arrive whole within
 // a second and its answer be read within two, so a client that connects and says nothing,
 // trickles its bytes or reads slowly holds its own connection for at most three seconds and
