@@ -19,7 +19,8 @@
 
 namespace gpupipe {
 
-inline absl::StatusOr<std::string> ReadConfigFile(const std::string& path, int64_t max_bytes = int64_t{16} << 20) {
+inline absl::StatusOr<std::string> ReadConfigFile(const std::string& path,
+                                                  int64_t max_bytes = int64_t{16} << 20) {
   // Non-blocking, so that opening a FIFO returns at once; a regular file reads as ever.
   const int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {
