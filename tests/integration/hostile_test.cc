@@ -518,18 +518,33 @@ TEST(Hostile, ACancelledUploadIsLoggedAsCancelledEveryTime) {
   EXPECT_TRUE(RunSmallJob(daemon).ok());
 }
 
+// A Submit call of 16 MiB of results that reads its Accepted and nothing more, on a channel
+// whose receive window does not grow: its job soon waits for the reader, holding its lane.
+struct StalledReader {
+  std::unique_ptr<v1::JobService::Stub> stub;
+  grpc::ClientContext context;
+  std::unique_ptr<grpc::ClientReader<v1::JobEvent>> reader;
+  std::string job_id;
+};
+std::unique_ptr<StalledReader> StallAReader(const DaemonProcess& daemon) {
+  auto call = std::make_unique<StalledReader>();
+  call->stub = v1::JobService::NewStub(Channel(daemon, /*grow_window=*/false));
+  call->reader = call->stub->Submit(&call->context,
+                                    Request({4 << 20}, {Relu()}, std::string(16 << 20, '\0')));
+  v1::JobEvent accepted;
+  EXPECT_TRUE(call->reader->Read(&accepted));
+  call->job_id = accepted.accepted().job_id();
+  return call;
+}
+
 // A client that stops reading its results holds its lane only until the reader idle timeout.
 TEST(Hostile, AClientThatStopsReadingLosesItsLaneAtTheIdleTimeout) {
   DaemonProcess daemon(DaemonBinary(), {"--backend", "cpu", "--streams-per-priority", "1",
                                         "--reader-idle-timeout-seconds", "1"});
   ASSERT_NE(daemon.port(), 0) << daemon.error();
-  auto stub = v1::JobService::NewStub(Channel(daemon, /*grow_window=*/false));
-  grpc::ClientContext context;
-  auto reader = stub->Submit(&context, Request({4 << 20}, {Relu()}, std::string(16 << 20, '\0')));
-  v1::JobEvent accepted;
-  ASSERT_TRUE(reader->Read(&accepted));  // and nothing more
+  std::unique_ptr<StalledReader> stalled = StallAReader(daemon);
   const auto start = Clock::now();
-  ASSERT_TRUE(daemon.WaitForLog("job " + accepted.accepted().job_id() + " DEADLINE_EXCEEDED",
+  ASSERT_TRUE(daemon.WaitForLog("job " + stalled->job_id + " DEADLINE_EXCEEDED",
                                 std::chrono::seconds(5)))
       << daemon.log();
   EXPECT_GE(SecondsSince(start), 0.5);
@@ -545,15 +560,11 @@ TEST(Hostile, AClientThatStopsReadingLosesItsLaneSoonerWhenAJobWaitsForIt) {
                                         "--reader-idle-timeout-seconds", "600",
                                         "--reader-idle-busy-seconds", "1"});
   ASSERT_NE(daemon.port(), 0) << daemon.error();
-  auto stub = v1::JobService::NewStub(Channel(daemon, /*grow_window=*/false));
-  grpc::ClientContext context;
-  auto reader = stub->Submit(&context, Request({4 << 20}, {Relu()}, std::string(16 << 20, '\0')));
-  v1::JobEvent accepted;
-  ASSERT_TRUE(reader->Read(&accepted));  // and nothing more
+  std::unique_ptr<StalledReader> stalled = StallAReader(daemon);
   const auto start = Clock::now();
   EXPECT_TRUE(RunSmallJob(daemon).ok());
   EXPECT_LT(SecondsSince(start), 5.0);
-  ASSERT_TRUE(daemon.WaitForLog("job " + accepted.accepted().job_id() + " DEADLINE_EXCEEDED",
+  ASSERT_TRUE(daemon.WaitForLog("job " + stalled->job_id + " DEADLINE_EXCEEDED",
                                 std::chrono::seconds(5)))
       << daemon.log();
   EXPECT_NE(daemon.log().find("--reader-idle-busy-seconds"), std::string::npos);

@@ -35,9 +35,11 @@ int Connect(int port) {
   return fd;
 }
 
-// Sends `request` and reads until the server closes the connection.
-std::string Exchange(int port, const std::string& request) {
-  const int fd = Connect(port);
+// Sends `request` on `fd`, reads until the server closes the connection (or 5 s pass without
+// a byte), and closes `fd`.
+std::string ExchangeOn(int fd, const std::string& request) {
+  const timeval limit{5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit));
   send(fd, request.data(), request.size(), MSG_NOSIGNAL);
   std::string answer;
   char buf[4096];
@@ -45,6 +47,9 @@ std::string Exchange(int port, const std::string& request) {
   while ((n = recv(fd, buf, sizeof(buf), 0)) > 0) answer.append(buf, static_cast<size_t>(n));
   close(fd);
   return answer;
+}
+std::string Exchange(int port, const std::string& request) {
+  return ExchangeOn(Connect(port), request);
 }
 
 TEST(HttpServerTest, ServesTheRenderedTextAtMetrics) {
@@ -158,16 +163,8 @@ TEST(HttpServerTest, NoDescriptorLeftForAConnectionDoesNotSpinTheServer) {
     EXPECT_LT(cpu, 0.3) << "the server spent " << cpu << " s of CPU in one second";
   }
   // Descriptors again: the waiting connection is taken and served.
-  const timeval limit{5, 0};
-  setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit));
-  const std::string request = "GET /metrics HTTP/1.1\r\n\r\n";
-  send(client, request.data(), request.size(), MSG_NOSIGNAL);
-  std::string answer;
-  char buf[4096];
-  ssize_t n;
-  while ((n = recv(client, buf, sizeof(buf), 0)) > 0) answer.append(buf, static_cast<size_t>(n));
-  close(client);
-  EXPECT_THAT(answer, StartsWith("HTTP/1.1 200 OK\r\n"));
+  EXPECT_THAT(ExchangeOn(client, "GET /metrics HTTP/1.1\r\n\r\n"),
+              StartsWith("HTTP/1.1 200 OK\r\n"));
 }
 
 TEST(HttpServerTest, AClientThatSaysNothingOrTricklesIsDroppedWithinTheTimeout) {

@@ -434,22 +434,42 @@ TEST_F(RunTest, ACallThatNeverSendsItsSpecEndsAtTheUploadIdleTimeout) {
   EXPECT_TRUE(ok.ok()) << ok.status();
 }
 
+// A Submit call that reads only its Accepted, on a channel whose receive window does not
+// grow: a result of more than the window waits in the server.
+struct UnreadCall {
+  std::unique_ptr<v1::JobService::Stub> stub;
+  grpc::ClientContext context;
+  std::unique_ptr<grpc::ClientReader<v1::JobEvent>> reader;
+};
+std::unique_ptr<UnreadCall> SubmitUnread(int port, v1::SubmitRequest request) {
+  auto call = std::make_unique<UnreadCall>();
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  call->stub = v1::JobService::NewStub(grpc::CreateCustomChannel(
+      "127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials(), args));
+  call->reader = call->stub->Submit(&call->context, request);
+  v1::JobEvent accepted;
+  EXPECT_TRUE(call->reader->Read(&accepted));
+  return call;
+}
+
+// A normal-priority job whose 8 MiB result is far more than the event queue and a window that
+// does not grow hold.
+v1::SubmitRequest Relu8MiB() {
+  v1::SubmitRequest request;
+  request.mutable_input()->set_dtype(v1::DTYPE_FLOAT32);
+  request.mutable_input()->add_shape(2 << 20);
+  request.mutable_input()->set_data(std::string(8 << 20, '\0'));
+  request.add_ops()->mutable_relu();
+  return request;
+}
+
 TEST_F(RunTest, AReaderThatStopsReadingIsCancelledAndItsLaneFreed) {
   JobServiceOptions options{4, "test"};
   options.reader_idle_timeout = std::chrono::milliseconds(300);
   Start(options);
-  // 8 MiB of results: far more than the event queue and flow control hold (a channel of its
-  // own whose receive window does not grow).
-  v1::SubmitRequest request = Spec({2 << 20});
-  request.mutable_input()->set_data(std::string(8 << 20, '\0'));
-  grpc::ChannelArguments args;
-  args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
-  std::unique_ptr<v1::JobService::Stub> stub = v1::JobService::NewStub(grpc::CreateCustomChannel(
-      "127.0.0.1:" + std::to_string(port_), grpc::InsecureChannelCredentials(), args));
-  grpc::ClientContext context;
-  std::unique_ptr<grpc::ClientReader<v1::JobEvent>> reader = stub->Submit(&context, request);
-  v1::JobEvent accepted;
-  ASSERT_TRUE(reader->Read(&accepted));  // then reads nothing more
+  // 8 MiB of results: far more than the event queue and flow control hold.
+  std::unique_ptr<UnreadCall> call = SubmitUnread(port_, Relu8MiB());
   const auto start = std::chrono::steady_clock::now();
   ASSERT_TRUE(WaitIdle()) << "the stalled job kept its lane";
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
@@ -461,9 +481,9 @@ TEST_F(RunTest, AReaderThatStopsReadingIsCancelledAndItsLaneFreed) {
   absl::StatusOr<client::JobResult> next = Run(Spec({2}), AsBytes({-1.0f, 2.0f}));
   EXPECT_TRUE(next.ok()) << next.status();
   v1::JobEvent e;
-  while (reader->Read(&e)) {
+  while (call->reader->Read(&e)) {
   }
-  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  EXPECT_EQ(call->reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
 }
 
 TEST_F(RunTest, AStalledReaderLosesItsLaneSoonerWhileAJobWaitsForIt) {
@@ -471,16 +491,7 @@ TEST_F(RunTest, AStalledReaderLosesItsLaneSoonerWhileAJobWaitsForIt) {
   options.reader_idle_timeout = std::chrono::seconds(60);
   options.reader_idle_busy_timeout = std::chrono::milliseconds(500);
   Start(options);  // one lane
-  v1::SubmitRequest request = Spec({2 << 20});
-  request.mutable_input()->set_data(std::string(8 << 20, '\0'));
-  grpc::ChannelArguments args;
-  args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
-  std::unique_ptr<v1::JobService::Stub> stub = v1::JobService::NewStub(grpc::CreateCustomChannel(
-      "127.0.0.1:" + std::to_string(port_), grpc::InsecureChannelCredentials(), args));
-  grpc::ClientContext context;
-  std::unique_ptr<grpc::ClientReader<v1::JobEvent>> reader = stub->Submit(&context, request);
-  v1::JobEvent accepted;
-  ASSERT_TRUE(reader->Read(&accepted));  // then reads nothing more
+  std::unique_ptr<UnreadCall> call = SubmitUnread(port_, Relu8MiB());
 
   // While nothing waits for its lane, the stalled call keeps it past the busy timeout.
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
@@ -502,28 +513,9 @@ TEST_F(RunTest, AStalledReaderLosesItsLaneSoonerWhileAJobWaitsForIt) {
   EXPECT_NE(done[0].message().find("--reader-idle-busy-seconds"), std::string::npos) << done[0];
   EXPECT_TRUE(done[1].ok()) << done[1];
   v1::JobEvent e;
-  while (reader->Read(&e)) {
+  while (call->reader->Read(&e)) {
   }
-  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
-}
-
-// A Submit call that reads only its Accepted, on a channel whose receive window does not
-// grow: a result of more than the window waits in the server.
-struct UnreadCall {
-  std::unique_ptr<v1::JobService::Stub> stub;
-  grpc::ClientContext context;
-  std::unique_ptr<grpc::ClientReader<v1::JobEvent>> reader;
-};
-std::unique_ptr<UnreadCall> SubmitUnread(int port, v1::SubmitRequest request) {
-  auto call = std::make_unique<UnreadCall>();
-  grpc::ChannelArguments args;
-  args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
-  call->stub = v1::JobService::NewStub(grpc::CreateCustomChannel(
-      "127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials(), args));
-  call->reader = call->stub->Submit(&call->context, request);
-  v1::JobEvent accepted;
-  EXPECT_TRUE(call->reader->Read(&accepted));
-  return call;
+  EXPECT_EQ(call->reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
 }
 
 TEST_F(RunTest, TheBusyTimeoutSparesAReaderWhoseJobIsDoneOrOfAnotherPriority) {
