@@ -27,6 +27,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <thread>
 #include <vector>
 
@@ -172,13 +173,14 @@ int Run(const DaemonOptions& options) {
   TransportSecurity security;
   security.insecure = options.insecure;
   security.tokens = !options.token_file.empty();
-  for (auto [path, pem] : {std::pair{&options.tls_cert, &security.tls_cert_pem},
-                           std::pair{&options.tls_key, &security.tls_key_pem},
-                           std::pair{&options.tls_client_ca, &security.tls_client_ca_pem}}) {
+  for (auto [flag, path, pem] :
+       {std::tuple{"--tls-cert", &options.tls_cert, &security.tls_cert_pem},
+        std::tuple{"--tls-key", &options.tls_key, &security.tls_key_pem},
+        std::tuple{"--tls-client-ca", &options.tls_client_ca, &security.tls_client_ca_pem}}) {
     if (path->empty()) continue;
     absl::StatusOr<std::string> contents = ReadConfigFile(*path);
     if (!contents.ok()) {
-      Fail(std::string(contents.status().message()));
+      Fail(absl::StrCat(flag, ": ", contents.status().message()));
       return 1;
     }
     *pem = *std::move(contents);

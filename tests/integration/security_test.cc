@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -292,6 +293,29 @@ TEST_F(Tokens, TheCliTakesTlsAndTokensFromFlagsAndTheEnvironment) {
   EXPECT_NE(no_token.err.find("UNAUTHENTICATED"), std::string::npos) << no_token.err;
   unsetenv("GPUPIPE_TARGET");
   unsetenv("GPUPIPE_TLS_CA");
+}
+
+// A TLS file the daemon cannot use stops it at start, the message naming the flag.
+TEST(ListenRules, AnUnreadableTlsFileNamesItsFlag) {
+  char dir_template[] = "/tmp/gpupipe-tls-flag-XXXXXX";
+  ASSERT_NE(mkdtemp(dir_template), nullptr);
+  const std::string dir = dir_template;
+  ASSERT_EQ(mkfifo((dir + "/fifo").c_str(), 0600), 0);
+  WriteText(dir + "/file", "not checked before every file is read\n");
+  for (const char* flag : {"--tls-cert", "--tls-key", "--tls-client-ca"}) {
+    std::vector<std::string> command = {"/usr/bin/timeout", "20", DaemonBinary(), "--backend",
+                                        "cpu"};
+    for (const char* f : {"--tls-cert", "--tls-key", "--tls-client-ca"}) {
+      command.push_back(f);
+      command.push_back(dir + (std::string(f) == flag ? "/fifo" : "/file"));
+    }
+    CommandResult r = RunCommand(command);
+    EXPECT_EQ(r.exit_code, 1) << flag << ": " << r.err;
+    EXPECT_NE(r.err.find(std::string(flag) + ": " + dir + "/fifo: not a regular file"),
+              std::string::npos)
+        << r.err;
+  }
+  std::filesystem::remove_all(dir);
 }
 
 TEST(ListenRules, PlaintextBeyondLoopbackNeedsInsecure) {
