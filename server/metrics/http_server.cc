@@ -211,7 +211,15 @@ std::string HttpServer::Answer(const std::string& request) const {
     return Response(405, "Method Not Allowed", "text/plain", "GET /metrics\n",
                     "Allow: GET, HEAD\r\n");
   }
-  const std::string& path = parts[1];
+  // The target in origin form, or in absolute form (http://host:port/path), which a server must
+  // also accept (RFC 9112 3.2.2).
+  std::string path = parts[1];
+  for (const char* scheme : {"http://", "https://"}) {
+    if (absl::StartsWith(path, scheme)) {
+      const size_t slash = path.find('/', std::strlen(scheme));
+      path = slash == std::string::npos ? "/" : path.substr(slash);
+    }
+  }
   if (path != "/metrics" && !absl::StartsWith(path, "/metrics?")) {
     return Response(404, "Not Found", "text/plain", "see /metrics\n");
   }

@@ -90,6 +90,11 @@ TEST(HttpServerTest, ARequestLineThatIsNotHttpIsABadRequest) {
     EXPECT_THAT(Exchange(port, bad), StartsWith("HTTP/1.1 400 Bad Request\r\n")) << bad;
   }
   EXPECT_THAT(Exchange(port, "GET /metrics HTTP/2.0\r\n\r\n"), StartsWith("HTTP/1.1 505 "));
+  // A target in absolute form.
+  EXPECT_THAT(Exchange(port, "GET http://localhost:9400/metrics HTTP/1.1\r\n\r\n"),
+              StartsWith("HTTP/1.1 200 OK\r\n"));
+  EXPECT_THAT(Exchange(port, "GET http://localhost:9400 HTTP/1.1\r\n\r\n"),
+              StartsWith("HTTP/1.1 404 "));
   // An empty line before the request line is passed over.
   EXPECT_THAT(Exchange(port, "\r\nGET /metrics HTTP/1.1\r\n\r\n"),
               StartsWith("HTTP/1.1 200 OK\r\n"));
