@@ -249,8 +249,7 @@ void EventStream::CheckStalled(const StallCheck& check) {
   const std::chrono::steady_clock::time_point now = check.now;
   std::unique_lock<std::mutex> lock(mu_);
   if (writer_ == nullptr || cancelling_) return;
-  if (done_held_ && !aborted_ && check.held_timeout.count() > 0 &&
-      now - held_since_ >= check.held_timeout) {
+  if (done_held_ && !aborted_ && now - held_since_ >= check.timeout) {
     // The input was whole and the job succeeded; a client that never half-closes must not
     // hold the call open for ever. Bytes it sends later are not read.
     input_ended_ = true;
@@ -260,12 +259,10 @@ void EventStream::CheckStalled(const StallCheck& check) {
     Push(std::move(lock), std::move(held_done_));
     return;
   }
-  std::chrono::milliseconds timeout = check.write_timeout;
   const bool busy = waiting_for_room_ && check.busy_timeout.count() > 0 &&
-                    timeout.count() > 0 && check.busy_timeout < timeout &&
                     ((check.busy_levels >> priority_level_) & 1u) != 0;
-  if (busy) timeout = check.busy_timeout;
-  if (!writing_ || gone_ || timeout.count() <= 0 || now - write_started_ < timeout) return;
+  const std::chrono::milliseconds timeout = busy ? check.busy_timeout : check.timeout;
+  if (!writing_ || gone_ || now - write_started_ < timeout) return;
   const double seconds = static_cast<double>(timeout.count()) / 1000.0;
   MarkGone(absl::DeadlineExceededError(
       busy ? absl::StrFormat("the client read nothing for %g s while a result waited and "

@@ -115,15 +115,14 @@ class EventStream final : public engine::JobSink {
   // ---- the stall watch (stall_watch.h), any thread ----
   struct StallCheck {
     std::chrono::steady_clock::time_point now;
-    // A successful Done held for the half-close (HoldSuccessUntilInputEnds) this long goes
-    // out; 0: it waits for the half-close.
-    std::chrono::milliseconds held_timeout{0};
-    // A write in flight this long (the client reads nothing, so flow control holds the write):
-    // the reader counts as gone with DEADLINE_EXCEEDED and the call is cancelled; 0: never.
-    std::chrono::milliseconds write_timeout{0};
-    // Shorter than write_timeout (which must be set), for a call whose job holds its lane
-    // waiting for room in this stream (OnChunk) while jobs of its priority wait for a lane:
-    // bit p of busy_levels set for priority p (Engine::levels_waiting_for_lanes). 0: none.
+    // The reader idle timeout: a write in flight this long (the client reads nothing, so flow
+    // control holds the write) makes the reader count as gone with DEADLINE_EXCEEDED and
+    // cancels the call; a successful Done held this long for the half-close
+    // (HoldSuccessUntilInputEnds) goes out.
+    std::chrono::milliseconds timeout{0};
+    // Shorter than `timeout`, for the write of a call whose job holds its lane waiting for
+    // room in this stream (OnChunk) while jobs of its priority wait for a lane: bit p of
+    // busy_levels set for priority p (Engine::levels_waiting_for_lanes). 0: none.
     std::chrono::milliseconds busy_timeout{0};
     uint32_t busy_levels = 0;
   };

@@ -52,8 +52,7 @@ void StallWatch::Loop() {
     lock.unlock();
     EventStream::StallCheck check;
     check.now = std::chrono::steady_clock::now();
-    check.held_timeout = timeout_;
-    check.write_timeout = timeout_;
+    check.timeout = timeout_;
     if (!live.empty() && busy_timeout_.count() > 0) {
       check.busy_levels = busy_levels_();
       if (check.busy_levels != 0) check.busy_timeout = busy_timeout_;
