@@ -440,6 +440,14 @@ struct UnreadCall {
   std::unique_ptr<v1::JobService::Stub> stub;
   grpc::ClientContext context;
   std::unique_ptr<grpc::ClientReader<v1::JobEvent>> reader;
+
+  // Reads the rest of the call's events and returns its status.
+  grpc::Status Finish() {
+    v1::JobEvent e;
+    while (reader->Read(&e)) {
+    }
+    return reader->Finish();
+  }
 };
 std::unique_ptr<UnreadCall> SubmitUnread(int port, v1::SubmitRequest request) {
   auto call = std::make_unique<UnreadCall>();
@@ -453,14 +461,15 @@ std::unique_ptr<UnreadCall> SubmitUnread(int port, v1::SubmitRequest request) {
   return call;
 }
 
-// A normal-priority job whose 8 MiB result is far more than the event queue and a window that
-// does not grow hold.
-v1::SubmitRequest Relu8MiB() {
+// A relu job of `bytes` of float32 zeros. At 8 MiB its result is far more than the event queue
+// and a window that does not grow hold.
+v1::SubmitRequest ReluOfZeros(int64_t bytes, v1::Priority priority = v1::PRIORITY_NORMAL) {
   v1::SubmitRequest request;
   request.mutable_input()->set_dtype(v1::DTYPE_FLOAT32);
-  request.mutable_input()->add_shape(2 << 20);
-  request.mutable_input()->set_data(std::string(8 << 20, '\0'));
+  request.mutable_input()->add_shape(bytes / 4);
+  request.mutable_input()->set_data(std::string(static_cast<size_t>(bytes), '\0'));
   request.add_ops()->mutable_relu();
+  request.set_priority(priority);
   return request;
 }
 
@@ -469,7 +478,7 @@ TEST_F(RunTest, AReaderThatStopsReadingIsCancelledAndItsLaneFreed) {
   options.reader_idle_timeout = std::chrono::milliseconds(300);
   Start(options);
   // 8 MiB of results: far more than the event queue and flow control hold.
-  std::unique_ptr<UnreadCall> call = SubmitUnread(port_, Relu8MiB());
+  std::unique_ptr<UnreadCall> call = SubmitUnread(port_, ReluOfZeros(8 << 20));
   const auto start = std::chrono::steady_clock::now();
   ASSERT_TRUE(WaitIdle()) << "the stalled job kept its lane";
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
@@ -480,10 +489,7 @@ TEST_F(RunTest, AReaderThatStopsReadingIsCancelledAndItsLaneFreed) {
   // The lane serves the next job; the stalled call was cancelled.
   absl::StatusOr<client::JobResult> next = Run(Spec({2}), AsBytes({-1.0f, 2.0f}));
   EXPECT_TRUE(next.ok()) << next.status();
-  v1::JobEvent e;
-  while (call->reader->Read(&e)) {
-  }
-  EXPECT_EQ(call->reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  EXPECT_EQ(call->Finish().error_code(), grpc::StatusCode::CANCELLED);
 }
 
 TEST_F(RunTest, AStalledReaderLosesItsLaneSoonerWhileAJobWaitsForIt) {
@@ -491,7 +497,7 @@ TEST_F(RunTest, AStalledReaderLosesItsLaneSoonerWhileAJobWaitsForIt) {
   options.reader_idle_timeout = std::chrono::seconds(60);
   options.reader_idle_busy_timeout = std::chrono::milliseconds(500);
   Start(options);  // one lane
-  std::unique_ptr<UnreadCall> call = SubmitUnread(port_, Relu8MiB());
+  std::unique_ptr<UnreadCall> call = SubmitUnread(port_, ReluOfZeros(8 << 20));
 
   // While nothing waits for its lane, the stalled call keeps it past the busy timeout.
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
@@ -512,10 +518,7 @@ TEST_F(RunTest, AStalledReaderLosesItsLaneSoonerWhileAJobWaitsForIt) {
   EXPECT_NE(done[0].message().find("read nothing for 0.5 s"), std::string::npos) << done[0];
   EXPECT_NE(done[0].message().find("--reader-idle-busy-seconds"), std::string::npos) << done[0];
   EXPECT_TRUE(done[1].ok()) << done[1];
-  v1::JobEvent e;
-  while (call->reader->Read(&e)) {
-  }
-  EXPECT_EQ(call->reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  EXPECT_EQ(call->Finish().error_code(), grpc::StatusCode::CANCELLED);
 }
 
 TEST_F(RunTest, TheBusyTimeoutSparesAReaderWhoseJobIsDoneOrOfAnotherPriority) {
@@ -523,35 +526,27 @@ TEST_F(RunTest, TheBusyTimeoutSparesAReaderWhoseJobIsDoneOrOfAnotherPriority) {
   options.reader_idle_timeout = std::chrono::seconds(60);
   options.reader_idle_busy_timeout = std::chrono::milliseconds(300);
   Start(options);  // one lane a priority
-  const auto relu = [](int64_t bytes, v1::Priority priority) {
-    v1::SubmitRequest request = Spec({bytes / 4});
-    request.mutable_input()->set_data(std::string(static_cast<size_t>(bytes), '\0'));
-    request.set_priority(priority);
-    return request;
-  };
   // Done: a 1 MiB result, one event, waits for the reader; the job gave its lane back.
-  std::unique_ptr<UnreadCall> done = SubmitUnread(port_, relu(1 << 20, v1::PRIORITY_NORMAL));
+  std::unique_ptr<UnreadCall> done = SubmitUnread(port_, ReluOfZeros(1 << 20));
   ASSERT_TRUE(WaitInFlight(0));
   // Of another priority: a low-priority job holds the low lane, waiting for its reader.
-  std::unique_ptr<UnreadCall> low = SubmitUnread(port_, relu(8 << 20, v1::PRIORITY_LOW));
+  std::unique_ptr<UnreadCall> low = SubmitUnread(port_, ReluOfZeros(8 << 20, v1::PRIORITY_LOW));
   // Holding the normal lane, with a job of its priority waiting for it: cancelled.
-  std::unique_ptr<UnreadCall> held = SubmitUnread(port_, relu(8 << 20, v1::PRIORITY_NORMAL));
+  std::unique_ptr<UnreadCall> held = SubmitUnread(port_, ReluOfZeros(8 << 20));
   ASSERT_TRUE(WaitInFlight(2));
   std::this_thread::sleep_for(std::chrono::milliseconds(600));  // both past the busy timeout
   const auto start = std::chrono::steady_clock::now();
   absl::StatusOr<client::JobResult> next = Run(Spec({2}), AsBytes({-1.0f, 2.0f}));
   EXPECT_TRUE(next.ok()) << next.status();
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
-  v1::JobEvent e;
-  while (held->reader->Read(&e)) {
-  }
-  EXPECT_EQ(held->reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  EXPECT_EQ(held->Finish().error_code(), grpc::StatusCode::CANCELLED);
   // Well past the busy timeout again, jobs of normal priority having waited: the low job
   // still runs, and the done job's result is still there for its reader.
   std::this_thread::sleep_for(std::chrono::milliseconds(600));
   EXPECT_EQ(engine_->jobs_in_flight(), 1);
   int64_t bytes = 0;
   bool ok_done = false;
+  v1::JobEvent e;
   while (done->reader->Read(&e)) {
     if (e.has_chunk()) bytes += static_cast<int64_t>(e.chunk().data().size());
     if (e.has_done()) ok_done = e.done().code() == 0;
@@ -560,9 +555,7 @@ TEST_F(RunTest, TheBusyTimeoutSparesAReaderWhoseJobIsDoneOrOfAnotherPriority) {
   EXPECT_EQ(bytes, 1 << 20);
   EXPECT_TRUE(ok_done);
   low->context.TryCancel();
-  while (low->reader->Read(&e)) {
-  }
-  EXPECT_EQ(low->reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  EXPECT_EQ(low->Finish().error_code(), grpc::StatusCode::CANCELLED);
   ASSERT_TRUE(WaitIdle());
   int cut = 0;
   for (const absl::Status& status : Done()) {
