@@ -118,6 +118,7 @@ class LoadRun : public std::enable_shared_from_this<LoadRun> {
     const Clock::time_point now = Clock::now();
     std::unique_lock<std::mutex> lock(mu_);
     --outstanding_;
+    bool reached_requests = false;
     if (!stopped_ && now >= window_start_ && now < window_end_) {
       Sample sample;
       sample.entry = entry;
@@ -129,12 +130,16 @@ class LoadRun : public std::enable_shared_from_this<LoadRun> {
       if (config_.requests > 0 && static_cast<int64_t>(samples_.size()) >= config_.requests) {
         stopped_ = true;
         ended_at_ = now;
+        reached_requests = true;
       }
     }
     const bool closed_loop = config_.rate <= 0;
     if (closed_loop && !stopped_ && now < window_end_) SendLocked(lock);
     if (outstanding_ == 0) idle_.notify_all();
-    changed_.notify_all();
+    // The sender's thread waits for a time (the window's end, a progress line, an open loop's
+    // next request) or for the point's last request; waking it for every completion would add
+    // a thread wake-up to every measured call, the echo floor's included.
+    if (reached_requests) changed_.notify_all();
   }
 
   const LoadConfig config_;
