@@ -108,11 +108,12 @@ TEST_F(SubmitSmallReactorTest, EveryCallEndsOnceUnderCancelsAndDeadlinesFromMany
         call.context.set_deadline(std::chrono::system_clock::now() +
                                   std::chrono::microseconds(500 * (k % 11)));
       }
+      SmallCall* const ending = &call;  // the callback may run after this iteration
       stub->async()->SubmitSmall(&call.context, &request, &call.response,
-                                 [&](grpc::Status status) {
+                                 [&mu, &all_ended, &ended, ending](grpc::Status status) {
                                    std::lock_guard<std::mutex> lock(mu);
-                                   call.status = std::move(status);
-                                   ++call.ends;
+                                   ending->status = std::move(status);
+                                   ++ending->ends;
                                    ++ended;
                                    all_ended.notify_all();
                                  });
