@@ -10,7 +10,10 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <cstdint>
+#include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -25,13 +28,25 @@ using gpupipe::testing::AsBytes;
 using gpupipe::testing::AsFloats;
 using Clock = std::chrono::steady_clock;
 
+constexpr int kClients = 8;
+constexpr int kCallsPerClient = 60;
+constexpr int kCalls = kClients * kCallsPerClient;
+// Every call's deadline, so that a call the service never ends fails the test instead of
+// hanging it: far beyond what any of them takes.
+constexpr auto kCallDeadline = std::chrono::seconds(60);
+
 class SubmitSmallReactorTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    // One lane a level, so that most calls wait for it and end while queued.
+    // One lane a level, so that the flood's jobs queue behind one another and its cancels and
+    // deadlines find them queued.
     engine::CpuBackendOptions lanes;
     lanes.lanes_per_level = 1;
-    engine_ = engine::Engine::Create(engine::CreateCpuBackend(lanes), engine::EngineOptions{});
+    // Every call comes from one client (one address, no client-id): its jobs in flight must not
+    // meet the per-client limit, which would refuse calls that are to be served.
+    engine::EngineOptions options;
+    options.admission.max_client_jobs = 4 * kCalls;
+    engine_ = engine::Engine::Create(engine::CreateCpuBackend(lanes), options);
     service_ = std::make_unique<JobServiceImpl>(engine_.get(), JobServiceOptions{4, "test"});
     grpc::ServerBuilder builder;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
@@ -49,6 +64,17 @@ class SubmitSmallReactorTest : public ::testing::Test {
   std::unique_ptr<v1::JobService::Stub> NewStub() const {
     return v1::JobService::NewStub(grpc::CreateChannel("127.0.0.1:" + std::to_string(port_),
                                                        grpc::InsecureChannelCredentials()));
+  }
+
+  // Jobs of all priorities that ended with `status`, by the engine's count.
+  int64_t JobsEnded(const std::string& status) const {
+    const v1::StatsResponse stats = service_->Stats();
+    int64_t n = 0;
+    for (const v1::PriorityStats& p : stats.priorities()) {
+      const auto it = p.jobs().by_status().find(status);
+      if (it != p.jobs().by_status().end()) n += it->second;
+    }
+    return n;
   }
 
   int64_t UnreadBytes() const {
@@ -76,14 +102,12 @@ struct SmallCall {
 };
 
 TEST_F(SubmitSmallReactorTest, EveryCallEndsOnceUnderCancelsAndDeadlinesFromManyClients) {
-  constexpr int kClients = 8;
-  constexpr int kCallsPerClient = 60;
   std::mutex mu;
   std::condition_variable all_ended;
   int ended = 0;
   std::vector<std::unique_ptr<SmallCall>> calls;
-  calls.reserve(kClients * kCallsPerClient);
-  for (int i = 0; i < kClients * kCallsPerClient; ++i) {
+  calls.reserve(kCalls);
+  for (int i = 0; i < kCalls; ++i) {
     calls.push_back(std::make_unique<SmallCall>());
     // Some large enough that the lane's queue builds up, others small enough to run at once.
     calls.back()->input = gpupipe::testing::RandomFloats(i % 3 == 0 ? 16 << 10 : 1 << 10,
@@ -91,8 +115,8 @@ TEST_F(SubmitSmallReactorTest, EveryCallEndsOnceUnderCancelsAndDeadlinesFromMany
   }
 
   // Half the clients flood the lane (every call sent at once: cancels and deadlines find their
-  // jobs queued); then the other half send one call at a time onto a quieter lane, cancelling
-  // a moment later (the job queued, running or done by then).
+  // jobs queued); then the other half send one call at a time onto the same lane once the
+  // flood has ended, cancelling a moment later (the job queued, running or done by then).
   const auto run_client = [&](int c, bool one_at_a_time) {
     std::unique_ptr<v1::JobService::Stub> stub = NewStub();
     for (int k = 0; k < kCallsPerClient; ++k) {
@@ -104,10 +128,9 @@ TEST_F(SubmitSmallReactorTest, EveryCallEndsOnceUnderCancelsAndDeadlinesFromMany
       request.add_ops()->mutable_relu();
       request.add_ops()->mutable_softmax();
       const int kind = k % 4;  // 0, 1: read; 2: cancelled; 3: a deadline that may pass
-      if (kind == 3) {
-        call.context.set_deadline(std::chrono::system_clock::now() +
-                                  std::chrono::microseconds(500 * (k % 11)));
-      }
+      call.context.set_deadline(std::chrono::system_clock::now() +
+                                (kind == 3 ? std::chrono::microseconds(500 * (k % 11))
+                                           : std::chrono::microseconds(kCallDeadline)));
       SmallCall* const ending = &call;  // the callback may run after this iteration
       stub->async()->SubmitSmall(&call.context, &request, &call.response,
                                  [&mu, &all_ended, &ended, ending](grpc::Status status) {
@@ -123,7 +146,7 @@ TEST_F(SubmitSmallReactorTest, EveryCallEndsOnceUnderCancelsAndDeadlinesFromMany
       }
       if (one_at_a_time) {
         std::unique_lock<std::mutex> lock(mu);
-        all_ended.wait(lock, [&] { return call.ends > 0; });
+        all_ended.wait(lock, [&] { return call.ends > 0; });  // within its deadline
       }
     }
   };
@@ -133,25 +156,26 @@ TEST_F(SubmitSmallReactorTest, EveryCallEndsOnceUnderCancelsAndDeadlinesFromMany
   clients.clear();
   {
     std::unique_lock<std::mutex> lock(mu);
-    all_ended.wait_for(lock, std::chrono::seconds(60),
-                       [&] { return ended == kClients / 2 * kCallsPerClient; });
+    EXPECT_TRUE(all_ended.wait_for(lock, kCallDeadline + std::chrono::seconds(30),
+                                   [&] { return ended == kCalls / 2; }));
   }
   for (int c = kClients / 2; c < kClients; ++c) clients.emplace_back(run_client, c, true);
   for (std::thread& t : clients) t.join();
   {
     std::unique_lock<std::mutex> lock(mu);
-    ASSERT_TRUE(all_ended.wait_for(lock, std::chrono::seconds(60),
-                                   [&] { return ended == static_cast<int>(calls.size()); }))
+    // Every call has a deadline, so none is still in progress when this gives up.
+    ASSERT_TRUE(all_ended.wait_for(lock, kCallDeadline + std::chrono::seconds(30),
+                                   [&] { return ended == kCalls; }))
         << ended << " of " << calls.size() << " calls ended";
   }
 
-  int served = 0;
+  int cancelled = 0;
+  int timed_out = 0;
   for (size_t i = 0; i < calls.size(); ++i) {
     const SmallCall& call = *calls[i];
     EXPECT_EQ(call.ends, 1) << "call " << i;
     const int kind = static_cast<int>(i % kCallsPerClient) % 4;
     if (call.status.ok()) {
-      ++served;
       // The CPU reference: relu, then softmax over the row.
       std::vector<double> e(call.input.size());
       double max = 0;
@@ -175,9 +199,18 @@ TEST_F(SubmitSmallReactorTest, EveryCallEndsOnceUnderCancelsAndDeadlinesFromMany
                   call.status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED)
           << "call " << i << ": " << call.status.error_code() << " "
           << call.status.error_message();
+      cancelled += call.status.error_code() == grpc::StatusCode::CANCELLED;
+      timed_out += call.status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
     }
   }
-  EXPECT_GE(served, kClients * kCallsPerClient / 2);  // every call of kinds 0 and 1
+  // Both ways of ending early happened, some to jobs the engine had accepted (a passing
+  // deadline ends a queued job as either, whichever notices first: the call's cancellation or
+  // the engine's own deadline check). No served call's job is counted as ended early.
+  EXPECT_GT(cancelled, 0);
+  EXPECT_GT(timed_out, 0);
+  const int64_t ended_early = JobsEnded("CANCELLED") + JobsEnded("DEADLINE_EXCEEDED");
+  EXPECT_GT(ended_early, 0);
+  EXPECT_LE(ended_early, cancelled + timed_out);
 
   // Every reactor reached OnDone (the service counts calls in progress until then), every job
   // ended, and no result is left counted as unread.
