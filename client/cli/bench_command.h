@@ -16,7 +16,8 @@ namespace gpupipe {
 namespace cli {
 
 // The hidden command that makes this binary serve the bench's echo floor
-// (bench::ServeEchoFloorProcess); main() runs it before anything else.
+// (bench::ServeEchoFloorProcess); main() runs it before anything else but turning off
+// Abseil's deadlock detection.
 inline constexpr char kEchoFloorCommand[] = "__echo-floor";
 
 // Makes the client of channel i (a connection of its own, a client-id of its own).
