@@ -101,6 +101,11 @@ std::string RenderPrometheus(const v1::StatsResponse& stats) {
            1);
   w.Family("gpupipe_uptime_seconds", "gauge", "Seconds since the daemon started.");
   w.Sample("gpupipe_uptime_seconds", "", stats.uptime_seconds());
+  // The name Prometheus's client libraries give this figure, so that dashboards built for
+  // them find it.
+  w.Family("process_cpu_seconds_total", "counter",
+           "User and system CPU time the daemon's process has used, in seconds.");
+  w.Sample("process_cpu_seconds_total", "", stats.process_cpu_seconds());
 
   const auto level = [](const v1::PriorityStats& p) {
     return absl::StrCat("priority=\"", PriorityLabel(p.priority()), "\"");

@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "absl/strings/str_cat.h"
+#include "common/process_cpu.h"
 #include "server/rpc/call_context.h"
 #include "server/rpc/convert.h"
 #include "server/rpc/status_mapping.h"
@@ -35,6 +36,7 @@ v1::StatsResponse JobServiceImpl::Stats(bool with_clients, bool lane_activity) c
   v1::StatsResponse stats = EncodeStats(
       engine_->Stats(with_clients, lane_activity), options_.server_version,
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count());
+  stats.set_process_cpu_seconds(ProcessCpuSeconds());
   if (const int64_t n = unauthenticated_.load(); n > 0) {
     (*stats.mutable_rejected())["unauthenticated"] = n;
   }

@@ -119,10 +119,16 @@ TEST(Metrics, StatsAndMetricsAgreeWithTheJobsRun) {
   EXPECT_EQ(ok_by_client["ipv4:127.0.0.1/alpha"], 3);
   EXPECT_EQ(ok_by_client["ipv4:127.0.0.1/beta"], 2);
   EXPECT_EQ(stats->rejected().at("invalid_argument"), 1);
+  // The daemon's own CPU time: some, and no more than all the machine's cores could give it.
+  EXPECT_GT(stats->process_cpu_seconds(), 0);
+  EXPECT_LT(stats->process_cpu_seconds(),
+            stats->uptime_seconds() * std::max(1u, std::thread::hardware_concurrency()));
 
   // The same figures on the Prometheus endpoint.
   const HttpResponse scrape = HttpGet(daemon.metrics_port(), "/metrics");
   ASSERT_EQ(scrape.status, 200) << scrape.headers;
+  // Read later than GetStats, so no less.
+  EXPECT_GE(Sample(scrape.body, "process_cpu_seconds_total"), stats->process_cpu_seconds());
   EXPECT_EQ(Sample(scrape.body, R"(gpupipe_jobs_total{priority="high",status="OK"})"), 3);
   EXPECT_EQ(Sample(scrape.body, R"(gpupipe_jobs_total{priority="normal",status="OK"})"), 2);
   EXPECT_EQ(Sample(scrape.body, R"(gpupipe_input_bytes_total{priority="normal"})"), 1024);

@@ -37,6 +37,7 @@ v1::StatsResponse Stats() {
   s.set_backend("cuda");
   s.set_server_version("gpupiped 0.1.0");
   s.set_uptime_seconds(90);
+  s.set_process_cpu_seconds(12.34);
   s.set_uploads_in_progress(1);
   v1::PriorityStats* p = s.add_priorities();
   p->set_priority(v1::PRIORITY_HIGH);
@@ -71,8 +72,8 @@ TEST(StatsViewTest, UptimeInTheLargestUnitsThatFit) {
 
 TEST(StatsViewTest, TextShowsEachPriorityClientPoolAndRefusal) {
   const std::string text = RenderStatsText(Stats());
-  EXPECT_THAT(text, HasSubstr("server    gpupiped 0.1.0 (backend cuda), up 1 min 30 s, 1 upload "
-                              "in progress\n"));
+  EXPECT_THAT(text, HasSubstr("server    gpupiped 0.1.0 (backend cuda), up 1 min 30 s, 12.3 s "
+                              "of CPU, 1 upload in progress\n"));
   EXPECT_THAT(text, HasSubstr("jobs      priority  lanes  busy  queued  ended  ok  failed"));
   // high: 2 lanes, 1 busy, 3 queued, 10 ended, 8 ok, 2 failed; total p50 3.25 ms (rank 5: the
   // first of the second bucket's 4), p99 past the last bound.

@@ -18,6 +18,7 @@ v1::StatsResponse Stats() {
   s.set_backend("cuda");
   s.set_server_version("gpupiped 0.1.0");
   s.set_uptime_seconds(12.5);
+  s.set_process_cpu_seconds(3.25);
   v1::PriorityStats* p = s.add_priorities();
   p->set_priority(v1::PRIORITY_HIGH);
   p->set_lanes(2);
@@ -45,6 +46,8 @@ v1::StatsResponse Stats() {
 TEST(PrometheusTextTest, CountersGaugesAndCumulativeHistogramBuckets) {
   const std::string text = RenderPrometheus(Stats());
   EXPECT_THAT(text, HasSubstr("# TYPE gpupipe_jobs_total counter\n"));
+  EXPECT_THAT(text, HasSubstr("# TYPE process_cpu_seconds_total counter\n"
+                              "process_cpu_seconds_total 3.25\n"));
   EXPECT_THAT(text, HasSubstr("gpupipe_jobs_total{priority=\"high\",status=\"OK\"} 7\n"));
   EXPECT_THAT(text, HasSubstr("gpupipe_jobs_total{priority=\"high\",status=\"CANCELLED\"} 2\n"));
   EXPECT_THAT(text, HasSubstr("gpupipe_input_bytes_total{priority=\"high\"} 4096\n"));
