@@ -38,6 +38,36 @@ def row(name, p):
     return "| " + " | ".join(cells) + " |"
 
 
+def cpu_table(reports):
+    """Each end's CPU a request over the measured window (`gpupipe bench`'s CpuMeter): the
+    bench process (client) and the daemon or the floor's process (server)."""
+    def us(v):
+        return f"{v:.0f}" if v is not None else "-"
+    rows = []
+    for name, report in reports.items():
+        for p in (report or {}).get("points", []):
+            g = p["gpupipe"].get("cpu_us_per_request") or {}
+            e = (p.get("echo") or {}).get("cpu_us_per_request") or {}
+            if g.get("client") is None and g.get("server") is None:
+                continue
+            parts = [g.get("client"), g.get("server"), e.get("client"), e.get("server")]
+            ratio = "-"
+            if None not in parts and parts[2] + parts[3] > 0:
+                ratio = f"{(parts[0] + parts[1]) / (parts[2] + parts[3]):.2f}x"
+            rows.append(f"| {name} | {p['concurrency']} | " +
+                        " | ".join(us(v) for v in parts) + f" | {ratio} |")
+    if not rows:
+        return []
+    return ["CPU a request, each end, over the measured window: the bench's own process "
+            "(client: its job or echo calls, result checks included) and the serving process "
+            "(the daemon, from its stats' process_cpu_seconds; the floor's, from /proc). "
+            "Both ends share the host's cores, so where the load is CPU-bound their sum sets "
+            "the throughput.", "",
+            "| scenario | concurrency | job client us | daemon us | echo client us | "
+            "echo server us | job / echo, both ends |",
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"] + rows + [""]
+
+
 def main():
     out = sys.argv[1]
     reports = {n: load(out, n)
@@ -74,6 +104,9 @@ def main():
                              f"server-streaming call with one reply (Submit's shape): "
                              f"{s['throughput']:,.0f} calls/s, p50 {s['latency_us']['p50']:.0f} "
                              f"us, p99 {s['latency_us']['p99']:.0f} us.")
+    if lines[-1] != "":
+        lines.append("")
+    lines += cpu_table(reports)
     lines += ["- **accept**: the daemon's work on a request before its job was accepted "
               "(decoding, validation, planning, admission), median "
               + ", ".join(f"{n} {p['gpupipe']['breakdown_us'].get('accept', 0):.0f} us"

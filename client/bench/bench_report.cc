@@ -26,6 +26,11 @@ nlohmann::json SummaryJson(const ServiceSummary& s) {
                       {"seconds", s.seconds},
                       {"throughput", s.throughput},
                       {"latency_us", PercentilesJson(s.latency_us)}};
+  const auto optional = [](const std::optional<double>& v) -> nlohmann::json {
+    return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+  };
+  j["cpu_us_per_request"] = {{"client", optional(s.client_cpu_us)},
+                             {"server", optional(s.server_cpu_us)}};
   if (s.service == "gpupipe") {
     j["breakdown_us"] = {{"accept", s.accept_us},
                          {"queue", s.queue_us},
@@ -59,6 +64,11 @@ std::string DaemonCounts(const ServiceSummary& s, const char* is, const char* se
   return absl::StrJoin(s.daemons, sep, [is](std::string* out, const auto& daemon) {
     absl::StrAppend(out, daemon.first, is, daemon.second);
   });
+}
+
+// A CPU figure in whole microseconds, or `missing`.
+std::string CpuText(const std::optional<double>& us, const char* missing = "") {
+  return us ? absl::StrFormat("%.0f", *us) : std::string(missing);
 }
 
 std::string LoadName(const BenchPoint& p) {
@@ -195,7 +205,7 @@ std::string ReportCsv(const BenchReport& report) {
   std::string out =
       "load,value,service,requests,errors,mismatches,missed,seconds,throughput,p50_us,p90_us,"
       "p99_us,max_us,queue_us,device_us,server_us,transport_us,kernels_per_job,"
-      "mean_batch_jobs,daemons\n";
+      "mean_batch_jobs,daemons,client_cpu_us,server_cpu_us\n";
   for (const BenchPoint& p : report.points) {
     std::vector<const ServiceSummary*> services = {&p.gpupipe};
     if (p.echo) services.push_back(&*p.echo);
@@ -203,14 +213,15 @@ std::string ReportCsv(const BenchReport& report) {
     for (const ServiceSummary* s : services) {
       absl::StrAppendFormat(&out,
                             "%s,%g,%s,%d,%d,%d,%d,%.3f,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,"
-                            "%.1f,%.1f,%.3f,%.2f,%s\n",
+                            "%.1f,%.1f,%.3f,%.2f,%s,%s,%s\n",
                             p.rate > 0 ? "rate" : "concurrency",
                             p.rate > 0 ? p.rate : static_cast<double>(p.concurrency), s->service,
                             s->requests, s->errors, s->mismatches, s->missed, s->seconds,
                             s->throughput, s->latency_us.p50, s->latency_us.p90, s->latency_us.p99,
                             s->latency_us.max, s->queue_us, s->device_us, s->server_us,
                             s->transport_us, s->kernels_per_job, s->mean_batch_jobs,
-                            DaemonCounts(*s, "=", ";"));
+                            DaemonCounts(*s, "=", ";"), CpuText(s->client_cpu_us),
+                            CpuText(s->server_cpu_us));
     }
   }
   return out;
@@ -247,6 +258,16 @@ std::string ReportText(const BenchReport& report) {
           p.gpupipe.throughput / p.echo->throughput,
           p.gpupipe.latency_us.p50 / p.echo->latency_us.p50,
           p.echo->latency_us.p99 > 0 ? p.gpupipe.latency_us.p99 / p.echo->latency_us.p99 : 0.0);
+    }
+    if (p.gpupipe.client_cpu_us || p.gpupipe.server_cpu_us) {
+      std::string line = absl::StrCat("CPU a request: gpupipe client ",
+                                      CpuText(p.gpupipe.client_cpu_us, "?"), " us, daemon ",
+                                      CpuText(p.gpupipe.server_cpu_us, "?"), " us");
+      if (p.echo) {
+        absl::StrAppend(&line, "; echo client ", CpuText(p.echo->client_cpu_us, "?"),
+                        " us, server ", CpuText(p.echo->server_cpu_us, "?"), " us");
+      }
+      absl::StrAppendFormat(&out, "%-17s   %s\n", "", line);
     }
     if (p.gpupipe.entries.size() > 1) {
       for (const EntrySummary& e : p.gpupipe.entries) {

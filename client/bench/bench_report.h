@@ -44,6 +44,9 @@ struct ServiceSummary {
   // whole time, and the rest of the client's latency (transport, both ends' RPC work).
   // Accept: the daemon's work on the request before the job was accepted.
   double accept_us = 0, queue_us = 0, device_us = 0, server_us = 0, transport_us = 0;
+  // CPU per request completed in the window (CpuMeter): this process's, and the server's (the
+  // daemon's, the echo floor's); nullopt where not measured.
+  std::optional<double> client_cpu_us, server_cpu_us;
   double kernels_per_job = 0;         // kernels launched per job (a batch's shared among its jobs)
   double batched_fraction = 0;        // of jobs that shared a launch
   double mean_batch_jobs = 0;         // jobs per launch, over jobs

@@ -39,6 +39,7 @@ class EchoFloorProcess {
                                                                  const std::string& argument);
   ~EchoFloorProcess();
   const std::string& target() const { return target_; }
+  int pid() const { return pid_; }  // for its CPU time (CpuMeter)
 
  private:
   EchoFloorProcess(int pid, int stdin_fd, std::string target)

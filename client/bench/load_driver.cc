@@ -37,9 +37,16 @@ class LoadRun : public std::enable_shared_from_this<LoadRun> {
       Pace(progress);
     } else {
       std::unique_lock<std::mutex> lock(mu_);
+      StartWindowIfDue(lock);
       for (int i = 0; i < config_.concurrency; ++i) SendLocked(lock);
       WaitForWindow(lock, progress, Clock::time_point::max());
     }
+    {
+      // A window too short to be waited for still begins before it ends.
+      std::unique_lock<std::mutex> lock(mu_);
+      if (!window_started_) StartWindow(lock);
+    }
+    if (config_.at_window_end) config_.at_window_end();
     std::unique_lock<std::mutex> lock(mu_);
     stopped_ = true;
     if (ended_at_ == Clock::time_point{}) ended_at_ = std::min(Clock::now(), window_end_);
@@ -70,15 +77,31 @@ class LoadRun : public std::enable_shared_from_this<LoadRun> {
     }
   }
 
-  // Waits until `until`, reporting progress; false once the window is over.
+  // Marks the window's start, calling LoadConfig::at_window_start without `lock`.
+  void StartWindow(std::unique_lock<std::mutex>& lock) {
+    window_started_ = true;
+    if (!config_.at_window_start) return;
+    lock.unlock();
+    config_.at_window_start();
+    lock.lock();
+  }
+
+  void StartWindowIfDue(std::unique_lock<std::mutex>& lock) {
+    if (!window_started_ && Clock::now() >= window_start_) StartWindow(lock);
+  }
+
+  // Waits until `until`, reporting progress and starting the window when it is due; false once
+  // the window is over.
   bool WaitForWindow(std::unique_lock<std::mutex>& lock,
                      const std::function<void(const LoadProgress&)>& progress,
                      Clock::time_point until) {
     for (;;) {
+      StartWindowIfDue(lock);
       if (stopped_ || Clock::now() >= window_end_) return false;
       const Clock::time_point now = Clock::now();
       if (now >= until) return true;
       Clock::time_point wake = std::min(until, window_end_);
+      if (!window_started_) wake = std::min(wake, window_start_);
       if (progress) wake = std::min(wake, last_progress_ + std::chrono::milliseconds(500));
       changed_.wait_until(lock, wake);
       if (progress && Clock::now() >= last_progress_ + std::chrono::milliseconds(500)) {
@@ -154,6 +177,7 @@ class LoadRun : public std::enable_shared_from_this<LoadRun> {
   int64_t next_ = 0;
   int outstanding_ = 0;
   bool stopped_ = false;
+  bool window_started_ = false;  // at_window_start was called (or is being called)
   int64_t missed_ = 0;
   int64_t failed_ = 0;
   std::vector<Sample> samples_;

@@ -56,6 +56,11 @@ struct LoadConfig {
   int64_t requests = 0;
   std::vector<int> weights;  // of the mix's entries, which requests pick at random
   uint64_t seed = 1;
+  // Called on RunLoad's thread as the measured window begins and once it has ended (before the
+  // requests still in flight complete), each exactly once, to read meters such as CPU time
+  // over the window. The load goes on while they run.
+  std::function<void()> at_window_start;
+  std::function<void()> at_window_end;
 };
 
 struct LoadResult {

@@ -5,10 +5,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "client/bench/cpu_meter.h"
 #include "client/bench/echo_floor.h"
 #include "client/bench/job_issuer.h"
 #include "client/cli/timeline_svg.h"
 #include "client/dtype.h"
+#include "common/process_cpu.h"
 
 namespace gpupipe {
 namespace cli {
@@ -101,6 +103,37 @@ absl::StatusOr<BenchOutput> RunBench(const BenchArgs& args, const std::string& t
   for (const auto& c : clients) raw.push_back(c.get());
   bench::JobIssuer jobs(raw, std::move(requests));
 
+  // Each end's CPU a request. The daemon's comes from its stats, so only where the target is
+  // one daemon (a balanced target's GetStats reaches one of several); the floor's from /proc.
+  std::function<std::optional<double>()> daemon_cpu;
+  if (!out.report.balanced) {
+    client::JobClient* stats_client = clients[0].get();
+    daemon_cpu = [stats_client]() -> std::optional<double> {
+      absl::StatusOr<v1::StatsResponse> stats = stats_client->GetStats();
+      // A daemon that does not report it (older than the field) reads 0.
+      if (!stats.ok() || stats->process_cpu_seconds() <= 0) return std::nullopt;
+      return stats->process_cpu_seconds();
+    };
+  }
+  std::function<std::optional<double>()> floor_cpu;
+  if (floor) {
+    const int floor_pid = floor->pid();
+    floor_cpu = [floor_pid] { return ProcessCpuSecondsOf(floor_pid); };
+  }
+  // Runs one load of `service` at `config`, with its CPU meters.
+  const auto measure = [&](const std::string& service, bench::LoadConfig config,
+                           const bench::Issuer& issuer,
+                           std::function<std::optional<double>()> server_cpu,
+                           const std::string& progress_name) {
+    bench::CpuMeter cpu(std::move(server_cpu));
+    cpu.Attach(config);
+    bench::ServiceSummary summary = bench::Summarize(
+        service, bench::RunLoad(config, issuer, ProgressLine(progress, progress_name)), labels);
+    summary.client_cpu_us = cpu.client_us(summary.requests);
+    summary.server_cpu_us = cpu.server_us(summary.requests);
+    return summary;
+  };
+
   std::vector<bench::BenchPoint> points;
   if (args.rates.empty()) {
     for (int c : args.concurrency) points.push_back({c, 0, {}, {}});
@@ -118,9 +151,7 @@ absl::StatusOr<BenchOutput> RunBench(const BenchArgs& args, const std::string& t
     config.seed = (uint64_t{rd()} << 32) ^ rd();
     const std::string name = point.rate > 0 ? absl::StrFormat("rate %g/s", point.rate)
                                             : absl::StrCat("concurrency ", point.concurrency);
-    point.gpupipe = bench::Summarize(
-        "gpupipe", bench::RunLoad(config, jobs.issuer(), ProgressLine(progress, name + " gpupipe")),
-        labels);
+    point.gpupipe = measure("gpupipe", config, jobs.issuer(), daemon_cpu, name + " gpupipe");
     if (!args.timeline_svg.empty() && &point == &points.back()) {
       absl::StatusOr<v1::StatsResponse> stats = clients[0]->GetStats(/*lane_activity=*/true);
       if (!stats.ok()) return stats.status();
@@ -128,17 +159,10 @@ absl::StatusOr<BenchOutput> RunBench(const BenchArgs& args, const std::string& t
           DrawTimelineSvg(absl::StrCat("gpupiped lanes, ", name, ", last second (", target, ")"),
                           LaneActivityBars(*stats, kTimelineWindowUs));
     }
-    if (echo) {
-      point.echo = bench::Summarize(
-          "echo", bench::RunLoad(config, echo->issuer(), ProgressLine(progress, name + " echo")),
-          labels);
-    }
+    if (echo) point.echo = measure("echo", config, echo->issuer(), floor_cpu, name + " echo");
     if (echo_stream) {
       point.echo_stream =
-          bench::Summarize("echo-stream",
-                           bench::RunLoad(config, echo_stream->issuer(),
-                                          ProgressLine(progress, name + " echo-stream")),
-                           labels);
+          measure("echo-stream", config, echo_stream->issuer(), floor_cpu, name + " echo-stream");
     }
     if (progress) std::cerr << "\r\033[K" << std::flush;
     out.failed |= point.gpupipe.errors > 0 || point.gpupipe.mismatches > 0;

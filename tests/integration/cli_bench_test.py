@@ -67,6 +67,13 @@ def test_bench_json_has_every_point_and_its_echo_floor(target, tmp_path):
             for q in ("p50", "p90", "p99", "max"):
                 assert s["latency_us"][q] > 0
             assert s["latency_us"]["p50"] <= s["latency_us"]["p99"] <= s["latency_us"]["max"]
+            # Each end's CPU a request: the bench's own, and the daemon's (its stats) or the
+            # floor process's (/proc); some, and less than a request's whole latency on every
+            # core this machine has.
+            for end in ("client", "server"):
+                cpu = s["cpu_us_per_request"][end]
+                assert cpu is not None and 0 < cpu < s["latency_us"]["max"] * os.cpu_count(), \
+                    (service, end, cpu)
         job = point["gpupipe"]
         assert set(job["breakdown_us"]) == {"accept", "queue", "device", "server", "transport"}
         assert job["breakdown_us"]["accept"] > 0

@@ -76,7 +76,7 @@ TEST(BenchReport, SuccessfulJobsAreCountedPerDaemonInEveryFormat) {
   EXPECT_EQ(j["points"][0]["gpupipe"]["daemons"]["ipv4:127.0.0.1:7001"], 2);
   EXPECT_EQ(j["points"][0]["gpupipe"]["sent"], 4);
   EXPECT_EQ(j["balanced"], true);
-  EXPECT_NE(ReportCsv(report).find(",ipv4:127.0.0.1:7001=2;ipv4:127.0.0.1:7002=1\n"),
+  EXPECT_NE(ReportCsv(report).find(",ipv4:127.0.0.1:7001=2;ipv4:127.0.0.1:7002=1,,\n"),
             std::string::npos)
       << ReportCsv(report);
   EXPECT_NE(ReportText(report).find("per daemon: ipv4:127.0.0.1:7001 2, ipv4:127.0.0.1:7002 1"),
@@ -108,6 +108,37 @@ TEST(BenchReport, JsonAndCsvCarryEveryPointAndTheFloor) {
   EXPECT_NE(csv.find("concurrency,4,gpupipe,1,"), std::string::npos) << csv;
   EXPECT_NE(csv.find("concurrency,4,echo,1,"), std::string::npos) << csv;
   EXPECT_NE(ReportText(report).find("vs echo: 1.00x throughput, 2.00x p50"), std::string::npos)
+      << ReportText(report);
+  // No CPU measured: null in JSON, empty in CSV, no line in the text.
+  EXPECT_TRUE(j["points"][0]["gpupipe"]["cpu_us_per_request"]["client"].is_null());
+  EXPECT_EQ(ReportText(report).find("CPU a request"), std::string::npos);
+}
+
+TEST(BenchReport, CpuPerRequestOfBothEnds) {
+  BenchReport report;
+  BenchPoint point;
+  point.concurrency = 1;
+  LoadResult r;
+  r.seconds = 1;
+  r.samples = {Ok(100, 50)};
+  point.gpupipe = Summarize("gpupipe", r, {"e"});
+  point.gpupipe.client_cpu_us = 61.4;
+  point.gpupipe.server_cpu_us = 120.6;
+  point.echo = Summarize("echo", r, {"e"});
+  point.echo->client_cpu_us = 40;  // the floor's server not read
+  report.points = {point};
+  const nlohmann::json j = ReportJson(report);
+  EXPECT_DOUBLE_EQ(j["points"][0]["gpupipe"]["cpu_us_per_request"]["client"].get<double>(), 61.4);
+  EXPECT_DOUBLE_EQ(j["points"][0]["gpupipe"]["cpu_us_per_request"]["server"].get<double>(),
+                   120.6);
+  EXPECT_TRUE(j["points"][0]["echo"]["cpu_us_per_request"]["server"].is_null());
+  const std::string csv = ReportCsv(report);
+  EXPECT_NE(csv.find(",client_cpu_us,server_cpu_us\n"), std::string::npos) << csv;
+  EXPECT_NE(csv.find(",61,121\n"), std::string::npos) << csv;
+  EXPECT_NE(csv.find(",40,\n"), std::string::npos) << csv;
+  EXPECT_NE(ReportText(report).find(
+                "CPU a request: gpupipe client 61 us, daemon 121 us; echo client 40 us, server ? us"),
+            std::string::npos)
       << ReportText(report);
 }
 

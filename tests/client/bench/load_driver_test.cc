@@ -29,6 +29,7 @@ class FakeService {
       threads_.emplace_back([this, n, done = std::move(done)] {
         std::this_thread::sleep_for(delay_);
         --in_flight_;
+        ++completed_;
         Outcome o;
         o.ok = n % 10 != 9;  // every tenth fails
         if (!o.ok) o.error = "fake failure";
@@ -37,12 +38,15 @@ class FakeService {
     };
   }
   int max_in_flight() const { return max_in_flight_; }
+  int64_t completed() const { return completed_; }
+  int64_t sent() const { return by_entry_[0] + by_entry_[1]; }
   std::atomic<int64_t> by_entry_[2] = {0, 0};
 
  private:
   std::chrono::microseconds delay_;
   std::atomic<int> in_flight_{0};
   std::atomic<int> max_in_flight_{0};
+  std::atomic<int64_t> completed_{0};
   std::mutex mu_;
   std::vector<std::thread> threads_;
 };
@@ -122,6 +126,60 @@ TEST(LoadDriver, RequestsBelowTheConcurrencySendNoMore) {
   const LoadResult r = RunLoad(config, service.issuer());
   EXPECT_EQ(r.samples.size(), 5u);
   EXPECT_EQ(r.sent, 5);
+}
+
+// The window's hooks, each called once, around the completions the window counts: what
+// completed between them is what the window measured, give or take the requests in flight.
+TEST(LoadDriver, WindowHooksBracketTheMeasuredWindow) {
+  FakeService service(std::chrono::microseconds(1000));
+  LoadConfig config;
+  config.concurrency = 2;
+  config.warmup_seconds = 0.1;
+  config.duration_seconds = 0.3;
+  int starts = 0, ends = 0;
+  int64_t completed_at_start = -1, completed_at_end = -1;
+  std::chrono::steady_clock::time_point started, ended;
+  config.at_window_start = [&] {
+    ++starts;
+    started = std::chrono::steady_clock::now();
+    completed_at_start = service.completed();
+  };
+  config.at_window_end = [&] {
+    ++ends;
+    ended = std::chrono::steady_clock::now();
+    completed_at_end = service.completed();
+  };
+  const auto begin = std::chrono::steady_clock::now();
+  const LoadResult r = RunLoad(config, service.issuer());
+  EXPECT_EQ(starts, 1);
+  EXPECT_EQ(ends, 1);
+  EXPECT_GT(completed_at_start, 0);  // the warm-up's completions came before
+  const auto seconds = [](auto d) { return std::chrono::duration<double>(d).count(); };
+  EXPECT_NEAR(seconds(started - begin), 0.1, 0.05);
+  EXPECT_NEAR(seconds(ended - started), 0.3, 0.05);
+  EXPECT_GT(r.samples.size(), 100u);
+  EXPECT_NEAR(static_cast<double>(completed_at_end - completed_at_start),
+              static_cast<double>(r.samples.size()), 2 * config.concurrency + 2);
+}
+
+TEST(LoadDriver, WithoutAWarmUpTheWindowStartsBeforeTheFirstRequest) {
+  for (const double rate : {0.0, 1000.0}) {
+    FakeService service(std::chrono::microseconds(100));
+    LoadConfig config;
+    config.concurrency = 2;
+    config.rate = rate;
+    config.warmup_seconds = 0;
+    config.duration_seconds = 30;
+    config.requests = 50;
+    int64_t sent_at_start = -1, completed_at_end = -1;
+    config.at_window_start = [&] { sent_at_start = service.sent(); };
+    config.at_window_end = [&] { completed_at_end = service.completed(); };
+    const LoadResult r = RunLoad(config, service.issuer());
+    EXPECT_EQ(sent_at_start, 0) << "rate " << rate;
+    EXPECT_EQ(r.samples.size(), 50u) << "rate " << rate;
+    // A window ended by its requests ends at the last one.
+    EXPECT_EQ(completed_at_end, 50) << "rate " << rate;
+  }
 }
 
 }  // namespace
