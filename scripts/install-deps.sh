@@ -8,6 +8,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git ca-certificates
   libgrpc++-dev libgrpc-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libgtest-dev libgmock-dev nlohmann-json3-dev
+  libjemalloc-dev  # the daemon's and the CLI's allocator (cmake/GpupipeAllocator.cmake)
   python3 python3-numpy python3-grpcio python3-protobuf python3-pytest python3-venv procps
   python3-yaml  # deploy/check_deploy.py, the deployment files' checker
   clang libclang-rt-dev openssl
