@@ -106,6 +106,11 @@ Runs the gpupipe job service: a gRPC daemon that owns one GPU.
                              their jobs where a lane is idle, and send the replies (default 2)
   --backend auto|cuda|cpu    auto uses the GPU when one is usable, else the CPU (default auto)
   --device N                 CUDA device ordinal (default 0)
+  --cuda-wait MODE           how threads wait for the GPU: spin (quickest to see a job end,
+                             a core busy meanwhile), yield (spin, giving the core away between
+                             polls), block (sleep until the device interrupts: the least CPU,
+                             the slowest wake-up) or auto (CUDA's choice: spin unless the
+                             process has more contexts than the host has cores) (default auto)
   --streams-per-priority N   lanes (CUDA streams with their own buffers) per priority (default 2)
   --max-input-mib N          largest input tensor accepted by Submit, in MiB (default 64)
   --max-stream-input-gib N   largest input tensor accepted by Run, the streaming upload, in
@@ -329,6 +334,15 @@ absl::StatusOr<DaemonOptions> ParseFlags(const std::vector<std::string>& args) {
           !s.ok()) {
         return s;
       }
+    } else if (flag == "--cuda-wait") {
+      auto v = take_value();
+      if (!v.ok()) return v.status();
+      if (*v == "auto") o.cuda_wait = engine::CudaWait::kAuto;
+      else if (*v == "spin") o.cuda_wait = engine::CudaWait::kSpin;
+      else if (*v == "yield") o.cuda_wait = engine::CudaWait::kYield;
+      else if (*v == "block") o.cuda_wait = engine::CudaWait::kBlock;
+      else return absl::InvalidArgumentError(
+               "--cuda-wait: expected auto, spin, yield or block, got '" + *v + "'");
     } else if (flag == "--backend") {
       auto v = take_value();
       if (!v.ok()) return v.status();

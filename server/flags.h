@@ -23,6 +23,7 @@ struct DaemonOptions {
   int priority_max_calls = 64;
   int priority_threads = 2;
   engine::BackendChoice backend = engine::BackendChoice::kAuto;
+  engine::CudaWait cuda_wait = engine::CudaWait::kAuto;  // --cuda-wait
   int device = 0;
   int streams_per_priority = 2;
   int64_t max_input_bytes = int64_t{64} << 20;

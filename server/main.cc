@@ -210,6 +210,7 @@ int Run(const DaemonOptions& options) {
 
   engine::CudaBackendOptions cuda_options;
   cuda_options.device = options.device;
+  cuda_options.wait = options.cuda_wait;
   cuda_options.lanes_per_level = options.streams_per_priority;
   cuda_options.device_memory_fraction = options.device_memory_fraction;
   cuda_options.device_memory_bytes = options.device_memory_bytes;

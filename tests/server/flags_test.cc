@@ -28,6 +28,25 @@ TEST(Flags, DeviceMemoryTakesAPercentageOrASize) {
   EXPECT_EQ(o->device_memory_bytes, int64_t{300} << 20);
 }
 
+TEST(Flags, CudaWaitIsCudasChoiceByDefault) {
+  absl::StatusOr<DaemonOptions> o = ParseFlags({});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->cuda_wait, engine::CudaWait::kAuto);
+  const std::pair<const char*, engine::CudaWait> modes[] = {{"auto", engine::CudaWait::kAuto},
+                                                            {"spin", engine::CudaWait::kSpin},
+                                                            {"yield", engine::CudaWait::kYield},
+                                                            {"block", engine::CudaWait::kBlock}};
+  for (const auto& [name, mode] : modes) {
+    o = ParseFlags({"--cuda-wait", name});
+    ASSERT_TRUE(o.ok()) << name << ": " << o.status();
+    EXPECT_EQ(o->cuda_wait, mode) << name;
+  }
+  o = ParseFlags({"--cuda-wait=sleep"});
+  ASSERT_FALSE(o.ok());
+  EXPECT_EQ(o.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(o.status().message().find("--cuda-wait"), std::string::npos) << o.status();
+}
+
 TEST(Flags, BadDeviceMemoryNamesTheFlag) {
   for (const char* bad : {"0%", "96%", "-1GiB", "lots", "GiB", ""}) {
     absl::StatusOr<DaemonOptions> o = ParseFlags({"--device-memory", bad});

@@ -73,6 +73,16 @@ std::string KernelCode(const kernels::cuda::DeviceCaps& caps) {
   return absl::StrCat(ArchName(caps.binary_arch), " SASS");
 }
 
+unsigned ScheduleFlag(CudaWait wait) {
+  switch (wait) {
+    case CudaWait::kSpin: return cudaDeviceScheduleSpin;
+    case CudaWait::kYield: return cudaDeviceScheduleYield;
+    case CudaWait::kBlock: return cudaDeviceScheduleBlockingSync;
+    case CudaWait::kAuto: break;
+  }
+  return cudaDeviceScheduleAuto;
+}
+
 class CudaBackend final : public Backend {
  public:
   static absl::StatusOr<std::unique_ptr<Backend>> Create(const CudaBackendOptions& options) {
@@ -214,6 +224,8 @@ class CudaBackend final : public Backend {
 #endif
     }
     GPUPIPE_CUDA_RETURN(cudaSetDevice(options_.device), "cudaSetDevice");
+    // The device's primary context takes these whether or not it is initialized yet.
+    GPUPIPE_CUDA_RETURN(cudaSetDeviceFlags(ScheduleFlag(options_.wait)), "cudaSetDeviceFlags");
     cudaDeviceProp prop{};
     GPUPIPE_CUDA_RETURN(cudaGetDeviceProperties(&prop, options_.device),
                         "cudaGetDeviceProperties");
@@ -265,6 +277,7 @@ class CudaBackend final : public Backend {
                               static_cast<double>(device_.memory_bytes) / double(1 << 30)));
     pool.workspace_bytes = kernels::cuda::RowOpsWorkspaceBytes();
     pool.graph_cache_capacity = options_.graph_cache_capacity;
+    pool.blocking_sync = options_.wait == CudaWait::kBlock;
     absl::StatusOr<std::unique_ptr<LanePool>> lanes = LanePool::Create(pool);
     if (!lanes.ok()) return lanes.status();
     pool_ = *std::move(lanes);

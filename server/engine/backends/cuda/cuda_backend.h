@@ -16,8 +16,16 @@
 
 namespace gpupipe::engine {
 
+// How the daemon's threads wait for the GPU (cudaSetDeviceFlags' schedule). kAuto is CUDA's
+// own choice: spin while the process has fewer active contexts than the host has cores, else
+// yield. kSpin polls, the quickest to notice a job's end, holding a core meanwhile; kYield polls
+// and gives the core to other threads between polls; kBlock sleeps until the device
+// interrupts, the least CPU and the slowest to wake.
+enum class CudaWait { kAuto, kSpin, kYield, kBlock };
+
 struct CudaBackendOptions {
   int device = 0;
+  CudaWait wait = CudaWait::kAuto;
   // Lanes (streams with their own buffers) per API priority level.
   int lanes_per_level = 2;
   // Budget of the device arena: bytes when > 0, else this fraction of the device's memory.

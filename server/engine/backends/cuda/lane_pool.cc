@@ -25,11 +25,11 @@ absl::Status NewStream(UniqueStream* stream, int priority) {
 }
 
 // Timing events record when; ordering events (cudaEventDisableTiming) only order streams.
-absl::Status NewEvent(UniqueEvent* event, bool timing) {
+absl::Status NewEvent(UniqueEvent* event, bool timing, bool blocking_sync) {
   cudaEvent_t e = nullptr;
-  GPUPIPE_CUDA_RETURN(
-      cudaEventCreateWithFlags(&e, timing ? cudaEventDefault : cudaEventDisableTiming),
-      "cudaEventCreateWithFlags");
+  const unsigned flags = (timing ? cudaEventDefault : cudaEventDisableTiming) |
+                         (blocking_sync ? cudaEventBlockingSync : 0u);
+  GPUPIPE_CUDA_RETURN(cudaEventCreateWithFlags(&e, flags), "cudaEventCreateWithFlags");
   event->reset(e);
   return absl::OkStatus();
 }
@@ -73,6 +73,7 @@ LanePool::~LanePool() {
 absl::Status LanePool::CreateLane(Lane& lane, int device_priority,
                                   const LanePoolOptions& options) {
   lane.device_priority = device_priority;
+  const bool blocking = options.blocking_sync;
   if (absl::Status s = NewStream(&lane.compute, device_priority); !s.ok()) return s;
   if (options.copy_streams) {
     if (absl::Status s = NewStream(&lane.copy_in, device_priority); !s.ok()) return s;
@@ -80,18 +81,18 @@ absl::Status LanePool::CreateLane(Lane& lane, int device_priority,
   }
   for (Slot& slot : lane.slots) {
     for (UniqueEvent* e : {&slot.h2d_done, &slot.compute_done, &slot.d2h_done}) {
-      if (absl::Status s = NewEvent(e, /*timing=*/false); !s.ok()) return s;
+      if (absl::Status s = NewEvent(e, /*timing=*/false, blocking); !s.ok()) return s;
     }
     for (UniqueEvent& e : slot.times) {
-      if (absl::Status s = NewEvent(&e, /*timing=*/true); !s.ok()) return s;
+      if (absl::Status s = NewEvent(&e, /*timing=*/true, blocking); !s.ok()) return s;
     }
   }
   for (StagedInput& in : lane.inputs) {
-    if (absl::Status s = NewEvent(&in.copied, /*timing=*/false); !s.ok()) return s;
+    if (absl::Status s = NewEvent(&in.copied, /*timing=*/false, blocking); !s.ok()) return s;
   }
-  if (absl::Status s = NewEvent(&lane.job_start, /*timing=*/true); !s.ok()) return s;
+  if (absl::Status s = NewEvent(&lane.job_start, /*timing=*/true, blocking); !s.ok()) return s;
   for (UniqueEvent& e : lane.kernel_events) {
-    if (absl::Status s = NewEvent(&e, /*timing=*/true); !s.ok()) return s;
+    if (absl::Status s = NewEvent(&e, /*timing=*/true, blocking); !s.ok()) return s;
   }
   lane.graphs = std::make_unique<GraphCache>(options.graph_cache_capacity);
   return absl::OkStatus();

@@ -113,6 +113,9 @@ struct LanePoolOptions {
   std::string budget_description;
   size_t workspace_bytes = 0;
   int graph_cache_capacity = 32;
+  // Events a thread waits on put it to sleep until the device interrupts instead of polling
+  // (CudaWait::kBlock, which the device's schedule flag alone does not give an event wait).
+  bool blocking_sync = false;
 };
 
 class LanePool {

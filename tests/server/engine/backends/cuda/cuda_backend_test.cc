@@ -353,6 +353,48 @@ TEST_F(CudaBackendTest, ConcurrentJobsOfAllPrioritiesGetTheRightResults) {
   }
 }
 
+// --cuda-wait: each mode reaches the device's schedule flag, and jobs whose lanes wait that way
+// get the right results (block also makes the lanes' events blocking ones).
+TEST_F(CudaBackendTest, EveryWaitModeSetsTheScheduleAndJobsRunRight) {
+  const std::pair<CudaWait, unsigned> modes[] = {{CudaWait::kBlock, cudaDeviceScheduleBlockingSync},
+                                                 {CudaWait::kYield, cudaDeviceScheduleYield},
+                                                 {CudaWait::kSpin, cudaDeviceScheduleSpin},
+                                                 {CudaWait::kAuto, cudaDeviceScheduleAuto}};
+  const uint64_t seed = gpupipe::testing::FreshSeed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  for (const auto& [wait, flag] : modes) {
+    CudaBackendOptions options;
+    options.lanes_per_level = 1;
+    options.wait = wait;
+    absl::StatusOr<std::unique_ptr<Backend>> backend = CreateCudaBackend(options);
+    ASSERT_TRUE(backend.ok()) << backend.status();
+    unsigned flags = 0;
+    ASSERT_EQ(cudaGetDeviceFlags(&flags), cudaSuccess);
+    EXPECT_EQ(flags & cudaDeviceScheduleMask, flag) << "mode " << static_cast<int>(wait);
+    EngineOptions engine_options;
+    engine_options.limits.max_input_bytes = 64 << 20;
+    engine_options.chunk_policy.min_chunk_bytes = 0;
+    std::unique_ptr<Engine> engine = Engine::Create(*std::move(backend), engine_options);
+    for (int i = 0; i < 8; ++i) {
+      // One small job (one stream, a graph once it repeats) and one of several chunks.
+      const int64_t n = i % 2 == 0 ? 1024 : (int64_t{24} << 20) / 4;
+      std::vector<float> x = gpupipe::testing::RandomFloats(n, seed + i);
+      JobSpec spec;
+      spec.shape = {n};
+      spec.ops = {{OpKind::kAffine, -2, 0.25}, {OpKind::kRelu}};
+      spec.chunk_bytes = 4 << 20;
+      std::shared_ptr<RecordingSink> sink = Run(engine.get(), spec, x);
+      ASSERT_TRUE(sink->status().ok()) << sink->status();
+      std::vector<float> y = AsFloats(sink->output());
+      ASSERT_EQ(y.size(), x.size());
+      for (size_t k = 0; k < x.size(); ++k) {
+        const float r = std::fma(-2.0f, x[k], 0.25f);
+        ASSERT_EQ(y[k], r < 0 ? 0.0f : r) << k;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace gpupipe::engine
 
