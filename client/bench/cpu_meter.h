@@ -4,13 +4,15 @@
 // completed. The server's figure comes from a function: the daemon's GetStats, or /proc for the
 // echo floor's process.
 //
-// Thread-safety: Attach's hooks run on RunLoad's thread; read the figures after RunLoad returns.
+// Thread-safety: Attach's hooks run on RunLoad's thread (the server's reading at the start on a
+// thread of its own, joined at the end); read the figures after RunLoad returns.
 #ifndef GPUPIPE_CLIENT_BENCH_CPU_METER_H_
 #define GPUPIPE_CLIENT_BENCH_CPU_METER_H_
 
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <thread>
 
 #include "client/bench/load_driver.h"
 
@@ -23,6 +25,9 @@ class CpuMeter {
   // cannot tell; empty: the server's side is not measured.
   explicit CpuMeter(std::function<std::optional<double>()> server_cpu_seconds = {})
       : server_cpu_seconds_(std::move(server_cpu_seconds)) {}
+  ~CpuMeter();
+  CpuMeter(const CpuMeter&) = delete;
+  CpuMeter& operator=(const CpuMeter&) = delete;
 
   // Sets `config`'s window hooks to read both ends. One load per Attach.
   void Attach(LoadConfig& config);
@@ -37,6 +42,7 @@ class CpuMeter {
                                           int64_t requests);
 
   std::function<std::optional<double>()> server_cpu_seconds_;
+  std::thread server_start_reader_;  // the server's reading at the window's start
   std::optional<double> client_start_, client_end_, server_start_, server_end_;
 };
 

@@ -112,8 +112,11 @@ std::string RenderStatsText(const v1::StatsResponse& s) {
   text += Line("server",
                absl::StrCat(s.server_version().empty() ? "gpupiped" : s.server_version(),
                             " (backend ", s.backend(), "), up ", FormatUptime(s.uptime_seconds()),
-                            absl::StrFormat(", %.1f s of CPU, ", s.process_cpu_seconds()),
-                            s.uploads_in_progress(),
+                            // A daemon older than the field reports none.
+                            s.process_cpu_seconds() > 0
+                                ? absl::StrFormat(", %.1f s of CPU", s.process_cpu_seconds())
+                                : std::string(),
+                            ", ", s.uploads_in_progress(),
                             s.uploads_in_progress() == 1 ? " upload" : " uploads", " in progress"));
 
   std::vector<std::vector<std::string>> rows = {

@@ -1,7 +1,8 @@
 // The daemon's figures (GetStats) in Prometheus's text exposition format, version 0.0.4, every
-// metric named gpupipe_* but the standard process_cpu_seconds_total: jobs by priority and final status, bytes and device time, latency
-// histograms (queue wait, device time, total), queue depth, lanes and lanes busy, memory pools,
-// the graph cache, uploads in progress and refused calls by reason. Per-client figures stay in
+// metric named gpupipe_* but the standard process_cpu_seconds_total: jobs by priority and final
+// status, bytes and device time, latency histograms (queue wait, device time, total), queue
+// depth, lanes and lanes busy, memory pools, the graph cache, uploads in progress, refused calls
+// by reason, and the process's CPU time. Per-client figures stay in
 // GetStats: a label per client would let clients grow the scraper's series without bound.
 #pragma once
 

@@ -155,11 +155,13 @@ TEST(LoadDriver, WindowHooksBracketTheMeasuredWindow) {
   EXPECT_EQ(ends, 1);
   EXPECT_GT(completed_at_start, 0);  // the warm-up's completions came before
   const auto seconds = [](auto d) { return std::chrono::duration<double>(d).count(); };
-  EXPECT_NEAR(seconds(started - begin), 0.1, 0.05);
-  EXPECT_NEAR(seconds(ended - started), 0.3, 0.05);
+  EXPECT_NEAR(seconds(started - begin), 0.1, 0.08);
+  EXPECT_NEAR(seconds(ended - started), 0.3, 0.08);
   EXPECT_GT(r.samples.size(), 100u);
+  // A hook's thread may wake a few milliseconds late, a handful of completions at this rate;
+  // hooks a window apart would miss by hundreds.
   EXPECT_NEAR(static_cast<double>(completed_at_end - completed_at_start),
-              static_cast<double>(r.samples.size()), 2 * config.concurrency + 2);
+              static_cast<double>(r.samples.size()), 0.1 * static_cast<double>(r.samples.size()));
 }
 
 TEST(LoadDriver, WithoutAWarmUpTheWindowStartsBeforeTheFirstRequest) {
