@@ -224,8 +224,15 @@ class CudaBackend final : public Backend {
 #endif
     }
     GPUPIPE_CUDA_RETURN(cudaSetDevice(options_.device), "cudaSetDevice");
-    // The device's primary context takes these whether or not it is initialized yet.
-    GPUPIPE_CUDA_RETURN(cudaSetDeviceFlags(ScheduleFlag(options_.wait)), "cudaSetDeviceFlags");
+    if (options_.wait != CudaWait::kAuto) {
+      // Only the schedule bits; the device's primary context takes them whether or not it is
+      // initialized yet.
+      unsigned flags = 0;
+      GPUPIPE_CUDA_RETURN(cudaGetDeviceFlags(&flags), "cudaGetDeviceFlags");
+      flags &= ~static_cast<unsigned>(cudaDeviceScheduleMask);
+      flags |= ScheduleFlag(options_.wait);
+      GPUPIPE_CUDA_RETURN(cudaSetDeviceFlags(flags), "cudaSetDeviceFlags");
+    }
     cudaDeviceProp prop{};
     GPUPIPE_CUDA_RETURN(cudaGetDeviceProperties(&prop, options_.device),
                         "cudaGetDeviceProperties");

@@ -16,8 +16,8 @@
 
 namespace gpupipe::engine {
 
-// How the daemon's threads wait for the GPU (cudaSetDeviceFlags' schedule). kAuto is CUDA's
-// own choice: spin while the process has fewer active contexts than the host has cores, else
+// How the daemon's threads wait for the GPU (cudaSetDeviceFlags' schedule). kAuto leaves CUDA's
+// own choice: spin unless the process has more active contexts than the host has cores, then
 // yield. kSpin polls, the quickest to notice a job's end, holding a core meanwhile; kYield polls
 // and gives the core to other threads between polls; kBlock sleeps until the device
 // interrupts, the least CPU and the slowest to wake.

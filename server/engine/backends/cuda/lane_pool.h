@@ -114,7 +114,8 @@ struct LanePoolOptions {
   size_t workspace_bytes = 0;
   int graph_cache_capacity = 32;
   // Events a thread waits on put it to sleep until the device interrupts instead of polling
-  // (CudaWait::kBlock, which the device's schedule flag alone does not give an event wait).
+  // (CudaWait::kBlock): cudaEventSynchronize busy-waits on an event created without
+  // cudaEventBlockingSync, as the runtime API documents.
   bool blocking_sync = false;
 };
 

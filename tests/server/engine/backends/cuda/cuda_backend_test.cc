@@ -353,24 +353,36 @@ TEST_F(CudaBackendTest, ConcurrentJobsOfAllPrioritiesGetTheRightResults) {
   }
 }
 
-// --cuda-wait: each mode reaches the device's schedule flag, and jobs whose lanes wait that way
-// get the right results (block also makes the lanes' events blocking ones).
+// --cuda-wait: each mode reaches the device's schedule flag and leaves its other flags alone,
+// auto leaves the flags as they were, and jobs whose lanes wait each way get the right results
+// (block also makes the lanes' events blocking ones). The flags are the process's: they are put
+// back when the test ends, however it ends.
 TEST_F(CudaBackendTest, EveryWaitModeSetsTheScheduleAndJobsRunRight) {
-  const std::pair<CudaWait, unsigned> modes[] = {{CudaWait::kBlock, cudaDeviceScheduleBlockingSync},
-                                                 {CudaWait::kYield, cudaDeviceScheduleYield},
-                                                 {CudaWait::kSpin, cudaDeviceScheduleSpin},
-                                                 {CudaWait::kAuto, cudaDeviceScheduleAuto}};
+  unsigned original = 0;
+  ASSERT_EQ(cudaGetDeviceFlags(&original), cudaSuccess);
+  struct RestoreFlags {
+    unsigned flags;
+    ~RestoreFlags() { cudaSetDeviceFlags(flags); }
+  } restore{original};
+  const unsigned others = original & ~static_cast<unsigned>(cudaDeviceScheduleMask);
+  const std::pair<CudaWait, unsigned> modes[] = {
+      {CudaWait::kAuto, original & cudaDeviceScheduleMask},
+      {CudaWait::kBlock, cudaDeviceScheduleBlockingSync},
+      {CudaWait::kYield, cudaDeviceScheduleYield},
+      {CudaWait::kSpin, cudaDeviceScheduleSpin}};
   const uint64_t seed = gpupipe::testing::FreshSeed();
   SCOPED_TRACE("seed " + std::to_string(seed));
-  for (const auto& [wait, flag] : modes) {
+  for (const auto& [wait, schedule] : modes) {
     CudaBackendOptions options;
     options.lanes_per_level = 1;
     options.wait = wait;
+    options.device_memory_bytes = int64_t{512} << 20;  // beside the suite's engine
     absl::StatusOr<std::unique_ptr<Backend>> backend = CreateCudaBackend(options);
     ASSERT_TRUE(backend.ok()) << backend.status();
     unsigned flags = 0;
     ASSERT_EQ(cudaGetDeviceFlags(&flags), cudaSuccess);
-    EXPECT_EQ(flags & cudaDeviceScheduleMask, flag) << "mode " << static_cast<int>(wait);
+    EXPECT_EQ(flags & cudaDeviceScheduleMask, schedule) << "mode " << static_cast<int>(wait);
+    EXPECT_EQ(flags & ~static_cast<unsigned>(cudaDeviceScheduleMask), others);
     EngineOptions engine_options;
     engine_options.limits.max_input_bytes = 64 << 20;
     engine_options.chunk_policy.min_chunk_bytes = 0;
