@@ -23,9 +23,9 @@ inline double ProcessCpuSeconds() {
   return seconds(usage.ru_utime) + seconds(usage.ru_stime);
 }
 
-// Process `pid`'s CPU seconds, counted by /proc in clock ticks (sysconf(_SC_CLK_TCK), 100 a
-// second on Linux, so a reading is up to 10 ms short), or nullopt when it cannot be read (no
-// such process, no /proc).
+// Process `pid`'s CPU seconds, counted by /proc in clock ticks (sysconf(_SC_CLK_TCK), so a
+// reading may be up to a tick short), or nullopt when it cannot be read (no such process, no
+// /proc).
 inline std::optional<double> ProcessCpuSecondsOf(pid_t pid) {
   const std::string path = "/proc/" + std::to_string(pid) + "/stat";
   FILE* file = std::fopen(path.c_str(), "r");

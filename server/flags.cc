@@ -1,6 +1,8 @@
 #include "server/flags.h"
 
 #include <functional>
+#include <initializer_list>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -18,6 +20,22 @@ absl::Status ParseInt(const std::string& flag, const std::string& value, int64_t
   }
   *out = v;
   return absl::OkStatus();
+}
+
+// The value `choices` names `value`, or an error naming the flag and its choices in order
+// ("expected auto, cuda or cpu, got 'tpu'").
+template <typename T>
+absl::StatusOr<T> Choose(const std::string& flag, const std::string& value,
+                         std::initializer_list<std::pair<const char*, T>> choices) {
+  std::string names;
+  size_t i = 0;
+  for (const auto& [name, choice] : choices) {
+    if (value == name) return choice;
+    absl::StrAppend(&names, i == 0 ? "" : i + 1 == choices.size() ? " or " : ", ", name);
+    ++i;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat(flag, ": expected ", names, ", got '", value, "'"));
 }
 
 // A listening address's port, where it has one (not a Unix socket): 0 (any free port) to
@@ -314,11 +332,12 @@ absl::StatusOr<DaemonOptions> ParseFlags(const std::vector<std::string>& args) {
     } else if (flag == "--priority-min") {
       auto v = take_value();
       if (!v.ok()) return v.status();
-      if (*v == "low") o.priority_min = engine::Priority::kLow;
-      else if (*v == "normal") o.priority_min = engine::Priority::kNormal;
-      else if (*v == "high") o.priority_min = engine::Priority::kHigh;
-      else return absl::InvalidArgumentError(
-               "--priority-min: expected low, normal or high, got '" + *v + "'");
+      absl::StatusOr<engine::Priority> p = Choose<engine::Priority>(
+          flag, *v,
+          {{"low", engine::Priority::kLow}, {"normal", engine::Priority::kNormal},
+           {"high", engine::Priority::kHigh}});
+      if (!p.ok()) return p.status();
+      o.priority_min = *p;
     } else if (flag == "--metrics-listen") {
       auto v = take_value();
       if (!v.ok()) return v.status();
@@ -337,19 +356,21 @@ absl::StatusOr<DaemonOptions> ParseFlags(const std::vector<std::string>& args) {
     } else if (flag == "--cuda-wait") {
       auto v = take_value();
       if (!v.ok()) return v.status();
-      if (*v == "auto") o.cuda_wait = engine::CudaWait::kAuto;
-      else if (*v == "spin") o.cuda_wait = engine::CudaWait::kSpin;
-      else if (*v == "yield") o.cuda_wait = engine::CudaWait::kYield;
-      else if (*v == "block") o.cuda_wait = engine::CudaWait::kBlock;
-      else return absl::InvalidArgumentError(
-               "--cuda-wait: expected auto, spin, yield or block, got '" + *v + "'");
+      absl::StatusOr<engine::CudaWait> wait = Choose<engine::CudaWait>(
+          flag, *v,
+          {{"auto", engine::CudaWait::kAuto}, {"spin", engine::CudaWait::kSpin},
+           {"yield", engine::CudaWait::kYield}, {"block", engine::CudaWait::kBlock}});
+      if (!wait.ok()) return wait.status();
+      o.cuda_wait = *wait;
     } else if (flag == "--backend") {
       auto v = take_value();
       if (!v.ok()) return v.status();
-      if (*v == "auto") o.backend = engine::BackendChoice::kAuto;
-      else if (*v == "cuda") o.backend = engine::BackendChoice::kCuda;
-      else if (*v == "cpu") o.backend = engine::BackendChoice::kCpu;
-      else return absl::InvalidArgumentError("--backend: expected auto, cuda or cpu, got '" + *v + "'");
+      absl::StatusOr<engine::BackendChoice> backend = Choose<engine::BackendChoice>(
+          flag, *v,
+          {{"auto", engine::BackendChoice::kAuto}, {"cuda", engine::BackendChoice::kCuda},
+           {"cpu", engine::BackendChoice::kCpu}});
+      if (!backend.ok()) return backend.status();
+      o.backend = *backend;
     } else {
       // Integer flags: name, range, and where the value goes.
       struct IntFlag {

@@ -40,7 +40,7 @@ TEST(ProcessCpu, ProcAgreesWithGetrusageWithinItsTicks) {
   const std::optional<double> proc = ProcessCpuSecondsOf(getpid());
   const double self = ProcessCpuSeconds();
   ASSERT_TRUE(proc.has_value());
-  // /proc counts in ticks of 10 ms, user and system apart; getrusage is read after it.
+  // /proc counts whole clock ticks, user and system apart; getrusage is read after it.
   EXPECT_GT(*proc, 0.05);
   EXPECT_LE(*proc, self + 0.03);
   EXPECT_GE(*proc, self - 0.05);
