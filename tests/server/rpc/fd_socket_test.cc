@@ -119,9 +119,16 @@ TEST_F(FdSocketTest, AnExpiredTicketsDescriptorIsClosedOnTime) {
   const int before = open_fds();
   ASSERT_TRUE(client::PassDescriptor(path_, memfd).ok());
   ASSERT_TRUE(client::PassDescriptor(path_, memfd).ok());
+  const auto passed = std::chrono::steady_clock::now();
   EXPECT_EQ(open_fds(), before + 2);  // the daemon's copies, waiting under their tickets
-  std::this_thread::sleep_for(milliseconds(600));
+  // Closed once the tickets expire. A loaded machine may run the sweep late, so the test waits
+  // for it with a generous deadline rather than a fixed sleep.
+  const auto deadline = passed + std::chrono::seconds(10);
+  while (open_fds() != before && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(20));
+  }
   EXPECT_EQ(open_fds(), before);
+  EXPECT_GE(std::chrono::steady_clock::now() - passed, milliseconds(200));
   close(memfd);
 }
 
