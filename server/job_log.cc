@@ -15,17 +15,19 @@ JobLogLine JobLog(const engine::JobRecord& r) {
     line.level = LogLevel::kError;
   }
   line.message = absl::StrCat("job ", r.job_id, " ", status);
-  std::vector<std::string> ops;
-  for (const engine::OpSpec& op : r.spec.ops) ops.push_back(engine::GetOpInfo(op.kind).name);
+  std::string ops = absl::StrJoin(r.spec.ops, "|", [](std::string* out, const engine::OpSpec& op) {
+    out->append(engine::GetOpInfo(op.kind).name);
+  });
   const engine::JobTiming& t = r.timing;
   std::vector<LogField>& f = line.fields;
+  f.reserve(24);  // every field below: a daemon logs one such line a job
   f.push_back({"job_id", r.job_id, /*in_text=*/false});
   f.push_back({"status", status, /*in_text=*/false});
   f.push_back({"client", r.spec.client});
   f.push_back({"priority", std::string(engine::PriorityName(r.spec.priority))});
   f.push_back({"dtype", std::string(engine::DTypeName(r.spec.dtype))});
   f.push_back({"shape", r.spec.shape});
-  f.push_back({"ops", absl::StrJoin(ops, "|")});
+  f.push_back({"ops", std::move(ops)});
   f.push_back({"backend", r.backend});
   if (!t.stream.empty()) f.push_back({"stream", t.stream});
   f.push_back({"queue_us", t.queue_us});

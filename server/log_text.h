@@ -12,5 +12,7 @@ namespace gpupipe::daemon {
 // backslash, control characters (newlines included) and DEL as \n, \r, \t or \xHH. Bytes of
 // 0x80 and above pass unchanged, so UTF-8 stays readable.
 std::string QuoteForLog(absl::string_view text);
+// The same, appended to `out`.
+void AppendQuotedForLog(absl::string_view text, std::string* out);
 
 }  // namespace gpupipe::daemon

@@ -1,7 +1,10 @@
 #include "server/logger.h"
 
+#include <charconv>
+#include <condition_variable>
 #include <ctime>
 #include <mutex>
+#include <thread>
 #include <type_traits>
 
 #include "absl/strings/ascii.h"
@@ -14,18 +17,49 @@
 namespace gpupipe::daemon {
 namespace {
 
-// RFC 3339 in UTC with milliseconds: 2026-12-02T10:00:00.123Z.
-std::string Timestamp(std::chrono::system_clock::time_point when) {
+// Appends `when` in RFC 3339, UTC, with milliseconds: 2026-12-02T10:00:00.123Z. Each thread
+// keeps the text of the last second it formatted, since a busy daemon logs many lines a second.
+void AppendTimestamp(std::chrono::system_clock::time_point when, std::string* out) {
+  thread_local std::time_t cached_second = -1;
+  thread_local char cached[32];
   const std::time_t t = std::chrono::system_clock::to_time_t(when);
-  const int ms = static_cast<int>(
-      std::chrono::duration_cast<std::chrono::milliseconds>(when.time_since_epoch()).count() %
-      1000);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char stamp[32];
-  std::strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%S", &tm);
-  return absl::StrFormat("%s.%03dZ", stamp, ms);
+  if (t != cached_second) {
+    std::tm tm{};
+    gmtime_r(&t, &tm);
+    std::strftime(cached, sizeof(cached), "%Y-%m-%dT%H:%M:%S", &tm);
+    cached_second = t;
+  }
+  // to_time_t truncates toward zero; the milliseconds are those past that second.
+  const int ms = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                      when - std::chrono::system_clock::from_time_t(t))
+                                      .count());
+  const char tail[6] = {'.', static_cast<char>('0' + ms / 100 % 10),
+                        static_cast<char>('0' + ms / 10 % 10), static_cast<char>('0' + ms % 10),
+                        'Z', '\0'};
+  out->append(cached).append(tail);
 }
+
+std::string Timestamp(std::chrono::system_clock::time_point when) {
+  std::string stamp;
+  AppendTimestamp(when, &stamp);
+  return stamp;
+}
+
+// Appends `v` as printf's "%.2f" would.
+void AppendFixed2(double v, std::string* out) {
+  char digits[64];
+  const std::to_chars_result r =
+      std::to_chars(digits, digits + sizeof(digits), v, std::chars_format::fixed, 2);
+  if (r.ec == std::errc()) {
+    out->append(digits, r.ptr);
+  } else {
+    absl::StrAppend(out, absl::StrFormat("%.2f", v));  // longer than 64 characters
+  }
+}
+
+// Gathered lines past this many bytes are written by the thread that adds the last one, so the
+// buffer stays bounded under any rate of lines.
+constexpr size_t kMaxGatheredBytes = size_t{256} << 10;
 
 }  // namespace
 
@@ -57,8 +91,108 @@ absl::StatusOr<LogFormat> ParseLogFormat(absl::string_view name) {
       absl::StrCat("--log-format: expected text or json, got '", name, "'"));
 }
 
-Logger::Logger(LogFormat format, LogLevel min_level, std::FILE* out)
-    : format_(format), min_level_(min_level), out_(out) {}
+// Writes the lines Logger::Log formats to `out`, at once or gathered (see the header). Lines are
+// appended to `gathered_` under `mu_`; whoever writes takes `write_mu_` first and then empties
+// `gathered_` under `mu_`, so writes leave in the order the lines were gathered.
+class Logger::Writer {
+ public:
+  Writer(std::FILE* out, std::chrono::milliseconds delay) : out_(out), delay_(delay) {}
+
+  ~Writer() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+    Flush();
+  }
+
+  // `line` ends with its newline.
+  void Add(const std::string& line, bool at_once) {
+    if (delay_.count() <= 0 || at_once) {
+      std::lock_guard<std::mutex> write_lock(write_mu_);
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        gathered_ += line;
+      }
+      WriteGatheredLocked();
+      return;
+    }
+    bool wake = false;
+    bool full = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      const bool first = gathered_.empty();
+      gathered_ += line;
+      full = gathered_.size() >= kMaxGatheredBytes;
+      // The thread starts with the first gathered line, so that a Logger that only ever
+      // writes at once (a test's, the daemon's before its flags are read) runs none.
+      if (!thread_.joinable()) {
+        thread_ = std::thread([this] { GatherLoop(); });
+      } else {
+        wake = first && thread_idle_;
+      }
+    }
+    if (wake) cv_.notify_one();
+    if (full) Flush();
+  }
+
+  void Flush() {
+    std::lock_guard<std::mutex> write_lock(write_mu_);
+    WriteGatheredLocked();
+  }
+
+ private:
+  // With write_mu_ held. The two buffers trade places and keep their capacity, so gathering
+  // allocates (and faults in) nothing once they have grown.
+  void WriteGatheredLocked() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      writing_.swap(gathered_);
+    }
+    if (writing_.empty()) return;
+    std::fwrite(writing_.data(), 1, writing_.size(), out_);
+    std::fflush(out_);
+    writing_.clear();
+  }
+
+  // Waits for a first gathered line, gives the next ones `delay_` to join it, and writes them.
+  void GatherLoop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      thread_idle_ = true;
+      cv_.wait(lock, [&] { return stopping_ || !gathered_.empty(); });
+      thread_idle_ = false;
+      if (stopping_) return;  // the destructor writes what is left
+      cv_.wait_for(lock, delay_, [&] { return stopping_; });
+      lock.unlock();
+      Flush();
+      lock.lock();
+    }
+  }
+
+  std::FILE* const out_;
+  const std::chrono::milliseconds delay_;
+  std::mutex write_mu_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::string gathered_;
+  std::string writing_;  // under write_mu_: the lines being written
+  bool thread_idle_ = false;  // the thread waits for a first line (only then is it woken)
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+Logger::Logger(LogFormat format, LogLevel min_level, std::FILE* out,
+               std::chrono::milliseconds info_delay)
+    : format_(format),
+      min_level_(min_level),
+      writer_(std::make_unique<Writer>(out, info_delay)) {}
+
+Logger::~Logger() = default;
+
+void Logger::Flush() const { writer_->Flush(); }
 
 std::string Logger::Format(std::chrono::system_clock::time_point when, LogLevel level,
                            absl::string_view message, const std::vector<LogField>& fields) const {
@@ -71,7 +205,10 @@ std::string Logger::Format(std::chrono::system_clock::time_point when, LogLevel 
     }
     return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
   }
-  std::string line = absl::StrCat(Timestamp(when), " gpupiped: ");
+  std::string line;
+  line.reserve(512);
+  AppendTimestamp(when, &line);
+  line += " gpupiped: ";
   if (level != LogLevel::kInfo) absl::StrAppend(&line, LogLevelName(level), ": ");
   // The message itself is the daemon's own text; a newline in it (quoted from elsewhere) must
   // still not start a new line.
@@ -83,11 +220,13 @@ std::string Logger::Format(std::chrono::system_clock::time_point when, LogLevel 
         [&](const auto& v) {
           using T = std::decay_t<decltype(v)>;
           if constexpr (std::is_same_v<T, std::string>) {
-            absl::StrAppend(&line, "\"", QuoteForLog(v), "\"");
+            line += '"';
+            AppendQuotedForLog(v, &line);
+            line += '"';
           } else if constexpr (std::is_same_v<T, int64_t>) {
             absl::StrAppend(&line, v);
           } else if constexpr (std::is_same_v<T, double>) {
-            absl::StrAppend(&line, absl::StrFormat("%.2f", v));
+            AppendFixed2(v, &line);
           } else {
             absl::StrAppend(&line, "[", absl::StrJoin(v, ","), "]");
           }
@@ -99,12 +238,10 @@ std::string Logger::Format(std::chrono::system_clock::time_point when, LogLevel 
 
 void Logger::Log(LogLevel level, absl::string_view message,
                  const std::vector<LogField>& fields) const {
-  const std::string line = Format(std::chrono::system_clock::now(), level, message, fields);
+  std::string line = Format(std::chrono::system_clock::now(), level, message, fields);
   if (line.empty()) return;
-  static std::mutex mu;
-  std::lock_guard<std::mutex> lock(mu);
-  std::fprintf(out_, "%s\n", line.c_str());
-  std::fflush(out_);
+  line += '\n';
+  writer_->Add(line, /*at_once=*/level != LogLevel::kInfo);
 }
 
 }  // namespace gpupipe::daemon

@@ -8,12 +8,20 @@
 // clients can neither end the line nor forge a field; numbers are bare. In JSON, strings that
 // are not valid UTF-8 have the bad bytes replaced.
 //
-// Thread safety: Log may be called from any thread; lines never mix.
+// Writing: with an info delay (the daemon's), info lines are gathered and written together
+// at most that long after the first of them, so that a busy daemon makes one write for many
+// jobs' lines rather than one each; a warning or an error is written at once, after the lines
+// gathered before it. Flush writes what waits, and so does the destructor. Without a delay,
+// every line is written as it comes.
+//
+// Thread safety: Log and Flush may be called from any thread; lines never mix, and reach the
+// output in the order they were logged.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <variant>
 #include <vector>
@@ -41,7 +49,14 @@ struct LogField {
 class Logger {
  public:
   explicit Logger(LogFormat format = LogFormat::kText, LogLevel min_level = LogLevel::kInfo,
-                  std::FILE* out = stderr);
+                  std::FILE* out = stderr,
+                  std::chrono::milliseconds info_delay = std::chrono::milliseconds(0));
+  ~Logger();
+  Logger(const Logger&) = delete;
+  Logger& operator=(const Logger&) = delete;
+
+  // Writes the gathered info lines now (before the process ends without destructors, say).
+  void Flush() const;
 
   void Log(LogLevel level, absl::string_view message,
            const std::vector<LogField>& fields = {}) const;
@@ -60,9 +75,11 @@ class Logger {
                      absl::string_view message, const std::vector<LogField>& fields) const;
 
  private:
+  class Writer;
+
   const LogFormat format_;
   const LogLevel min_level_;
-  std::FILE* const out_;
+  const std::unique_ptr<Writer> writer_;
 };
 
 }  // namespace gpupipe::daemon

@@ -64,6 +64,11 @@ constexpr auto kStopBudget = std::chrono::milliseconds(500);
 constexpr auto kDeliverBudget = std::chrono::milliseconds(1000);
 constexpr auto kLinger = std::chrono::milliseconds(250);
 
+// How long an info line (each job's) may wait to be written with the lines after it: one write
+// a while for a busy daemon's many lines, instead of one a job. Warnings and errors are written
+// at once.
+constexpr auto kInfoLogDelay = std::chrono::milliseconds(50);
+
 // The exit code after a sticky device error: a supervisor should start a fresh daemon.
 constexpr int kExitDeviceFailed = 3;
 
@@ -102,6 +107,7 @@ absl::StatusOr<std::shared_ptr<const rpc::TokenTable>> LoadTokens(const std::str
 #if GPUPIPE_LEAK_CHECK
   __lsan_do_leak_check();
 #endif
+  TheLog().Flush();
   std::fflush(stderr);
   std::fflush(stdout);
   std::_Exit(code);
@@ -152,7 +158,7 @@ std::string ServedAddress(const std::string& listen, int port) {
 }
 
 int Run(const DaemonOptions& options) {
-  static const Logger log(options.log_format, options.log_level);
+  static const Logger log(options.log_format, options.log_level, stderr, kInfoLogDelay);
   g_log = &log;
   // Load every kernel when the CUDA context is created rather than at its first launch, so no
   // job pays for module loading (the backend's warm-up covers the remaining first-use costs).

@@ -4,9 +4,14 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
+#include <limits>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "nlohmann/json.hpp"
 
@@ -31,6 +36,21 @@ TEST(Logger, TextStartsWithTheTimeAndQuotesStringsButNotNumbers) {
   EXPECT_EQ(log.Format(When(), LogLevel::kInfo, "job 7f-3 OK", Fields()),
             "2026-12-02T10:00:00.123Z gpupiped: job 7f-3 OK client=\"worker-1\" bytes=4096 "
             "gbps=12.35 shape=[2,3]");
+}
+
+TEST(Logger, EachLineHasItsOwnSecondAndMillisecondsAndTwoDecimals) {
+  const Logger log(LogFormat::kText);
+  // The same second twice, then the next, then back: each stamp is its own time's.
+  EXPECT_EQ(log.Format(When(), LogLevel::kInfo, "a", {}),
+            "2026-12-02T10:00:00.123Z gpupiped: a");
+  EXPECT_EQ(log.Format(When() + std::chrono::milliseconds(800), LogLevel::kInfo, "b", {}),
+            "2026-12-02T10:00:00.923Z gpupiped: b");
+  EXPECT_EQ(log.Format(When() + std::chrono::milliseconds(884), LogLevel::kInfo, "c", {}),
+            "2026-12-02T10:00:01.007Z gpupiped: c");
+  EXPECT_EQ(log.Format(When() - std::chrono::milliseconds(123), LogLevel::kInfo, "d",
+                       {{"x", 0.005}, {"y", -2.0}, {"z", 1e20}, {"w", std::numeric_limits<double>::infinity()}}),
+            "2026-12-02T10:00:00.000Z gpupiped: d x=0.01 y=-2.00 z=100000000000000000000.00 "
+            "w=inf");
 }
 
 TEST(Logger, TextNamesLevelsAboveInfo) {
@@ -97,6 +117,122 @@ TEST(Logger, LinesBelowTheLevelAreNotWritten) {
   EXPECT_EQ(written.find("an info line"), std::string::npos) << written;
   EXPECT_NE(written.find("gpupiped: warning: a warning line\n"), std::string::npos) << written;
   EXPECT_NE(written.find("gpupiped: error: an error line\n"), std::string::npos) << written;
+}
+
+// What the file at `path` holds so far.
+std::string WrittenTo(const std::string& path) {
+  std::FILE* in = std::fopen(path.c_str(), "r");
+  if (in == nullptr) return "";
+  std::string text;
+  char buffer[4096];
+  size_t n;
+  while ((n = std::fread(buffer, 1, sizeof(buffer), in)) > 0) text.append(buffer, n);
+  std::fclose(in);
+  return text;
+}
+
+class GatheringLogger : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    path_ = ::testing::TempDir() + "gpupipe-logger-" + std::to_string(getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    out_ = std::fopen(path_.c_str(), "w");
+    ASSERT_NE(out_, nullptr);
+  }
+  void TearDown() override {
+    if (out_ != nullptr) std::fclose(out_);
+    std::remove(path_.c_str());
+  }
+  std::string path_;
+  std::FILE* out_ = nullptr;
+};
+
+TEST_F(GatheringLogger, InfoLinesWaitOutTheDelayAndLeaveTogetherInOrder) {
+  const auto delay = std::chrono::seconds(1);
+  const Logger log(LogFormat::kText, LogLevel::kInfo, out_, delay);
+  const auto first = std::chrono::steady_clock::now();
+  log.Info("line 1");
+  log.Info("line 2");
+  log.Info("line 3");
+  // Still gathered, well within the delay.
+  EXPECT_EQ(WrittenTo(path_), "");
+  // Then written, within the delay and a generous margin for a loaded machine.
+  std::string written;
+  while (std::chrono::steady_clock::now() < first + std::chrono::seconds(10)) {
+    written = WrittenTo(path_);
+    if (!written.empty()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_GE(std::chrono::steady_clock::now() - first, delay);
+  const size_t l1 = written.find("line 1\n");
+  const size_t l2 = written.find("line 2\n");
+  const size_t l3 = written.find("line 3\n");
+  ASSERT_NE(l3, std::string::npos) << written;  // all three in the one write
+  EXPECT_LT(l1, l2);
+  EXPECT_LT(l2, l3);
+}
+
+TEST_F(GatheringLogger, AWarningIsWrittenAtOnceAfterTheInfoLinesBeforeIt) {
+  const Logger log(LogFormat::kText, LogLevel::kInfo, out_, std::chrono::seconds(60));
+  log.Info("gathered first");
+  log.Warning("look here");
+  const std::string written = WrittenTo(path_);
+  const size_t info = written.find("gathered first\n");
+  const size_t warning = written.find("warning: look here\n");
+  ASSERT_NE(info, std::string::npos) << written;
+  ASSERT_NE(warning, std::string::npos) << written;
+  EXPECT_LT(info, warning);
+  log.Info("gathered again");
+  EXPECT_EQ(WrittenTo(path_).find("gathered again"), std::string::npos);
+}
+
+TEST_F(GatheringLogger, FlushAndTheDestructorWriteWhatWaits) {
+  {
+    const Logger log(LogFormat::kText, LogLevel::kInfo, out_, std::chrono::seconds(60));
+    log.Info("flushed");
+    log.Flush();
+    EXPECT_NE(WrittenTo(path_).find("flushed\n"), std::string::npos);
+    log.Info("at the end");
+    EXPECT_EQ(WrittenTo(path_).find("at the end"), std::string::npos);
+  }
+  EXPECT_NE(WrittenTo(path_).find("at the end\n"), std::string::npos);
+}
+
+TEST_F(GatheringLogger, ManyLinesFromManyThreadsAreWrittenWholeAndBounded) {
+  constexpr int kThreads = 8;
+  constexpr int kLines = 2000;  // 16,000 lines of about 80 bytes: past the gathering bound
+  {
+    const Logger log(LogFormat::kText, LogLevel::kInfo, out_, std::chrono::seconds(60));
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&log, t] {
+        for (int i = 0; i < kLines; ++i) {
+          log.Info("thread " + std::to_string(t) + " line " + std::to_string(i));
+        }
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    // More than the bound was logged within the (long) delay: some were written already.
+    EXPECT_FALSE(WrittenTo(path_).empty());
+  }
+  const std::string written = WrittenTo(path_);
+  std::vector<int> next(kThreads, 0);
+  size_t lines = 0;
+  for (size_t at = 0; at < written.size();) {
+    const size_t end = written.find('\n', at);
+    ASSERT_NE(end, std::string::npos);
+    const std::string line = written.substr(at, end - at);
+    at = end + 1;
+    int t = -1;
+    int i = -1;
+    ASSERT_EQ(std::sscanf(line.c_str() + line.find("thread "), "thread %d line %d", &t, &i), 2)
+        << line;
+    ASSERT_TRUE(t >= 0 && t < kThreads) << line;
+    EXPECT_EQ(i, next[static_cast<size_t>(t)]) << line;  // each thread's lines in order
+    next[static_cast<size_t>(t)] = i + 1;
+    ++lines;
+  }
+  EXPECT_EQ(lines, static_cast<size_t>(kThreads * kLines));
 }
 
 TEST(Logger, LevelAndFormatNamesParseAndBadOnesNameTheFlag) {
