@@ -316,11 +316,18 @@ absl::StatusOr<JobResult> JobClient::Submit(const v1::SubmitRequest& request,
 }
 
 void JobClient::SubmitAsync(const v1::SubmitRequest& request, SubmitDone done) {
+  auto copy = std::make_shared<v1::SubmitRequest>(request);
+  copy->set_compact_events(true);
+  SubmitAsync(std::shared_ptr<const v1::SubmitRequest>(std::move(copy)), std::move(done));
+}
+
+void JobClient::SubmitAsync(std::shared_ptr<const v1::SubmitRequest> request, SubmitDone done) {
+  v1::JobService::Stub* small_stub =
+      request->priority() == v1::PRIORITY_HIGH ? priority_stub_.get() : nullptr;
   StartSubmitCall(
-      stub_.get(), [this](grpc::ClientContext* context) { SetDeadline(context); }, request,
-      std::move(done), options_.submit_attempts,
-      options_.submit_small ? &submit_small_unsupported_ : nullptr,
-      request.priority() == v1::PRIORITY_HIGH ? priority_stub_.get() : nullptr);
+      stub_.get(), [this](grpc::ClientContext* context) { SetDeadline(context); },
+      std::move(request), std::move(done), options_.submit_attempts,
+      options_.submit_small ? &submit_small_unsupported_ : nullptr, small_stub);
 }
 
 absl::StatusOr<JobResult> JobClient::Run(const v1::SubmitRequest& spec, int64_t input_bytes,

@@ -155,6 +155,10 @@ class JobClient {
   // runs: `done` is called exactly once, on a gRPC thread, with what Submit would return. The
   // request is copied; the client must outlive the call.
   void SubmitAsync(const v1::SubmitRequest& request, SubmitDone done);
+  // The same without the copy, for a caller that sends one request many times (a load
+  // generator): the job holds `request` until `done` returned. A request that does not ask for
+  // compact events (SubmitRequest.compact_events) is still copied, to ask for them.
+  void SubmitAsync(std::shared_ptr<const v1::SubmitRequest> request, SubmitDone done);
 
   // Runs one job through the streaming upload RPC (Run), never sent twice: `spec` is the job
   // with an input that

@@ -80,12 +80,7 @@ absl::Status ResultAssembler::Add(const v1::JobEvent& event) {
       result_.has_plan = true;
       return absl::OkStatus();
     case v1::JobEvent::kChunk:
-      if (!accepted_) return Protocol("ResultChunk before Accepted");
-      // A server that ignores dry_run runs the job; saying so beats a confusing size error.
-      if (result_.dry_run) return Protocol("ResultChunk in a dry run (the job ran)");
-      if (result_.output_in_region) {
-        return Protocol("ResultChunk for a job whose output goes to a region");
-      }
+      if (absl::Status s = ChunkAllowed(); !s.ok()) return s;
       chunked_ = true;
       return AddChunk(event.chunk());
     case v1::JobEvent::kTiming:
@@ -113,7 +108,42 @@ absl::Status ResultAssembler::Add(const v1::JobEvent& event) {
   return absl::OkStatus();
 }
 
-absl::Status ResultAssembler::AddChunk(const v1::ResultChunk& chunk) {
+absl::Status ResultAssembler::AddComplete(v1::CompleteJob* job) {
+  if (done_) return Protocol("event after Done");
+  if (accepted_) return Protocol("CompleteJob after other events");
+  // The parts in ForEachEvent's order, each checked as Add checks it.
+  v1::JobEvent part;
+  if (job->has_accepted()) {
+    part.mutable_accepted()->Swap(job->mutable_accepted());
+    if (absl::Status s = Add(part); !s.ok()) return s;
+  }
+  if (job->has_chunk()) {
+    if (absl::Status s = ChunkAllowed(); !s.ok()) return s;
+    chunked_ = true;
+    if (absl::Status s = AddChunk(job->chunk(), job->mutable_chunk()->mutable_data()); !s.ok()) {
+      return s;
+    }
+  }
+  if (job->has_timing()) {
+    part.mutable_timing()->Swap(job->mutable_timing());
+    if (absl::Status s = Add(part); !s.ok()) return s;
+  }
+  if (!job->has_done()) return Protocol("CompleteJob without Done");
+  part.mutable_done()->Swap(job->mutable_done());
+  return Add(part);
+}
+
+absl::Status ResultAssembler::ChunkAllowed() const {
+  if (!accepted_) return Protocol("ResultChunk before Accepted");
+  // A server that ignores dry_run runs the job; saying so beats a confusing size error.
+  if (result_.dry_run) return Protocol("ResultChunk in a dry run (the job ran)");
+  if (result_.output_in_region) {
+    return Protocol("ResultChunk for a job whose output goes to a region");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ResultAssembler::AddChunk(const v1::ResultChunk& chunk, std::string* take) {
   const int64_t have = received_bytes_;
   if (chunk.offset() != have) {
     return Protocol(
@@ -127,6 +157,10 @@ absl::Status ResultAssembler::AddChunk(const v1::ResultChunk& chunk) {
   if (size == 0) return absl::OkStatus();
   if (sink_ != nullptr) {
     if (absl::Status s = sink_->Write(have, chunk.data()); !s.ok()) return s;
+  } else if (take != nullptr && result_.output.data().empty()) {
+    // The whole output so far: the chunk's bytes become the result's (the reservation made at
+    // Accepted goes with the old, empty string).
+    result_.output.mutable_data()->swap(*take);
   } else {
     result_.output.mutable_data()->append(chunk.data());
   }

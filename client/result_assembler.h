@@ -87,6 +87,11 @@ class ResultAssembler {
   // unknown output dtype) yields DATA_LOSS naming it. A sink's error is returned as it is. After
   // an error the assembler must not be fed further.
   absl::Status Add(const v1::JobEvent& event);
+  // The same for a whole job in one message (SubmitSmall's response, or the `complete` of a
+  // JobEvent), as Add would take it, but moving its parts into the result instead of copying
+  // them: the result's bytes among them, which is most of a small job's reading. `job` is left
+  // unspecified.
+  absl::Status AddComplete(v1::CompleteJob* job);
 
   // True once a Done event has been consumed.
   bool done() const { return done_; }
@@ -99,7 +104,11 @@ class ResultAssembler {
   absl::StatusOr<JobResult> Finish();
 
  private:
-  absl::Status AddChunk(const v1::ResultChunk& chunk);
+  // Whether a ResultChunk may come now (after Accepted, in a job that returns its bytes).
+  absl::Status ChunkAllowed() const;
+  // `take` (may be null): the chunk's own bytes, which may be moved into the result instead of
+  // copied.
+  absl::Status AddChunk(const v1::ResultChunk& chunk, std::string* take = nullptr);
 
   JobResult result_;
   ResultSink* const sink_ = nullptr;

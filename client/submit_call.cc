@@ -16,7 +16,7 @@ struct Job {
   v1::JobService::Stub* stub;
   v1::JobService::Stub* small_stub;  // SubmitSmall's
   std::function<void(grpc::ClientContext*)> prepare;
-  v1::SubmitRequest request;  // with compact events; read by every call
+  std::shared_ptr<const v1::SubmitRequest> request;  // with compact events; read by every call
   int attempts = 1;
   std::chrono::system_clock::time_point deadline;  // the first call's
   bool deadline_set = false;
@@ -50,7 +50,7 @@ class SubmitCall final : public grpc::ClientReadReactor<v1::JobEvent> {
   SubmitCall(std::shared_ptr<Job> job, int attempt)
       : job_(std::move(job)),
         attempt_(attempt),
-        assembler_(job_->request.dry_run(), nullptr, job_->request.has_output_region()) {}
+        assembler_(job_->request->dry_run(), nullptr, job_->request->has_output_region()) {}
 
   void Start() {
     if (job_->prepare) job_->prepare(&context_);
@@ -60,7 +60,7 @@ class SubmitCall final : public grpc::ClientReadReactor<v1::JobEvent> {
     } else {
       context_.set_deadline(job_->deadline);
     }
-    job_->stub->async()->Submit(&context_, &job_->request, this);
+    job_->stub->async()->Submit(&context_, job_->request.get(), this);
     StartRead(&event_);
     StartCall();
   }
@@ -128,7 +128,7 @@ class SubmitSmallCall final {
     if (job_->prepare) job_->prepare(&context_);
     job_->deadline = context_.deadline();
     job_->deadline_set = true;
-    job_->small_stub->async()->SubmitSmall(&context_, &job_->request, &response_,
+    job_->small_stub->async()->SubmitSmall(&context_, job_->request.get(), &response_,
                                            [this](grpc::Status status) { Done(status); });
   }
 
@@ -144,13 +144,11 @@ class SubmitSmallCall final {
     if (!status.ok()) {
       result = FromGrpcStatus(status);
     } else {
-      // The client library reads the one response as the events it stands for.
-      v1::JobEvent event;
-      event.set_job_id(response_.accepted().job_id());
-      *event.mutable_complete() = std::move(response_);
-      ResultAssembler assembler(job_->request.dry_run(), nullptr,
-                                job_->request.has_output_region());
-      absl::Status added = assembler.Add(event);
+      // The client library reads the one response as the events it stands for, moving its
+      // parts (the result's bytes among them) into the result rather than copying them.
+      ResultAssembler assembler(job_->request->dry_run(), nullptr,
+                                job_->request->has_output_region());
+      absl::Status added = assembler.AddComplete(&response_);
       result = added.ok() ? assembler.Finish() : absl::StatusOr<JobResult>(added);
       if (result.ok()) result->peer = context_.peer();
     }
@@ -198,22 +196,27 @@ std::chrono::milliseconds SubmitRetryDelay(int attempt) {
 
 void StartSubmitCall(v1::JobService::Stub* stub,
                      const std::function<void(grpc::ClientContext*)>& prepare,
-                     const v1::SubmitRequest& request, SubmitDone done, int attempts,
-                     std::atomic<bool>* submit_small_unsupported,
+                     std::shared_ptr<const v1::SubmitRequest> request, SubmitDone done,
+                     int attempts, std::atomic<bool>* submit_small_unsupported,
                      v1::JobService::Stub* small_stub) {
   auto job = std::make_shared<Job>();
   job->stub = stub;
   job->small_stub = small_stub != nullptr ? small_stub : stub;
   job->prepare = prepare;
-  job->request = request;
-  job->request.set_compact_events(true);
+  if (!request->compact_events()) {
+    auto compact = std::make_shared<v1::SubmitRequest>(*request);
+    compact->set_compact_events(true);
+    request = std::move(compact);
+  }
+  job->request = std::move(request);
   job->attempts = std::max(attempts, 1);
   job->done = std::move(done);
   job->submit_small_unsupported = submit_small_unsupported;
   const bool small = submit_small_unsupported != nullptr &&
                      !submit_small_unsupported->load(std::memory_order_relaxed) &&
-                     !request.explain() && !request.dry_run() &&
-                     static_cast<int64_t>(request.input().data().size()) <= kSubmitSmallInputBytes;
+                     !job->request->explain() && !job->request->dry_run() &&
+                     static_cast<int64_t>(job->request->input().data().size()) <=
+                         kSubmitSmallInputBytes;
   if (small) {
     (new SubmitSmallCall(std::move(job)))->Start();
   } else {

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 
 #include "absl/status/statusor.h"
 #include "client/result_assembler.h"
@@ -48,7 +49,9 @@ inline constexpr int64_t kSubmitSmallInputBytes = int64_t{64} << 10;
 // Starts `request` on `stub`, `prepare` setting up each call's context (deadline, metadata),
 // and makes up to `attempts` calls for it as JobClient::Submit does, each after the last ended
 // (the wait on a gRPC timer, not a thread); every call keeps the first call's deadline. The
-// request is copied. `stub` must outlive the job (until `done` returned).
+// calls read `request`, which the job holds until `done` returned; one that does not ask for
+// compact events is copied to ask for them. `stub` must outlive the job (until `done`
+// returned).
 // With `submit_small_unsupported` (null: never), a job of at most kSubmitSmallInputBytes of
 // inline input without explain or dry_run goes first as one SubmitSmall call; where the daemon
 // refuses it before accepting it (too large for one message: INVALID_ARGUMENT; draining:
@@ -60,7 +63,8 @@ inline constexpr int64_t kSubmitSmallInputBytes = int64_t{64} << 10;
 // call wherever the listener refused it before accepting it (full, or not for its priority).
 void StartSubmitCall(v1::JobService::Stub* stub,
                      const std::function<void(grpc::ClientContext*)>& prepare,
-                     const v1::SubmitRequest& request, SubmitDone done, int attempts = 1,
+                     std::shared_ptr<const v1::SubmitRequest> request, SubmitDone done,
+                     int attempts = 1,
                      std::atomic<bool>* submit_small_unsupported = nullptr,
                      v1::JobService::Stub* small_stub = nullptr);
 

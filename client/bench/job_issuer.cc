@@ -9,7 +9,9 @@ namespace bench {
 
 struct JobIssuer::State {
   std::vector<client::JobClient*> clients;
-  std::vector<std::vector<v1::SubmitRequest>> requests;
+  // Shared with the jobs in flight, so that sending one copies nothing; each asks for compact
+  // events, as the client library would make it.
+  std::vector<std::vector<std::shared_ptr<const v1::SubmitRequest>>> requests;
   std::mutex mu;
   // The first result of each input: references[e][v].
   std::vector<std::vector<std::optional<std::string>>> references;
@@ -19,8 +21,12 @@ JobIssuer::JobIssuer(std::vector<client::JobClient*> clients,
                      std::vector<std::vector<v1::SubmitRequest>> requests)
     : state_(std::make_shared<State>()) {
   state_->clients = std::move(clients);
-  state_->requests = std::move(requests);
-  for (const auto& variants : state_->requests) {
+  for (std::vector<v1::SubmitRequest>& variants : requests) {
+    auto& shared = state_->requests.emplace_back();
+    for (v1::SubmitRequest& request : variants) {
+      request.set_compact_events(true);
+      shared.push_back(std::make_shared<const v1::SubmitRequest>(std::move(request)));
+    }
     state_->references.emplace_back(variants.size());
   }
 }

@@ -1,10 +1,12 @@
 // JobClient against an in-process fake JobService that replays scripted events.
 #include "client/job_client.h"
 
+#include <chrono>
 #include <future>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -63,11 +65,13 @@ class FakeJobService final : public v1::JobService::Service {
   bool mark_small = true;
   v1::CompleteJob small_response;
   int submit_smalls = 0;  // calls received
+  v1::SubmitRequest last_small_request;
 
-  grpc::Status SubmitSmall(grpc::ServerContext* context, const v1::SubmitRequest* /*request*/,
+  grpc::Status SubmitSmall(grpc::ServerContext* context, const v1::SubmitRequest* request,
                            v1::CompleteJob* response) override {
     std::lock_guard<std::mutex> lock(mu);
     ++submit_smalls;
+    last_small_request = *request;
     if (!small_answers) return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "");
     if (!small_status.ok()) {
       if (mark_small) context->AddTrailingMetadata(kAcceptedMetadataKey, "0");
@@ -412,6 +416,49 @@ TEST_F(JobClientTest, SubmitAsyncSendsASmallJobAsOneSubmitSmallCall) {
   EXPECT_THAT(r->peer, ::testing::StartsWith("ipv4:127.0.0.1:"));
   EXPECT_EQ(SubmitSmalls(), 1);
   EXPECT_EQ(Submits(), 0);
+}
+
+TEST_F(JobClientTest, ASharedRequestIsSentManyTimesAndLetGo) {
+  AnswerSmall();
+  auto request = std::make_shared<v1::SubmitRequest>();
+  request->set_client_tag("shared");
+  request->set_compact_events(true);
+  std::shared_ptr<const v1::SubmitRequest> shared = request;
+  constexpr int kJobs = 8;
+  std::vector<std::promise<absl::StatusOr<JobResult>>> done(kJobs);
+  for (int i = 0; i < kJobs; ++i) {
+    client_->SubmitAsync(shared, [&done, i](absl::StatusOr<JobResult> r) {
+      done[static_cast<size_t>(i)].set_value(std::move(r));
+    });
+  }
+  for (auto& d : done) {
+    absl::StatusOr<JobResult> r = d.get_future().get();
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->output.data(), "yyyy");
+  }
+  EXPECT_EQ(SubmitSmalls(), kJobs);
+  {
+    std::lock_guard<std::mutex> lock(service_.mu);
+    EXPECT_EQ(service_.last_small_request.client_tag(), "shared");
+  }
+  // The jobs let go of the request once their callbacks returned.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (shared.use_count() > 2 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(shared.use_count(), 2);  // `request` and `shared`
+}
+
+TEST_F(JobClientTest, ASharedRequestWithoutCompactEventsIsSentWithThemAndLeftAsItWas) {
+  AnswerSmall();
+  auto request = std::make_shared<v1::SubmitRequest>();
+  std::promise<absl::StatusOr<JobResult>> done;
+  client_->SubmitAsync(std::shared_ptr<const v1::SubmitRequest>(request),
+                       [&](absl::StatusOr<JobResult> r) { done.set_value(std::move(r)); });
+  ASSERT_TRUE(done.get_future().get().ok());
+  EXPECT_FALSE(request->compact_events());
+  std::lock_guard<std::mutex> lock(service_.mu);
+  EXPECT_TRUE(service_.last_small_request.compact_events());
 }
 
 TEST_F(JobClientTest, AJobSubmitSmallRefusesGoesOnAsSubmit) {

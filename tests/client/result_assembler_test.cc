@@ -1,5 +1,7 @@
 #include "client/result_assembler.h"
 
+#include <functional>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -503,6 +505,80 @@ TEST(ResultAssemblerCompact, ACompleteJobMustStandAloneAndEndTheJob) {
   *accepted.mutable_accepted() = CompleteEvent(true).complete().accepted();
   ASSERT_TRUE(after_accepted.Add(accepted).ok());
   EXPECT_EQ(after_accepted.Add(CompleteEvent(true)).code(), absl::StatusCode::kDataLoss);
+}
+
+// AddComplete against Add of the same job as a JobEvent: the same verdict, message and result,
+// for good jobs and for every breach a CompleteJob can carry.
+TEST(ResultAssemblerCompact, AddCompleteMovesWhatAddWouldCopyAndJudgesTheSame) {
+  struct Case {
+    const char* name;
+    bool dry_run;
+    std::function<void(v1::CompleteJob*)> edit;
+  };
+  const std::vector<Case> cases = {
+      {"whole", false, [](v1::CompleteJob*) {}},
+      {"no chunk for an empty output", false,
+       [](v1::CompleteJob* j) {
+         j->mutable_accepted()->set_output_shape(0, 0);
+         j->clear_chunk();
+       }},
+      {"a failed job", false,
+       [](v1::CompleteJob* j) {
+         j->clear_chunk();
+         j->mutable_done()->set_code(8);
+         j->mutable_done()->set_message("full");
+       }},
+      {"without Done", false, [](v1::CompleteJob* j) { j->clear_done(); }},
+      {"a chunk past the output", false,
+       [](v1::CompleteJob* j) { j->mutable_chunk()->mutable_data()->append("more"); }},
+      {"a chunk at the wrong offset", false,
+       [](v1::CompleteJob* j) { j->mutable_chunk()->set_offset(4); }},
+      {"a short output", false,
+       [](v1::CompleteJob* j) { j->mutable_chunk()->mutable_data()->resize(2); }},
+      {"a chunk in a dry run", true, [](v1::CompleteJob*) {}},
+      {"no Accepted", false, [](v1::CompleteJob* j) { j->clear_accepted(); }},
+  };
+  std::mt19937 rng(7);
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    v1::JobEvent event = CompleteEvent(true);
+    v1::CompleteJob* job = event.mutable_complete();
+    job->mutable_accepted()->set_job_id("j");
+    job->mutable_accepted()->set_output_shape(0, 16);
+    std::string bytes(64, '\0');
+    for (char& b : bytes) b = static_cast<char>(rng());
+    job->mutable_chunk()->set_data(bytes);
+    job->mutable_timing()->set_stream("normal/0");
+    c.edit(job);
+
+    ResultAssembler by_event(c.dry_run);
+    ResultAssembler by_move(c.dry_run);
+    const absl::Status added = by_event.Add(event);
+    v1::CompleteJob moved = *job;
+    const absl::Status moved_in = by_move.AddComplete(&moved);
+    EXPECT_EQ(moved_in, added);
+    if (!added.ok()) continue;
+    const absl::StatusOr<JobResult> expected = by_event.Finish();
+    const absl::StatusOr<JobResult> got = by_move.Finish();
+    EXPECT_EQ(got.status(), expected.status());
+    if (!expected.ok() || !got.ok()) continue;
+    EXPECT_EQ(got->output.data(), expected->output.data());
+    EXPECT_EQ(got->output.dtype(), expected->output.dtype());
+    EXPECT_EQ(std::vector<int64_t>(got->output.shape().begin(), got->output.shape().end()),
+              std::vector<int64_t>(expected->output.shape().begin(),
+                                   expected->output.shape().end()));
+    EXPECT_EQ(got->accepted.SerializeAsString(), expected->accepted.SerializeAsString());
+    EXPECT_EQ(got->timing.SerializeAsString(), expected->timing.SerializeAsString());
+  }
+}
+
+TEST(ResultAssemblerCompact, AddCompleteAfterOtherEventsIsABreach) {
+  ResultAssembler assembler(false);
+  v1::JobEvent accepted;
+  *accepted.mutable_accepted() = CompleteEvent(true).complete().accepted();
+  ASSERT_TRUE(assembler.Add(accepted).ok());
+  v1::CompleteJob job = CompleteEvent(true).complete();
+  EXPECT_EQ(assembler.AddComplete(&job).code(), absl::StatusCode::kDataLoss);
 }
 
 TEST(ResultAssemblerCompact, ForEachEventSplitsInOrder) {
