@@ -1,22 +1,30 @@
 #include "server/engine/scheduling/batching.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 
 namespace gpupipe::engine {
 namespace {
 
-// Every parameter an op's result depends on, exactly (doubles by their bits' decimal form).
+// `v`'s bits as they are: the key is only ever compared, never shown, and this is exact (0.0
+// and -0.0 apart) and cheap, which matters since every small job makes a key.
+void AppendBits(double v, std::string* key) {
+  char bytes[sizeof(double)];
+  std::memcpy(bytes, &v, sizeof(double));
+  key->append(bytes, sizeof(double));
+}
+
+// Every parameter an op's result depends on, exactly. The doubles take 8 bytes each and the
+// taps are counted, so no two different ops make the same text.
 void AppendOp(const OpSpec& op, std::string* key) {
   absl::StrAppend(key, static_cast<int>(op.kind), "(");
-  for (double v : {op.alpha, op.beta, op.value, op.lo, op.hi, op.p}) {
-    absl::StrAppendFormat(key, "%a,", v);
-  }
-  absl::StrAppend(key, op.bins, ",", static_cast<int>(op.mode), ",", op.k, ",[");
-  for (double t : op.taps) absl::StrAppendFormat(key, "%a,", t);
-  absl::StrAppend(key, "])");
+  for (double v : {op.alpha, op.beta, op.value, op.lo, op.hi, op.p}) AppendBits(v, key);
+  absl::StrAppend(key, op.bins, ",", static_cast<int>(op.mode), ",", op.k, ",",
+                  op.taps.size(), ":");
+  for (double t : op.taps) AppendBits(t, key);
+  key->push_back(')');
 }
 
 }  // namespace

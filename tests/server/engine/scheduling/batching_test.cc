@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "server/engine/backends/cpu/cpu_backend.h"
 #include "server/engine/planning/plan.h"
 #include "tests/testing/batching_cases.h"
@@ -89,6 +91,27 @@ TEST_F(BatchKeyTest, AnythingThatChangesTheResultOrTheLaunchChangesTheKey) {
   other = base;
   other.staging = Staging::kBulk;
   EXPECT_NE(Key(other, 512), key) << "staging";
+  other = base;
+  other.ops[0].alpha = -0.0;
+  JobSpec zero = base;
+  zero.ops[0].alpha = 0.0;
+  EXPECT_NE(Key(other, 512), Key(zero, 512)) << "the sign of a zero";
+}
+
+TEST_F(BatchKeyTest, TapsAreComparedExactlyAndCounted) {
+  OpSpec convolve{OpKind::kConvolve};
+  convolve.taps = {0.25, 0.5};
+  const JobSpec base = testing::BatchJobSpec({2, 64}, {convolve});
+  const std::string key = Key(base, 512);
+  ASSERT_FALSE(key.empty());
+  JobSpec same = base;
+  EXPECT_EQ(Key(same, 512), key);
+  JobSpec longer = base;
+  longer.ops[0].taps.push_back(0.0);
+  EXPECT_NE(Key(longer, 512), key) << "a tap more";
+  JobSpec nudged = base;
+  nudged.ops[0].taps[1] = std::nextafter(0.5, 1.0);
+  EXPECT_NE(Key(nudged, 512), key) << "the last bit of a tap";
 }
 
 TEST_F(BatchKeyTest, ARowOpAfterAReductionRunsAlone) {
