@@ -87,10 +87,10 @@ class ResultAssembler {
   // unknown output dtype) yields DATA_LOSS naming it. A sink's error is returned as it is. After
   // an error the assembler must not be fed further.
   absl::Status Add(const v1::JobEvent& event);
-  // The same for a whole job in one message (SubmitSmall's response, or the `complete` of a
-  // JobEvent), as Add would take it, but moving its parts into the result instead of copying
-  // them: the result's bytes among them, which is most of a small job's reading. `job` is left
-  // unspecified.
+  // The same for a whole job in one message (SubmitSmall's response), as Add would take a
+  // JobEvent carrying it, but moving its parts into the result instead of copying them: the
+  // result's bytes among them, which is most of a small job's reading. The job's id is its
+  // Accepted's (Add would fall back to the event's). `job` is left unspecified.
   absl::Status AddComplete(v1::CompleteJob* job);
 
   // True once a Done event has been consumed.

@@ -20,7 +20,7 @@ JobLogLine JobLog(const engine::JobRecord& r) {
   });
   const engine::JobTiming& t = r.timing;
   std::vector<LogField>& f = line.fields;
-  f.reserve(24);  // every field below: a daemon logs one such line a job
+  f.reserve(24);  // room for the fields below: a daemon makes one such line a job
   f.push_back({"job_id", r.job_id, /*in_text=*/false});
   f.push_back({"status", status, /*in_text=*/false});
   f.push_back({"client", r.spec.client});

@@ -1,5 +1,10 @@
 #include "server/logger.h"
 
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+
+#include <algorithm>
 #include <charconv>
 #include <condition_variable>
 #include <ctime>
@@ -151,14 +156,32 @@ class Logger::Writer {
       std::lock_guard<std::mutex> lock(mu_);
       writing_.swap(gathered_);
     }
-    if (writing_.empty()) return;
-    std::fwrite(writing_.data(), 1, writing_.size(), out_);
-    std::fflush(out_);
+    // In pieces that end at a line's end and hold at most PIPE_BUF bytes where the lines
+    // allow (a longer line goes alone), so that a pipe takes each whole.
+    const absl::string_view all = writing_;
+    for (size_t at = 0; at < all.size();) {
+      size_t end = at + std::min<size_t>(PIPE_BUF, all.size() - at);
+      if (end < all.size()) {
+        const size_t last_line_end = all.rfind('\n', end - 1);
+        end = last_line_end != absl::string_view::npos && last_line_end >= at
+                  ? last_line_end + 1
+                  : all.find('\n', end) + 1;  // one line longer than PIPE_BUF
+        if (end == 0) end = all.size();     // (a last line without its newline)
+      }
+      std::fwrite(all.data() + at, 1, end - at, out_);
+      std::fflush(out_);
+      at = end;
+    }
     writing_.clear();
   }
 
   // Waits for a first gathered line, gives the next ones `delay_` to join it, and writes them.
   void GatherLoop() {
+    // The daemon blocks its shutdown signals in every thread so that one thread waits for them;
+    // this thread may start after that, or in another program, so it blocks them itself.
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, nullptr);
     std::unique_lock<std::mutex> lock(mu_);
     for (;;) {
       thread_idle_ = true;
@@ -185,10 +208,10 @@ class Logger::Writer {
 };
 
 Logger::Logger(LogFormat format, LogLevel min_level, std::FILE* out,
-               std::chrono::milliseconds info_delay)
+               std::chrono::milliseconds gather_delay)
     : format_(format),
       min_level_(min_level),
-      writer_(std::make_unique<Writer>(out, info_delay)) {}
+      writer_(std::make_unique<Writer>(out, gather_delay)) {}
 
 Logger::~Logger() = default;
 
@@ -238,6 +261,14 @@ std::string Logger::Format(std::chrono::system_clock::time_point when, LogLevel 
 
 void Logger::Log(LogLevel level, absl::string_view message,
                  const std::vector<LogField>& fields) const {
+  std::string line = Format(std::chrono::system_clock::now(), level, message, fields);
+  if (line.empty()) return;
+  line += '\n';
+  writer_->Add(line, /*at_once=*/true);
+}
+
+void Logger::Gather(LogLevel level, absl::string_view message,
+                    const std::vector<LogField>& fields) const {
   std::string line = Format(std::chrono::system_clock::now(), level, message, fields);
   if (line.empty()) return;
   line += '\n';

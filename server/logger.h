@@ -8,14 +8,18 @@
 // clients can neither end the line nor forge a field; numbers are bare. In JSON, strings that
 // are not valid UTF-8 have the bad bytes replaced.
 //
-// Writing: with an info delay (the daemon's), info lines are gathered and written together
-// at most that long after the first of them, so that a busy daemon makes one write for many
-// jobs' lines rather than one each; a warning or an error is written at once, after the lines
-// gathered before it. Flush writes what waits, and so does the destructor. Without a delay,
-// every line is written as it comes.
+// Writing: Log writes its line at once. Gather is for lines that come by the thousand (the
+// daemon's line a job): with a gather delay, its info lines wait to be written together, about
+// that long after the first of them, so that a busy daemon makes one write for many jobs' lines
+// rather than one each. Any other line (Log's, or a warning or error from Gather) is written at
+// once, after the lines gathered before it. Flush writes what waits, and so does the
+// destructor; lines gathered when the process dies without either are lost. Writes are cut at
+// line ends into pieces of at most PIPE_BUF bytes where lines allow, which a pipe keeps whole,
+// so that others writing to the same pipe (gRPC's own messages on stderr) never split a line.
 //
-// Thread safety: Log and Flush may be called from any thread; lines never mix, and reach the
-// output in the order they were logged.
+// Thread safety: Log, Gather and Flush may be called from any thread; lines never mix, and
+// reach the output in the order they were logged. The thread that writes gathered lines blocks
+// every signal, so that a process-directed signal never lands on it.
 #pragma once
 
 #include <chrono>
@@ -50,16 +54,19 @@ class Logger {
  public:
   explicit Logger(LogFormat format = LogFormat::kText, LogLevel min_level = LogLevel::kInfo,
                   std::FILE* out = stderr,
-                  std::chrono::milliseconds info_delay = std::chrono::milliseconds(0));
+                  std::chrono::milliseconds gather_delay = std::chrono::milliseconds(0));
   ~Logger();
   Logger(const Logger&) = delete;
   Logger& operator=(const Logger&) = delete;
 
-  // Writes the gathered info lines now (before the process ends without destructors, say).
+  // Writes the gathered lines now (before the process ends without destructors, say).
   void Flush() const;
 
   void Log(LogLevel level, absl::string_view message,
            const std::vector<LogField>& fields = {}) const;
+  // As Log, but an info line may wait to be written with others (see the header comment).
+  void Gather(LogLevel level, absl::string_view message,
+              const std::vector<LogField>& fields = {}) const;
   void Info(absl::string_view message, const std::vector<LogField>& fields = {}) const {
     Log(LogLevel::kInfo, message, fields);
   }

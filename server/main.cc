@@ -64,10 +64,10 @@ constexpr auto kStopBudget = std::chrono::milliseconds(500);
 constexpr auto kDeliverBudget = std::chrono::milliseconds(1000);
 constexpr auto kLinger = std::chrono::milliseconds(250);
 
-// How long an info line (each job's) may wait to be written with the lines after it: one write
-// a while for a busy daemon's many lines, instead of one a job. Warnings and errors are written
-// at once.
-constexpr auto kInfoLogDelay = std::chrono::milliseconds(50);
+// About how long a job's info line may wait to be written with the lines after it: one write a
+// while for a busy daemon's many lines, instead of one a job. Every other line is written at
+// once.
+constexpr auto kJobLogDelay = std::chrono::milliseconds(50);
 
 // The exit code after a sticky device error: a supervisor should start a fresh daemon.
 constexpr int kExitDeviceFailed = 3;
@@ -104,10 +104,11 @@ absl::StatusOr<std::shared_ptr<const rpc::TokenTable>> LoadTokens(const std::str
 
 // Ends the process at once, skipping destructors, with `code`.
 [[noreturn]] void ExitNow(int code) {
+  // The gathered job lines first: a leak report ends the process on the spot.
+  TheLog().Flush();
 #if GPUPIPE_LEAK_CHECK
   __lsan_do_leak_check();
 #endif
-  TheLog().Flush();
   std::fflush(stderr);
   std::fflush(stdout);
   std::_Exit(code);
@@ -158,7 +159,10 @@ std::string ServedAddress(const std::string& listen, int port) {
 }
 
 int Run(const DaemonOptions& options) {
-  static const Logger log(options.log_format, options.log_level, stderr, kInfoLogDelay);
+  // Never destroyed, so that a thread that logs while the process exits finds it whole; every
+  // way out of the daemon flushes it (ExitNow, main).
+  static const Logger& log =
+      *new Logger(options.log_format, options.log_level, stderr, kJobLogDelay);
   g_log = &log;
   // Load every kernel when the CUDA context is created rather than at its first launch, so no
   // job pays for module loading (the backend's warm-up covers the remaining first-use costs).
@@ -291,7 +295,7 @@ int Run(const DaemonOptions& options) {
   if (options.log_jobs) {
     engine_options.on_job_done = [](const engine::JobRecord& r) {
       const JobLogLine line = JobLog(r);
-      TheLog().Log(line.level, line.message, line.fields);
+      TheLog().Gather(line.level, line.message, line.fields);
     };
   }
   // A sticky device error: the main thread stops the daemon with a non-zero exit, so that a
@@ -516,5 +520,7 @@ int main(int argc, char** argv) {
               << (gpupipe::engine::BuiltWithCuda() ? " (cuda, cpu)" : " (cpu)") << "\n";
     return 0;
   }
-  return Run(*options);
+  const int code = Run(*options);
+  TheLog().Flush();
+  return code;
 }

@@ -31,10 +31,10 @@ class SubmitSmallReactor final : public grpc::ServerUnaryReactor, public EventWr
   // gRPC's executor thread, which would cost every small job a thread wake-up (the reactor
   // gRPC makes for a plain unary handler, DefaultReactor, runs inline the same way). This is
   // gRPC's own hook for that, not its public API; should a gRPC release drop it, `override`
-  // fails the build rather than silently losing it. Both are short and never block: OnCancel
-  // marks the stream's reader
-  // gone and may call Finish; OnDone detaches the stream (waiting at most for a stall-watch
-  // TryCancel that is returning) and deletes this. Either may also run within a Finish or
+  // fails the build rather than silently losing it. Both are short and wait for nothing but a
+  // cancel already under way: OnCancel marks the stream's reader gone and may call Finish;
+  // OnDone detaches the stream (waiting at most for a stall-watch TryCancel that is
+  // returning) and deletes this. Either may also run within a Finish or
   // TryCancel call, on the calling thread: safe, since the stream calls its writer outside its
   // lock, never writes or finishes after the call that finishes it (a stall-watch CancelCall
   // may follow that call, and Detach waits for it), and after CancelCall updates only itself

@@ -43,7 +43,8 @@ TEST(Daemon, ServesDescribeAndJobsAndLogsEachJob) {
   absl::StatusOr<client::JobResult> result = (*client)->Submit(ReluRequest({-1, 2}));
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_EQ(AsFloats(result->output.data()), (std::vector<float>{0, 2}));
-  // The log line is written when the job ends, just before the stream's last event.
+  // The log line is made when the job ends, after its last event, and written with the job
+  // lines of the next moment (Logger::Gather).
   const std::string id = result->accepted.job_id();
   for (int i = 0; i < 100 && daemon.log().find("job " + id + " OK") == std::string::npos; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -52,6 +53,8 @@ TEST(Daemon, ServesDescribeAndJobsAndLogsEachJob) {
   EXPECT_NE(daemon.log().find("tag=\"daemon-test\""), std::string::npos) << daemon.log();
   EXPECT_EQ(daemon.Terminate(), 0) << daemon.log();
   EXPECT_NE(daemon.log().find("SIGTERM: shutting down"), std::string::npos) << daemon.log();
+  // Its last line, written as it exits without destructors.
+  EXPECT_NE(daemon.log().find("gpupiped: stopped\n"), std::string::npos) << daemon.log();
 }
 
 // Waits for a job's line in the daemon's log; whether it came.

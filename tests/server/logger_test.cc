@@ -4,8 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <limits.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <limits>
@@ -47,8 +49,9 @@ TEST(Logger, EachLineHasItsOwnSecondAndMillisecondsAndTwoDecimals) {
             "2026-12-02T10:00:00.923Z gpupiped: b");
   EXPECT_EQ(log.Format(When() + std::chrono::milliseconds(884), LogLevel::kInfo, "c", {}),
             "2026-12-02T10:00:01.007Z gpupiped: c");
+  const double inf = std::numeric_limits<double>::infinity();
   EXPECT_EQ(log.Format(When() - std::chrono::milliseconds(123), LogLevel::kInfo, "d",
-                       {{"x", 0.005}, {"y", -2.0}, {"z", 1e20}, {"w", std::numeric_limits<double>::infinity()}}),
+                       {{"x", 0.005}, {"y", -2.0}, {"z", 1e20}, {"w", inf}}),
             "2026-12-02T10:00:00.000Z gpupiped: d x=0.01 y=-2.00 z=100000000000000000000.00 "
             "w=inf");
 }
@@ -151,9 +154,9 @@ TEST_F(GatheringLogger, InfoLinesWaitOutTheDelayAndLeaveTogetherInOrder) {
   const auto delay = std::chrono::seconds(1);
   const Logger log(LogFormat::kText, LogLevel::kInfo, out_, delay);
   const auto first = std::chrono::steady_clock::now();
-  log.Info("line 1");
-  log.Info("line 2");
-  log.Info("line 3");
+  log.Gather(LogLevel::kInfo, "line 1");
+  log.Gather(LogLevel::kInfo, "line 2");
+  log.Gather(LogLevel::kInfo, "line 3");
   // Still gathered, well within the delay.
   EXPECT_EQ(WrittenTo(path_), "");
   // Then written, within the delay and a generous margin for a loaded machine.
@@ -172,27 +175,27 @@ TEST_F(GatheringLogger, InfoLinesWaitOutTheDelayAndLeaveTogetherInOrder) {
   EXPECT_LT(l2, l3);
 }
 
-TEST_F(GatheringLogger, AWarningIsWrittenAtOnceAfterTheInfoLinesBeforeIt) {
+TEST_F(GatheringLogger, AWarningIsWrittenAtOnceAfterTheLinesGatheredBeforeIt) {
   const Logger log(LogFormat::kText, LogLevel::kInfo, out_, std::chrono::seconds(60));
-  log.Info("gathered first");
-  log.Warning("look here");
+  log.Gather(LogLevel::kInfo, "gathered first");
+  log.Gather(LogLevel::kWarning, "look here");
   const std::string written = WrittenTo(path_);
   const size_t info = written.find("gathered first\n");
   const size_t warning = written.find("warning: look here\n");
   ASSERT_NE(info, std::string::npos) << written;
   ASSERT_NE(warning, std::string::npos) << written;
   EXPECT_LT(info, warning);
-  log.Info("gathered again");
+  log.Gather(LogLevel::kInfo, "gathered again");
   EXPECT_EQ(WrittenTo(path_).find("gathered again"), std::string::npos);
 }
 
 TEST_F(GatheringLogger, FlushAndTheDestructorWriteWhatWaits) {
   {
     const Logger log(LogFormat::kText, LogLevel::kInfo, out_, std::chrono::seconds(60));
-    log.Info("flushed");
+    log.Gather(LogLevel::kInfo, "flushed");
     log.Flush();
     EXPECT_NE(WrittenTo(path_).find("flushed\n"), std::string::npos);
-    log.Info("at the end");
+    log.Gather(LogLevel::kInfo, "at the end");
     EXPECT_EQ(WrittenTo(path_).find("at the end"), std::string::npos);
   }
   EXPECT_NE(WrittenTo(path_).find("at the end\n"), std::string::npos);
@@ -200,14 +203,14 @@ TEST_F(GatheringLogger, FlushAndTheDestructorWriteWhatWaits) {
 
 TEST_F(GatheringLogger, ManyLinesFromManyThreadsAreWrittenWholeAndBounded) {
   constexpr int kThreads = 8;
-  constexpr int kLines = 2000;  // 16,000 lines of about 80 bytes: past the gathering bound
+  constexpr int kLines = 2000;  // 16,000 lines of about 55 bytes: past the gathering bound
   {
     const Logger log(LogFormat::kText, LogLevel::kInfo, out_, std::chrono::seconds(60));
     std::vector<std::thread> threads;
     for (int t = 0; t < kThreads; ++t) {
       threads.emplace_back([&log, t] {
         for (int i = 0; i < kLines; ++i) {
-          log.Info("thread " + std::to_string(t) + " line " + std::to_string(i));
+          log.Gather(LogLevel::kInfo, "thread " + std::to_string(t) + " line " + std::to_string(i));
         }
       });
     }
@@ -233,6 +236,55 @@ TEST_F(GatheringLogger, ManyLinesFromManyThreadsAreWrittenWholeAndBounded) {
     ++lines;
   }
   EXPECT_EQ(lines, static_cast<size_t>(kThreads * kLines));
+}
+
+TEST_F(GatheringLogger, LogWritesAtOnceAfterTheLinesGatheredBeforeIt) {
+  const Logger log(LogFormat::kText, LogLevel::kInfo, out_, std::chrono::seconds(60));
+  log.Gather(LogLevel::kInfo, "a job line");
+  log.Info("listening");
+  const std::string written = WrittenTo(path_);
+  const size_t job = written.find("a job line\n");
+  const size_t listening = written.find("listening\n");
+  ASSERT_NE(job, std::string::npos) << written;
+  ASSERT_NE(listening, std::string::npos) << written;
+  EXPECT_LT(job, listening);
+}
+
+// Each write the logger makes, as the stream's cookie sees it.
+ssize_t RecordWrite(void* cookie, const char* data, size_t size) {
+  static_cast<std::vector<std::string>*>(cookie)->emplace_back(data, size);
+  return static_cast<ssize_t>(size);
+}
+
+TEST(Logger, WritesAreWholeLinesOfAtMostPipeBufWhereLinesAllow) {
+  std::vector<std::string> writes;
+  cookie_io_functions_t io{};
+  io.write = RecordWrite;
+  std::FILE* out = fopencookie(&writes, "w", io);
+  ASSERT_NE(out, nullptr);
+  std::setvbuf(out, nullptr, _IONBF, 0);
+  std::string lines;
+  {
+    const Logger log(LogFormat::kText, LogLevel::kInfo, out, std::chrono::seconds(60));
+    for (int i = 0; i < 300; ++i) {
+      // Mostly short lines, and two longer than PIPE_BUF.
+      const size_t n =
+          i == 100 || i == 200 ? PIPE_BUF + 100 : 20 + static_cast<size_t>(i % 7) * 30;
+      log.Gather(LogLevel::kInfo, std::string(n, static_cast<char>('a' + i % 26)));
+    }
+    log.Flush();
+  }
+  std::fclose(out);
+  ASSERT_GT(writes.size(), 2u);
+  size_t lines_seen = 0;
+  for (const std::string& w : writes) {
+    ASSERT_FALSE(w.empty());
+    EXPECT_EQ(w.back(), '\n');
+    const size_t lines_in = static_cast<size_t>(std::count(w.begin(), w.end(), '\n'));
+    lines_seen += lines_in;
+    if (w.size() > PIPE_BUF) EXPECT_EQ(lines_in, 1u) << "a write past PIPE_BUF is one long line";
+  }
+  EXPECT_EQ(lines_seen, 300u);
 }
 
 TEST(Logger, LevelAndFormatNamesParseAndBadOnesNameTheFlag) {

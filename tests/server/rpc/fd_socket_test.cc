@@ -112,23 +112,35 @@ TEST_F(FdSocketTest, AnExpiredTicketsDescriptorIsClosedOnTime) {
     }
     return n;
   };
-  FdTickets tickets(8, milliseconds(200));
+  // Tickets good for a second: long enough that both descriptors are still held when counted,
+  // on a loaded machine too.
+  FdTickets tickets(8, milliseconds(1000));
   std::unique_ptr<FdSocket> socket = Listen(&tickets);
   const int memfd = memfd_create("gpupipe-test", MFD_CLOEXEC);
   ASSERT_GE(memfd, 0);
   const int before = open_fds();
+  // Before the first ticket is issued: no ticket can expire sooner than a second after this.
+  const auto sending = std::chrono::steady_clock::now();
   ASSERT_TRUE(client::PassDescriptor(path_, memfd).ok());
   ASSERT_TRUE(client::PassDescriptor(path_, memfd).ok());
-  const auto passed = std::chrono::steady_clock::now();
-  EXPECT_EQ(open_fds(), before + 2);  // the daemon's copies, waiting under their tickets
-  // Closed once the tickets expire. A loaded machine may run the sweep late, so the test waits
-  // for it with a generous deadline rather than a fixed sleep.
-  const auto deadline = passed + std::chrono::seconds(10);
-  while (open_fds() != before && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(milliseconds(20));
+  // The daemon's copies, waiting under their tickets (its ends of the two connections may take
+  // a moment more to close).
+  bool held = false;
+  while (!held && std::chrono::steady_clock::now() < sending + milliseconds(900)) {
+    held = open_fds() == before + 2;
+    if (!held) std::this_thread::sleep_for(milliseconds(2));
   }
-  EXPECT_EQ(open_fds(), before);
-  EXPECT_GE(std::chrono::steady_clock::now() - passed, milliseconds(200));
+  EXPECT_TRUE(held) << open_fds() - before << " descriptors held";
+  // Closed once the tickets expire. A loaded machine may run the sweep late, so the test waits
+  // for it with a deadline rather than a fixed sleep.
+  const auto deadline = sending + std::chrono::seconds(4);
+  while (open_fds() != before && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+  const auto closed_after = std::chrono::duration_cast<milliseconds>(
+      std::chrono::steady_clock::now() - sending);
+  EXPECT_EQ(open_fds(), before) << "still open " << closed_after.count() << " ms after";
+  EXPECT_GE(closed_after, milliseconds(1000)) << "closed before the tickets expired";
   close(memfd);
 }
 
