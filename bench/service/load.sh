@@ -22,7 +22,9 @@
 #
 # usage: bench/service/load.sh [BUNDLE_OR_BUILD_BIN_DIR]
 # env: OUT (default ./bench-out); BACKEND (default cuda); DURATION seconds per point (default
-#      4); GPUPIPE_COMMIT names the commit where git cannot.
+#      4); GPUPIPE_COMMIT names the commit where git cannot; JOB_LOG=1 keeps the daemon's line
+#      a job (its default; without it, the daemons run with --quiet), of which each scenario's
+#      last 100 lines stay in gpupiped.stderr.
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 OUT=${OUT:-./bench-out}
@@ -43,7 +45,9 @@ target=127.0.0.1:$port
 priority_target=127.0.0.1:$((port + 1))
 pid=
 start_daemon() {
-  "$daemon" --backend "$BACKEND" --listen "$target" --metrics-listen '' --quiet "$@" \
+  local quiet=--quiet
+  [ "${JOB_LOG:-0}" = 1 ] && quiet=
+  "$daemon" --backend "$BACKEND" --listen "$target" --metrics-listen '' $quiet "$@" \
     2> "$OUT/gpupiped.stderr" &
   pid=$!
   for _ in $(seq 200); do
@@ -54,7 +58,13 @@ start_daemon() {
   cat "$OUT/gpupiped.stderr" >&2
   exit 1
 }
-stop_daemon() { kill "$pid"; wait "$pid" 2> /dev/null; }
+stop_daemon() {
+  kill "$pid"
+  wait "$pid" 2> /dev/null
+  # A logging daemon's lines a job: the last ones are enough to read what happened.
+  tail -n 100 "$OUT/gpupiped.stderr" > "$OUT/gpupiped.stderr.tail" &&
+    mv "$OUT/gpupiped.stderr.tail" "$OUT/gpupiped.stderr"
+}
 bench() {
   local name=$1
   shift
