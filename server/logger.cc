@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <condition_variable>
 #include <ctime>
 #include <mutex>
@@ -16,7 +17,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "nlohmann/json.hpp"
 #include "server/log_text.h"
 
 namespace gpupipe::daemon {
@@ -44,12 +44,6 @@ void AppendTimestamp(std::chrono::system_clock::time_point when, std::string* ou
   out->append(cached).append(tail);
 }
 
-std::string Timestamp(std::chrono::system_clock::time_point when) {
-  std::string stamp;
-  AppendTimestamp(when, &stamp);
-  return stamp;
-}
-
 // Appends `v` as printf's "%.2f" would.
 void AppendFixed2(double v, std::string* out) {
   char digits[64];
@@ -60,6 +54,20 @@ void AppendFixed2(double v, std::string* out) {
   } else {
     absl::StrAppend(out, absl::StrFormat("%.2f", v));  // longer than 64 characters
   }
+}
+
+// Appends `v` as a JSON number that reads back as the same double and as a floating-point
+// number (100.0, not 100); JSON has no infinity or NaN, so those are null.
+void AppendJsonDouble(double v, std::string* out) {
+  if (!std::isfinite(v)) {
+    out->append("null");
+    return;
+  }
+  char digits[64];
+  const std::to_chars_result r = std::to_chars(digits, digits + sizeof(digits), v);
+  const absl::string_view text(digits, static_cast<size_t>(r.ptr - digits));
+  out->append(text.data(), text.size());
+  if (text.find_first_of(".e") == absl::string_view::npos) out->append(".0");
 }
 
 // Gathered lines past this many bytes are written by the thread that adds the last one, so the
@@ -220,14 +228,7 @@ void Logger::Flush() const { writer_->Flush(); }
 std::string Logger::Format(std::chrono::system_clock::time_point when, LogLevel level,
                            absl::string_view message, const std::vector<LogField>& fields) const {
   if (level < min_level_) return "";
-  if (format_ == LogFormat::kJson) {
-    nlohmann::ordered_json j = {
-        {"time", Timestamp(when)}, {"level", LogLevelName(level)}, {"msg", std::string(message)}};
-    for (const LogField& f : fields) {
-      std::visit([&](const auto& v) { j[f.key] = v; }, f.value);
-    }
-    return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
-  }
+  if (format_ == LogFormat::kJson) return FormatJson(when, level, message, fields);
   std::string line;
   line.reserve(512);
   AppendTimestamp(when, &line);
@@ -256,6 +257,40 @@ std::string Logger::Format(std::chrono::system_clock::time_point when, LogLevel 
         },
         f.value);
   }
+  return line;
+}
+
+std::string Logger::FormatJson(std::chrono::system_clock::time_point when, LogLevel level,
+                               absl::string_view message,
+                               const std::vector<LogField>& fields) const {
+  std::string line;
+  line.reserve(640);
+  line += "{\"time\":\"";
+  AppendTimestamp(when, &line);
+  line += "\",\"level\":\"";
+  line += LogLevelName(level);
+  line += "\",\"msg\":";
+  AppendJsonString(message, &line);
+  for (const LogField& f : fields) {
+    line += ',';
+    AppendJsonString(f.key, &line);
+    line += ':';
+    std::visit(
+        [&](const auto& v) {
+          using T = std::decay_t<decltype(v)>;
+          if constexpr (std::is_same_v<T, std::string>) {
+            AppendJsonString(v, &line);
+          } else if constexpr (std::is_same_v<T, int64_t>) {
+            absl::StrAppend(&line, v);
+          } else if constexpr (std::is_same_v<T, double>) {
+            AppendJsonDouble(v, &line);
+          } else {
+            absl::StrAppend(&line, "[", absl::StrJoin(v, ","), "]");
+          }
+        },
+        f.value);
+  }
+  line += '}';
   return line;
 }
 

@@ -77,12 +77,17 @@ class Logger {
     Log(LogLevel::kError, message, fields);
   }
 
-  // The line Log writes (without its newline), or "" for a level below the minimum.
+  // The line Log writes (without its newline), or "" for a level below the minimum. In JSON,
+  // the fields follow time, level and msg in their order; their keys are the caller's to keep
+  // apart from each other and from those three.
   std::string Format(std::chrono::system_clock::time_point when, LogLevel level,
                      absl::string_view message, const std::vector<LogField>& fields) const;
 
  private:
   class Writer;
+
+  std::string FormatJson(std::chrono::system_clock::time_point when, LogLevel level,
+                         absl::string_view message, const std::vector<LogField>& fields) const;
 
   const LogFormat format_;
   const LogLevel min_level_;

@@ -9,8 +9,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <limits>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -100,6 +103,49 @@ TEST(Logger, JsonReplacesBytesThatAreNotUtf8InsteadOfFailing) {
       log.Format(When(), LogLevel::kInfo, "m", {{"tag", std::string("ok\xff\xfe\"end\n")}});
   const nlohmann::json j = nlohmann::json::parse(line);
   EXPECT_EQ(j["tag"], "ok\xEF\xBF\xBD\xEF\xBF\xBD\"end\n");
+}
+
+// The JSON line against nlohmann::json's own dump of the same values (its `replace` handler
+// for bytes that are not UTF-8), both read back: on random bytes, control characters and
+// broken sequences among them, and on random doubles, which must read back exactly and as
+// floating-point numbers.
+TEST(Logger, JsonReadsBackAsNlohmannsOwnDumpOfTheSameValues) {
+  const Logger log(LogFormat::kJson);
+  std::mt19937_64 rng(11);
+  const auto random_text = [&] {
+    // Mostly bytes that make or break UTF-8 sequences, quotes, backslashes and controls.
+    static const unsigned char kBytes[] = {'a', '"', '\\', '\n', 0x01, 0x1f, 0x7f, 0x80, 0xbf,
+                                           0xc2, 0xdf, 0xe0, 0xed, 0xef, 0xf0, 0xf4, 0xf5, 0xff,
+                                           0xa0, 0x9f, 0x8f, 0x90, 'z', ' '};
+    std::string t(rng() % 24, '\0');
+    for (char& c : t) c = static_cast<char>(kBytes[rng() % sizeof(kBytes)]);
+    return t;
+  };
+  for (int i = 0; i < 5000; ++i) {
+    const std::string message = random_text();
+    const std::string value = random_text();
+    double number;
+    const uint64_t bits = rng();
+    std::memcpy(&number, &bits, sizeof(number));
+    if (i % 3 == 0) number = static_cast<double>(static_cast<int64_t>(rng() % 100000));
+    const std::string line = log.Format(When(), LogLevel::kInfo, message,
+                                        {{"tag", value}, {"n", number}, {"k", int64_t{-7}}});
+    ASSERT_EQ(line.find('\n'), std::string::npos);
+    nlohmann::ordered_json expected = {{"msg", message}, {"tag", value}};
+    const nlohmann::json theirs = nlohmann::json::parse(
+        expected.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    nlohmann::json ours;
+    ASSERT_NO_THROW(ours = nlohmann::json::parse(line)) << line;
+    EXPECT_EQ(ours["msg"], theirs["msg"]) << line;
+    EXPECT_EQ(ours["tag"], theirs["tag"]) << line;
+    EXPECT_EQ(ours["k"], -7);
+    if (std::isfinite(number)) {
+      ASSERT_TRUE(ours["n"].is_number_float()) << line;
+      EXPECT_EQ(ours["n"].get<double>(), number) << line;
+    } else {
+      EXPECT_TRUE(ours["n"].is_null()) << line;
+    }
+  }
 }
 
 TEST(Logger, LinesBelowTheLevelAreNotWritten) {
