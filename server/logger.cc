@@ -10,6 +10,7 @@
 #include <condition_variable>
 #include <ctime>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <type_traits>
 
@@ -104,7 +105,7 @@ absl::StatusOr<LogFormat> ParseLogFormat(absl::string_view name) {
       absl::StrCat("--log-format: expected text or json, got '", name, "'"));
 }
 
-// Writes the lines Logger::Log formats to `out`, at once or gathered (see the header). Lines are
+// Writes the lines Log and Gather format to `out`, at once or gathered (see the header). Lines are
 // appended to `gathered_` under `mu_`; whoever writes takes `write_mu_` first and then empties
 // `gathered_` under `mu_`, so writes leave in the order the lines were gathered.
 class Logger::Writer {
@@ -141,11 +142,16 @@ class Logger::Writer {
       full = gathered_.size() >= kMaxGatheredBytes;
       // The thread starts with the first gathered line, so that a Logger that only ever
       // writes at once (a test's, the daemon's before its flags are read) runs none.
-      if (!thread_.joinable()) {
-        thread_ = std::thread([this] { GatherLoop(); });
+      if (!thread_.joinable() && !no_thread_) {
+        try {
+          thread_ = std::thread([this] { GatherLoop(); });
+        } catch (const std::system_error&) {
+          no_thread_ = true;  // no thread to be had: every line is written at once
+        }
       } else {
         wake = first && thread_idle_;
       }
+      full |= no_thread_;
     }
     if (wake) cv_.notify_one();
     if (full) Flush();
@@ -211,6 +217,7 @@ class Logger::Writer {
   std::string gathered_;
   std::string writing_;  // under write_mu_: the lines being written
   bool thread_idle_ = false;  // the thread waits for a first line (only then is it woken)
+  bool no_thread_ = false;    // starting the thread failed
   bool stopping_ = false;
   std::thread thread_;
 };
