@@ -303,18 +303,20 @@ std::string Logger::FormatJson(std::chrono::system_clock::time_point when, LogLe
 
 void Logger::Log(LogLevel level, absl::string_view message,
                  const std::vector<LogField>& fields) const {
-  std::string line = Format(std::chrono::system_clock::now(), level, message, fields);
-  if (line.empty()) return;
-  line += '\n';
-  writer_->Add(line, /*at_once=*/true);
+  Write(level, message, fields, /*at_once=*/true);
 }
 
 void Logger::Gather(LogLevel level, absl::string_view message,
                     const std::vector<LogField>& fields) const {
+  Write(level, message, fields, /*at_once=*/level != LogLevel::kInfo);
+}
+
+void Logger::Write(LogLevel level, absl::string_view message,
+                   const std::vector<LogField>& fields, bool at_once) const {
   std::string line = Format(std::chrono::system_clock::now(), level, message, fields);
   if (line.empty()) return;
   line += '\n';
-  writer_->Add(line, /*at_once=*/level != LogLevel::kInfo);
+  writer_->Add(line, at_once);
 }
 
 }  // namespace gpupipe::daemon

@@ -86,6 +86,9 @@ class Logger {
  private:
   class Writer;
 
+  // Formats the line and hands it to the writer: at once, or to be gathered.
+  void Write(LogLevel level, absl::string_view message, const std::vector<LogField>& fields,
+             bool at_once) const;
   std::string FormatJson(std::chrono::system_clock::time_point when, LogLevel level,
                          absl::string_view message, const std::vector<LogField>& fields) const;
 
