@@ -22,7 +22,14 @@ class SpinningService {
  public:
   explicit SpinningService(double cpu_seconds) : cpu_seconds_(cpu_seconds) {}
   ~SpinningService() {
-    for (std::thread& t : threads_) t.join();
+    // Under the lock: a request's thread can finish (and the load end) before the issuer that
+    // started it has put it in `threads_`, so the list is taken once that issuer is done.
+    std::vector<std::thread> threads;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      threads.swap(threads_);
+    }
+    for (std::thread& t : threads) t.join();
   }
   Issuer issuer() {
     return [this](int64_t, int, std::function<void(Outcome)> done) {
