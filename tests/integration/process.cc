@@ -204,6 +204,8 @@ DaemonProcess::DaemonProcess(const std::string& binary, std::vector<std::string>
       }
     }
     close(fd);
+    std::lock_guard<std::mutex> lock(mu_);
+    log_ended_ = true;
   });
   const std::regex listening("listening on [^ ]*:([0-9]+)");
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
@@ -235,7 +237,11 @@ DaemonProcess::~DaemonProcess() {
 
 std::string DaemonProcess::log() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return log_;
+  if (log_ended_) return log_;
+  // A read of the pipe can end inside a line: the daemon's writes are whole lines, but one
+  // read may take one write and the start of the next. Only whole lines are the log so far.
+  const size_t end = log_.rfind('\n');
+  return end == std::string::npos ? std::string() : log_.substr(0, end + 1);
 }
 
 bool DaemonProcess::alive() {

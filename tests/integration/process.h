@@ -68,6 +68,7 @@ class DaemonProcess {
   pid_t pid() const { return pid_; }
   std::string target() const { return "127.0.0.1:" + std::to_string(port_); }
   const std::string& error() const { return error_; }
+  // The log's whole lines so far; once the daemon's stderr has closed, all of it.
   std::string log() const;
   bool alive();
   // SIGTERM and wait; the exit code, or -1 on timeout.
@@ -83,6 +84,7 @@ class DaemonProcess {
   std::string error_;
   mutable std::mutex mu_;
   std::string log_;
+  bool log_ended_ = false;  // the reader saw the pipe close
   std::thread reader_;
 };
 
