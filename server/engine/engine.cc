@@ -12,7 +12,6 @@
 #include <new>
 #include <random>
 #include <thread>
-#include <unordered_set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -24,6 +23,7 @@
 #include "server/engine/planning/step_work.h"
 #include "server/engine/regions/region_io.h"
 #include "server/engine/scheduling/client_queue.h"
+#include "server/engine/scheduling/intrusive_list.h"
 
 namespace gpupipe::engine {
 namespace {
@@ -86,6 +86,7 @@ struct QueuedJob {
   std::shared_ptr<JobSink> sink;
   Clock::time_point accepted_at;
   std::string batch_key;  // scheduling/batching.h; empty: runs alone
+  ListLinks<QueuedJob> running;  // in Engine::Impl::running_ from its start until it ends
 };
 
 double AcceptMicros(const QueuedJob& job) {
@@ -159,7 +160,12 @@ class Engine::Impl {
     } catch (...) {
       status = FromException(std::current_exception());
     }
-    if (!status.ok()) job_stats_.Refused(status);
+    if (!status.ok()) {
+      try {
+        job_stats_.Refused(status);
+      } catch (...) {  // only the count misses the refusal
+      }
+    }
     return status;
   }
 
@@ -282,7 +288,7 @@ class Engine::Impl {
       l.priority = level.priority;
       l.lanes = level.lanes;
       l.queued = admission_.queued_jobs(level.priority);
-      for (const QueuedJob* job : running_) l.running += job->spec.priority == level.priority;
+      l.running = running_at_[static_cast<size_t>(level.priority)];
       l.done = done[static_cast<size_t>(level.priority)];
       stats.levels.push_back(std::move(l));
     }
@@ -316,7 +322,7 @@ class Engine::Impl {
     {
       std::lock_guard<std::mutex> lock(mu_);
       stop_running_ = true;
-      for (const QueuedJob* job : running_) inputs.push_back(job->input);
+      running_.ForEach([&](const QueuedJob& job) { inputs.push_back(job.input); });
     }
     // A job waiting for upload bytes learns it at once; the others at their next check.
     for (const std::shared_ptr<InputSource>& input : inputs) input->Fail(JobInterrupt::Stopped());
@@ -501,6 +507,7 @@ class Engine::Impl {
 
     int level = 0;
     bool wake_all = false;
+    absl::Status not_queued;  // why an accepted job could not be queued
     int direct_lane = -1;  // the idle lane a direct run takes, and the number of its run
     int64_t direct_run = 0;
     const bool may_run_here =
@@ -533,21 +540,36 @@ class Engine::Impl {
       job->sink->OnAccepted(
           AcceptedInfo{job->id, job->plan.output_dtype, job->plan.output_shape, backend_->name(),
                        job->spec.priority});
-      if (job->spec.explain) job->sink->OnPlan(backend_->Describe(job->spec, job->plan));
-      admission_.Queued(job->ticket);
-      ++in_flight_;
+      // Accepted: from here the job ends with its own Done, also where it cannot be queued
+      // (an allocation that fails). What may fail comes first, each part undone where a later
+      // one fails; taking the job for a lane cannot fail.
       level = static_cast<int>(job->spec.priority);
-      if (may_run_here) {
-        direct_lane = TakeIdleLaneLocked(level, !job->batch_key.empty(), &direct_run);
+      try {
+        if (job->spec.explain) job->sink->OnPlan(backend_->Describe(job->spec, job->plan));
+        admission_.Queued(job->ticket);
+        if (may_run_here) {
+          direct_lane = TakeIdleLaneLocked(level, !job->batch_key.empty(), &direct_run);
+        }
+        if (direct_lane >= 0) {
+          StartLocked(*job);
+        } else {
+          try {
+            queues_[level].Push(job->spec.client, std::move(job));  // moved only once queued
+          } catch (...) {
+            admission_.Ended(job->ticket, /*started=*/false);
+            throw;
+          }
+          // One waiting worker is enough for one job; lanes gathering a batch must see it too.
+          wake_all = gatherers_[level] > 0;
+        }
+        ++in_flight_;
+      } catch (...) {
+        not_queued = FromException(std::current_exception());
       }
-      if (direct_lane >= 0) {
-        StartLocked(*job);
-      } else {
-        const std::string client = job->spec.client;
-        queues_[level].Push(client, std::move(job));
-        // One waiting worker is enough for one job; lanes gathering a batch must see it too.
-        wake_all = gatherers_[level] > 0;
-      }
+    }
+    if (!not_queued.ok()) {
+      EndUnqueued(*job, not_queued);
+      return absl::OkStatus();
     }
     if (direct_lane >= 0) {
       RunDirect(*job, direct_lane, direct_run);
@@ -555,6 +577,26 @@ class Engine::Impl {
     }
     WakeWorkers(level, wake_all);
     return absl::OkStatus();
+  }
+
+  // An accepted job that could not be queued (SubmitOrThrow) ends here: nothing of it is left
+  // in the engine, and its Done is the one event still owed.
+  void EndUnqueued(QueuedJob& job, const absl::Status& status) {
+    job.sink->OnDone(status);
+    RecordEnded(job, status, {}, /*started=*/false);
+  }
+
+  // An ended job's statistics and log line (EngineOptions::on_job_done). Where they cannot be
+  // had (an allocation that fails) only they miss the job: its client has its Done, and the
+  // engine's own counts go on.
+  void RecordEnded(const QueuedJob& job, const absl::Status& status, const JobTiming& timing,
+                   bool started) noexcept {
+    try {
+      const JobRecord record{job.id, job.spec, backend_->name(), status, timing};
+      job_stats_.Ended(record, started);
+      if (options_.on_job_done) options_.on_job_done(record);
+    } catch (...) {
+    }
   }
 
   // A dry run is accepted, planned and done at once; it never queues.
@@ -787,7 +829,7 @@ class Engine::Impl {
       bool finished = false;
       {
         std::lock_guard<std::mutex> lock(mu_);
-        finished = running_.count(&job) == 0;
+        finished = !running_.Contains(job);
       }
       if (!finished) {
         try {
@@ -804,9 +846,9 @@ class Engine::Impl {
   }
 
   // With mu_ held: the job leaves the queue for a lane.
-  void StartLocked(QueuedJob& job) {
+  void StartLocked(QueuedJob& job) noexcept {
     admission_.Started(job.ticket);
-    running_.insert(&job);
+    running_.PushBack(job);
     ++running_at_[static_cast<int>(job.spec.priority)];
   }
 
@@ -1063,8 +1105,15 @@ class Engine::Impl {
 
   // Hands a run job's results over: its timing (when it succeeded), then its Done.
   void Report(QueuedJob& job, const RunOutcome& outcome) {
-    if (outcome.status.ok()) job.sink->OnTiming(outcome.timing);
-    Finish(job, outcome.status, outcome.timing, /*started=*/true);
+    absl::Status status = outcome.status;
+    if (status.ok()) {
+      try {
+        job.sink->OnTiming(outcome.timing);
+      } catch (...) {
+        status = FromException(std::current_exception());
+      }
+    }
+    Finish(job, status, outcome.timing, /*started=*/true);
   }
 
   // After a failed job: whether the backend can still run jobs; the first time it cannot,
@@ -1085,12 +1134,15 @@ class Engine::Impl {
       // Before the client hears of it, so that its next job finds its share free.
       std::lock_guard<std::mutex> lock(mu_);
       admission_.Ended(job.ticket, started);
-      if (running_.erase(&job) > 0) --running_at_[static_cast<int>(job.spec.priority)];
+      if (running_.Erase(job)) --running_at_[static_cast<int>(job.spec.priority)];
     }
-    job.sink->OnDone(status);
-    const JobRecord record{job.id, job.spec, backend_->name(), status, timing};
-    job_stats_.Ended(record, started);
-    if (options_.on_job_done) options_.on_job_done(record);
+    try {
+      job.sink->OnDone(status);
+    } catch (...) {
+      // The sink could not take its Done (JobSink): the job has ended all the same, and the
+      // worker thread that ends it serves on.
+    }
+    RecordEnded(job, status, timing, started);
     if (--in_flight_ == 0) {
       std::lock_guard<std::mutex> lock(mu_);
       idle_.notify_all();
@@ -1138,7 +1190,9 @@ class Engine::Impl {
   mutable std::mutex activity_mu_;
   std::deque<LaneRun> lane_runs_;  // the latest kLaneActivitySpans, oldest first
   std::array<ClientQueue<std::unique_ptr<QueuedJob>>, kPriorityLevels> queues_;
-  std::unordered_set<const QueuedJob*> running_;
+  // Jobs taken by lanes, until they end: the set allocates nothing, so a job cannot fail
+  // halfway between the queue and its lane.
+  IntrusiveList<QueuedJob, &QueuedJob::running> running_;
   std::atomic<int64_t> in_flight_{0};
   std::vector<std::thread> workers_;
 };

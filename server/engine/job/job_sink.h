@@ -84,6 +84,11 @@ struct JobTiming {
 // in increasing offset, covering the output once), OnTiming (on success), OnDone (exactly once,
 // always last). Calls come from engine threads, never concurrently for one job.
 //
+// A call that throws (a failed allocation) does not stop the engine. OnAccepted that throws
+// refuses the request: Submit returns the error and nothing more reaches the sink. Once
+// OnAccepted has returned the job is accepted, and OnPlan, OnChunk or OnTiming that throws
+// ends it with the error as its Done; OnDone that throws is taken as made.
+//
 // OnChunk may block to apply backpressure (the job's lane waits for the reader instead of
 // buffering); it must copy `data` before returning. It returns why the reader is gone once it
 // is (CANCELLED: the client cancelled or disconnected; DEADLINE_EXCEEDED: it stopped reading for

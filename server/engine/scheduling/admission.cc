@@ -62,21 +62,24 @@ std::vector<Admission::ClientState> Admission::client_states() const {
 }
 
 void Admission::Queued(const AdmissionTicket& job) {
+  ClientCounts& own = clients_[job.client];  // the one allocation, before anything changes
   ++queued_jobs_[Level(job.priority)];
   queued_bytes_ += job.held_bytes;
-  ClientCounts& own = clients_[job.client];
   ++own.jobs;
   own.queued_bytes += job.held_bytes;
   if (job.upload) ++own.uploads;
 }
 
-void Admission::Started(const AdmissionTicket& job) {
+void Admission::Started(const AdmissionTicket& job) noexcept {
   --queued_jobs_[Level(job.priority)];
   queued_bytes_ -= job.held_bytes;
-  clients_[job.client].queued_bytes -= job.held_bytes;
+  // Queued made the client's entry, and it stays until the job has ended.
+  if (const auto it = clients_.find(job.client); it != clients_.end()) {
+    it->second.queued_bytes -= job.held_bytes;
+  }
 }
 
-void Admission::Ended(const AdmissionTicket& job, bool started) {
+void Admission::Ended(const AdmissionTicket& job, bool started) noexcept {
   if (!started) Started(job);
   const auto it = clients_.find(job.client);
   if (it == clients_.end()) return;

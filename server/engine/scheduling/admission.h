@@ -52,10 +52,12 @@ class Admission {
   // OK when `job` may be queued now; RESOURCE_EXHAUSTED naming the limit otherwise.
   absl::Status Check(const AdmissionTicket& job) const;
   // The job was queued, left the queue for a lane, and ended (`started`: it had left the
-  // queue; a job dropped from the queue at shutdown had not).
+  // queue; a job dropped from the queue at shutdown had not). Queued may fail to allocate, and
+  // then throws having changed nothing; Ended(job, false) undoes it. The others allocate
+  // nothing: the engine calls them where a failure would leave a job half-moved.
   void Queued(const AdmissionTicket& job);
-  void Started(const AdmissionTicket& job);
-  void Ended(const AdmissionTicket& job, bool started);
+  void Started(const AdmissionTicket& job) noexcept;
+  void Ended(const AdmissionTicket& job, bool started) noexcept;
 
   int queued_jobs(Priority priority) const { return queued_jobs_[Level(priority)]; }
   int64_t queued_bytes() const { return queued_bytes_; }

@@ -4,12 +4,18 @@
 // most one of its own per lane that frees up, not by all of them, and every client's jobs keep
 // their order.
 //
+// Failures: Push either queues the job or, when an allocation fails, throws and leaves the
+// queue and the job as they were. Taking jobs out (Pop, TakeFronts, TakeAll) allocates
+// nothing once it has started moving them, so it cannot fail halfway: the engine takes a job
+// for a lane under its lock, where a job half taken would be accepted and never ended.
+//
 // Thread safety: none; the engine holds its lock around every call.
 #pragma once
 
 #include <algorithm>
 #include <cstddef>
 #include <deque>
+#include <list>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -20,10 +26,22 @@ namespace gpupipe::engine {
 template <typename Job>
 class ClientQueue {
  public:
-  void Push(const std::string& client, Job job) {
-    std::deque<Job>& own = by_client_[client];
-    if (own.empty()) turns_.push_back(client);  // a client with nothing queued joins the round
-    own.push_back(std::move(job));
+  // `job` is moved from only when it is queued.
+  void Push(const std::string& client, Job&& job) {
+    const auto [it, joined] = by_client_.try_emplace(client);
+    try {
+      // A client with nothing queued joins the round.
+      if (joined) turns_.push_back(client);
+      try {
+        it->second.push_back(std::move(job));
+      } catch (...) {
+        if (joined) turns_.pop_back();
+        throw;
+      }
+    } catch (...) {
+      if (joined) by_client_.erase(it);
+      throw;
+    }
     ++size_;
   }
 
@@ -37,17 +55,11 @@ class ClientQueue {
 
   // The oldest job of the client whose turn it is; that client goes to the back of the round
   // if it has more. Requires !empty().
-  Job Pop() {
-    std::string client = std::move(turns_.front());
-    turns_.pop_front();
-    auto it = by_client_.find(client);
+  Job Pop() noexcept {
+    auto it = by_client_.find(turns_.front());
     Job job = std::move(it->second.front());
     it->second.pop_front();
-    if (it->second.empty()) {
-      by_client_.erase(it);
-    } else {
-      turns_.push_back(std::move(client));
-    }
+    LeaveOrRotate(it);
     --size_;
     return job;
   }
@@ -55,30 +67,25 @@ class ClientQueue {
   // Up to `max` jobs for which `take(job)` is true, taken only from the fronts of clients'
   // queues (so every client's jobs keep their order), one per client per round, in turn
   // order; a client whose front job is not taken is passed over. `take` may keep state (a
-  // byte budget): it is asked once per job it may take, and a job it accepts is taken.
+  // byte budget): it is asked once per job it may take, and a job it accepts is taken. `take`
+  // must not throw.
   template <typename Take>
   std::vector<Job> TakeFronts(size_t max, Take&& take) {
     std::vector<Job> taken;
-    taken.reserve(std::min(max, size_));  // allocates before anything is taken
+    taken.reserve(std::min(max, size_));  // the only allocation, before anything is taken
     bool progress = true;
     while (taken.size() < max && progress && size_ > 0) {
       progress = false;
       const size_t clients = turns_.size();
       for (size_t i = 0; i < clients && taken.size() < max; ++i) {
-        std::string client = std::move(turns_.front());
-        turns_.pop_front();
-        auto it = by_client_.find(client);
+        auto it = by_client_.find(turns_.front());
         if (take(it->second.front())) {
-          taken.push_back(std::move(it->second.front()));
+          taken.push_back(std::move(it->second.front()));  // within the reserved capacity
           it->second.pop_front();
           --size_;
           progress = true;
         }
-        if (it->second.empty()) {
-          by_client_.erase(it);
-        } else {
-          turns_.push_back(std::move(client));
-        }
+        LeaveOrRotate(it);
       }
     }
     return taken;
@@ -89,7 +96,7 @@ class ClientQueue {
     std::vector<Job> all;
     all.reserve(size_);
     for (const std::string& client : turns_) {
-      for (Job& job : by_client_[client]) all.push_back(std::move(job));
+      for (Job& job : by_client_.find(client)->second) all.push_back(std::move(job));
     }
     by_client_.clear();
     turns_.clear();
@@ -98,8 +105,21 @@ class ClientQueue {
   }
 
  private:
-  std::unordered_map<std::string, std::deque<Job>> by_client_;  // no empty deques
-  std::deque<std::string> turns_;  // clients with queued jobs, next to be served first
+  using ByClient = std::unordered_map<std::string, std::deque<Job>>;
+
+  // After the front client of the round was served: it leaves the round if it has nothing
+  // left, otherwise it goes to the back. Moves list nodes, allocating nothing.
+  void LeaveOrRotate(typename ByClient::iterator it) noexcept {
+    if (it->second.empty()) {
+      by_client_.erase(it);
+      turns_.pop_front();
+    } else {
+      turns_.splice(turns_.end(), turns_, turns_.begin());
+    }
+  }
+
+  ByClient by_client_;            // no empty deques
+  std::list<std::string> turns_;  // clients with queued jobs, next to be served first
   size_t size_ = 0;
 };
 

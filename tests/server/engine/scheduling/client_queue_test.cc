@@ -25,7 +25,7 @@ TEST(ClientQueue, ServesClientsInTurnAndEachClientInOrder) {
 
 TEST(ClientQueue, AClientThatArrivesLateWaitsForOneJobOfEachClientAhead) {
   ClientQueue<int> q;
-  for (int i = 0; i < 1000; ++i) q.Push("flood", i);
+  for (int i = 0; i < 1000; ++i) q.Push("flood", int{i});
   EXPECT_EQ(q.Pop(), 0);  // a lane takes the flood's first job
   q.Push("late", -1);
   EXPECT_EQ(q.Pop(), 1);  // the flood's turn came before the late client joined
@@ -43,6 +43,28 @@ TEST(ClientQueue, TakeAllEmptiesItAndKeepsEachClientsOrder) {
   EXPECT_TRUE(q.empty());
   q.Push("b", 11);  // usable again
   EXPECT_EQ(q.Pop(), 11);
+}
+
+TEST(ClientQueue, TakeFrontsTakesEachClientsFrontInTurnAndPassesOverTheRest) {
+  ClientQueue<int> q;
+  q.Push("a", 1);
+  q.Push("a", 2);
+  q.Push("b", 10);
+  q.Push("b", 11);
+  q.Push("c", 20);
+  // Even numbers only: a's front is passed over, so its 2 stays behind it; b gives one a
+  // round; c leaves the round once it has nothing left.
+  std::vector<int> taken = q.TakeFronts(10, [](int x) { return x % 2 == 0; });
+  EXPECT_EQ(taken, (std::vector<int>{10, 20}));
+  EXPECT_EQ(q.size(), 3u);
+  EXPECT_EQ(q.clients(), 2u);
+  // At most `max`, and the turns go on where they were.
+  taken = q.TakeFronts(1, [](int) { return true; });
+  EXPECT_EQ(taken, (std::vector<int>{1}));
+  EXPECT_EQ(q.Pop(), 11);
+  EXPECT_EQ(q.Pop(), 2);
+  EXPECT_TRUE(q.empty());
+  EXPECT_EQ(q.clients(), 0u);
 }
 
 }  // namespace

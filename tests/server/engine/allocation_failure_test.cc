@@ -1,0 +1,302 @@
+// The engine's guarantee under memory pressure: a request is either refused, with nothing
+// sent to its sink, or accepted and ended with exactly one Done, whichever allocation fails;
+// nothing of a failed request is left counted in the engine. Each test fails the k-th
+// allocation of the submitting thread, for every k the path has.
+//
+// This binary replaces the global operator new (below) to fail one allocation on request, on
+// one thread, so it is a test program of its own.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "server/engine/backends/cpu/cpu_backend.h"
+#include "server/engine/engine.h"
+#include "server/engine/scheduling/client_queue.h"
+
+namespace {
+
+// Per thread: allocations to let through before one fails (-1: none fails), whether one did,
+// and how many were asked for.
+thread_local int64_t t_fail_after = -1;
+thread_local bool t_failed = false;
+thread_local int64_t t_allocations = 0;
+
+void* Allocate(std::size_t size, std::size_t alignment) {
+  ++t_allocations;
+  if (t_fail_after >= 0 && t_fail_after-- == 0) {
+    t_failed = true;
+    throw std::bad_alloc();
+  }
+  if (size == 0) size = 1;
+  void* p = alignment <= alignof(std::max_align_t)
+                ? std::malloc(size)
+                : std::aligned_alloc(alignment, (size + alignment - 1) / alignment * alignment);
+  if (p == nullptr) throw std::bad_alloc();
+  return p;
+}
+
+void* AllocateOrNull(std::size_t size, std::size_t alignment) noexcept {
+  try {
+    return Allocate(size, alignment);
+  } catch (...) {
+    return nullptr;
+  }
+}
+
+constexpr std::size_t kPlain = alignof(std::max_align_t);
+
+// Fails the allocation that comes after `let_through` more on this thread, until Disarm.
+void FailAfter(int64_t let_through) {
+  t_failed = false;
+  t_fail_after = let_through;
+}
+// Whether the armed failure happened.
+bool Disarm() {
+  t_fail_after = -1;
+  return t_failed;
+}
+
+}  // namespace
+
+void* operator new(std::size_t size) { return Allocate(size, kPlain); }
+void* operator new[](std::size_t size) { return Allocate(size, kPlain); }
+void* operator new(std::size_t size, const std::nothrow_t&) noexcept {
+  return AllocateOrNull(size, kPlain);
+}
+void* operator new[](std::size_t size, const std::nothrow_t&) noexcept {
+  return AllocateOrNull(size, kPlain);
+}
+void* operator new(std::size_t size, std::align_val_t a) {
+  return Allocate(size, static_cast<std::size_t>(a));
+}
+void* operator new[](std::size_t size, std::align_val_t a) {
+  return Allocate(size, static_cast<std::size_t>(a));
+}
+void* operator new(std::size_t size, std::align_val_t a, const std::nothrow_t&) noexcept {
+  return AllocateOrNull(size, static_cast<std::size_t>(a));
+}
+void* operator new[](std::size_t size, std::align_val_t a, const std::nothrow_t&) noexcept {
+  return AllocateOrNull(size, static_cast<std::size_t>(a));
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+
+namespace gpupipe::engine {
+namespace {
+
+// A sink that allocates nothing, so that the failures are the engine's own.
+class CountingSink final : public JobSink {
+ public:
+  void OnAccepted(const AcceptedInfo&) override { accepted_.fetch_add(1); }
+  void OnPlan(const PlanDescription&) override {}
+  absl::Status OnChunk(int64_t, const char*, int64_t) override { return absl::OkStatus(); }
+  void OnTiming(const JobTiming&) override {}
+  void OnDone(const absl::Status& status) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++done_;
+    status_ = status;
+    cv_.notify_all();
+  }
+  absl::Status ReaderStatus() const override { return absl::OkStatus(); }
+
+  int accepted() const { return accepted_.load(); }
+  int done() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return done_;
+  }
+  // Waits up to 10 s for a Done; then how many came.
+  int WaitDone() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, std::chrono::seconds(10), [&] { return done_ > 0; });
+    return done_;
+  }
+  absl::Status status() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return status_;
+  }
+
+ private:
+  std::atomic<int> accepted_{0};
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  int done_ = 0;
+  absl::Status status_;
+};
+
+std::string FloatBytes(int n) {
+  std::vector<float> values(static_cast<size_t>(n), -1.5f);
+  return std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
+}
+
+JobSpec SmallJob(std::string client) {
+  JobSpec spec;
+  spec.shape = {4, 64};
+  spec.ops = {{OpKind::kRelu}, {OpKind::kSoftmax}};
+  spec.client = std::move(client);
+  return spec;
+}
+
+// Submits a small job and waits for its end; its Done's status.
+absl::Status RunOne(Engine& engine, SubmitThread thread, const std::string& client) {
+  std::string input = FloatBytes(4 * 64);
+  auto sink = std::make_shared<CountingSink>();
+  if (absl::Status s = engine.Submit(SmallJob(client), input, sink, thread); !s.ok()) return s;
+  if (sink->WaitDone() != 1) return absl::DeadlineExceededError("no Done");
+  return sink->status();
+}
+
+// Submits a small job for each k, the k-th allocation of this thread failing, until one
+// submission allocates fewer than k times; checks each outcome, and that the engine counts
+// nothing of them afterwards and still runs jobs.
+void SweepSubmit(SubmitThread thread) {
+  CpuBackendOptions cpu;
+  cpu.lanes_per_level = 1;
+  auto engine = Engine::Create(CreateCpuBackend(cpu), {});
+  // First a job that nothing fails, so that what is made once per process (the op catalog,
+  // say) is made: the sweep then counts the allocations every job makes.
+  ASSERT_TRUE(RunOne(*engine, thread, "allocation-failure-warm-up").ok());
+  std::vector<std::shared_ptr<CountingSink>> refused_sinks;
+  int refused = 0;
+  int ended_ok = 0;
+  int ended_failed = 0;
+  bool swept = false;
+  for (int64_t k = 0; k < 5000 && !swept; ++k) {
+    SCOPED_TRACE(::testing::Message() << "allocation " << k << " fails");
+    // A client of its own each time (longer than any inline string), so that its queue and
+    // its admission entry are new allocations of this submission.
+    JobSpec spec = SmallJob("allocation-failure-client-" + std::to_string(k));
+    std::string input = FloatBytes(4 * 64);
+    auto sink = std::make_shared<CountingSink>();
+    std::shared_ptr<JobSink> as_sink = sink;
+    FailAfter(k);
+    const absl::Status submitted =
+        engine->Submit(std::move(spec), input, std::move(as_sink), thread);
+    swept = !Disarm();
+    if (!submitted.ok()) {
+      ++refused;
+      EXPECT_EQ(sink->accepted(), 0) << "refused with " << submitted << " after OnAccepted";
+      refused_sinks.push_back(sink);  // checked for a Done once every job has ended
+      continue;
+    }
+    EXPECT_EQ(sink->accepted(), 1);
+    ASSERT_EQ(sink->WaitDone(), 1) << "an accepted job did not end";
+    const absl::Status done = sink->status();
+    if (done.ok()) {
+      ++ended_ok;
+    } else {
+      ++ended_failed;
+      EXPECT_EQ(done.code(), absl::StatusCode::kResourceExhausted) << done;
+    }
+  }
+  EXPECT_TRUE(swept) << "a submission allocated more than the sweep tried";
+  EXPECT_GT(refused, 0);
+  // Allocations after OnAccepted (queueing the job, and for a direct run the run itself) end
+  // accepted jobs with their own Done.
+  EXPECT_GT(ended_failed, 0);
+  // Every accepted job has ended, and nothing of a failed one is still counted.
+  for (int i = 0; i < 500 && engine->jobs_in_flight() > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(engine->jobs_in_flight(), 0);
+  for (const std::shared_ptr<CountingSink>& sink : refused_sinks) {
+    EXPECT_EQ(sink->done(), 0) << "a refused request's sink got a Done";
+  }
+  const EngineStats stats = engine->Stats();
+  for (const EngineStats::Level& level : stats.levels) {
+    EXPECT_EQ(level.queued, 0);
+    EXPECT_EQ(level.running, 0);
+  }
+  for (const EngineStats::Client& client : stats.clients) {
+    EXPECT_EQ(client.active_jobs, 0) << client.client;
+  }
+  EXPECT_EQ(stats.queued_bytes, 0);
+  // The engine runs the next job as before.
+  EXPECT_TRUE(RunOne(*engine, thread, "allocation-failure-after").ok());
+  std::printf("%d refused, %d accepted and ended OK, %d accepted and ended failed\n", refused,
+              ended_ok, ended_failed);
+}
+
+TEST(AllocationFailure, AQueuedJobIsRefusedOrEndsOnceWhicheverAllocationFails) {
+  SweepSubmit(SubmitThread::kQueue);
+}
+
+TEST(AllocationFailure, ADirectRunIsRefusedOrEndsOnceWhicheverAllocationFails) {
+  SweepSubmit(SubmitThread::kMayRun);
+}
+
+TEST(AllocationFailure, TakingJobsFromTheClientQueueAllocatesNothing) {
+  ClientQueue<std::unique_ptr<int>> q;
+  const std::vector<std::string> clients = {"a-client-with-a-long-name-1",
+                                            "a-client-with-a-long-name-2",
+                                            "a-client-with-a-long-name-3"};
+  for (int i = 0; i < 3000; ++i) {
+    q.Push(clients[static_cast<size_t>(i) % 3], std::make_unique<int>(i));
+  }
+  const int64_t before = t_allocations;
+  int expected = 0;
+  for (int i = 0; i < 1500; ++i) {
+    std::unique_ptr<int> job = q.Pop();
+    ASSERT_NE(job, nullptr);
+    EXPECT_EQ(*job, expected++);
+  }
+  EXPECT_EQ(t_allocations - before, 0) << "Pop allocated";
+  const int64_t before_take = t_allocations;
+  std::vector<std::unique_ptr<int>> taken =
+      q.TakeFronts(1000, [](const std::unique_ptr<int>& job) { return *job % 2 == 0; });
+  EXPECT_EQ(t_allocations - before_take, 1) << "TakeFronts allocated beyond its one reserve";
+  EXPECT_FALSE(taken.empty());
+}
+
+TEST(AllocationFailure, APushThatFailsLeavesTheQueueAndTheJobAsTheyWere) {
+  int failures = 0;
+  bool swept = false;
+  for (int64_t k = 0; k < 100 && !swept; ++k) {
+    ClientQueue<std::unique_ptr<int>> q;
+    q.Push("an-existing-client-with-a-long-name", std::make_unique<int>(1));
+    auto job = std::make_unique<int>(2);
+    FailAfter(k);
+    bool threw = false;
+    try {
+      q.Push("a-new-client-with-a-long-name", std::move(job));
+    } catch (const std::bad_alloc&) {
+      threw = true;
+    }
+    swept = !Disarm();
+    if (!threw) {
+      EXPECT_EQ(q.size(), 2u);
+      EXPECT_EQ(q.clients(), 2u);
+      continue;
+    }
+    ++failures;
+    ASSERT_NE(job, nullptr) << "the job was lost with the failed Push";
+    EXPECT_EQ(*job, 2);
+    EXPECT_EQ(q.size(), 1u);
+    EXPECT_EQ(q.clients(), 1u);
+    EXPECT_EQ(*q.Pop(), 1);
+    EXPECT_TRUE(q.empty());
+    q.Push("a-new-client-with-a-long-name", std::move(job));  // the client may come again
+    EXPECT_EQ(*q.Pop(), 2);
+    EXPECT_EQ(q.clients(), 0u);
+  }
+  EXPECT_TRUE(swept);
+  EXPECT_GT(failures, 0);
+}
+
+}  // namespace
+}  // namespace gpupipe::engine
