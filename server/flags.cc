@@ -119,7 +119,8 @@ Runs the gpupipe job service: a gRPC daemon that owns one GPU.
   --priority-min P           the lowest priority the priority listener takes: low, normal or
                              high (default high); lower ones get PERMISSION_DENIED
   --priority-max-calls N     calls the priority listener has in progress at once; one more
-                             gets RESOURCE_EXHAUSTED (default 64)
+                             gets RESOURCE_EXHAUSTED (default 64); calls without a valid
+                             token (--token-file) are refused first and take no place
   --priority-threads N       threads of the priority listener's own: they read its calls, run
                              their jobs where a lane is idle, and send the replies (default 2)
   --backend auto|cuda|cpu    auto uses the GPU when one is usable, else the CPU (default auto)

@@ -106,12 +106,13 @@ grpc::ServerUnaryReactor* JobServiceImpl::SubmitSmall(grpc::CallbackServerContex
 }
 
 void JobServiceImpl::StartListenerCall(grpc::ServerContext* context,
-                                       const v1::SubmitRequest* request, engine::Priority lowest,
-                                       absl::string_view listener,
+                                       const v1::SubmitRequest* request,
+                                       const absl::StatusOr<std::string>& authenticated,
+                                       engine::Priority lowest, absl::string_view listener,
                                        std::chrono::steady_clock::time_point received,
                                        const std::shared_ptr<EventStream>& stream) {
   stall_watch_.Watch(stream);
-  absl::StatusOr<std::string> caller = Authenticate(*context);
+  absl::StatusOr<std::string> caller = authenticated;
   // An unknown value passes here and is refused as INVALID_ARGUMENT with the request's other
   // faults.
   const absl::StatusOr<engine::Priority> priority = DecodePriority(request->priority());

@@ -96,12 +96,16 @@ class JobServiceImpl final : public v1::JobService::CallbackService {
   // shutdown waits for), is started or refused, and ends, once its result was sent.
   void BeginListenerCall() { active_calls_.Begin(); }
   void EndListenerCall() { active_calls_.End(); }
+  // The caller's token name (empty where none is required), or UNAUTHENTICATED (counted
+  // among the calls refused for it).
+  absl::StatusOr<std::string> Authenticate(const grpc::ServerContextBase& context) const;
   // Starts the call's job on `stream` (a HoldWholeJob stream whose writer is the call) as
-  // SubmitSmallReactor does, except that after the token check a job below `lowest` is
-  // refused with PERMISSION_DENIED naming `listener`, marked as not accepted. `request` and
-  // `context` must live until the call ends.
+  // SubmitSmallReactor does, for `caller` (Authenticate's answer), except that a job below
+  // `lowest` of a caller with a valid token is refused with PERMISSION_DENIED naming
+  // `listener`, marked as not accepted. `request` and `context` must live until the call ends.
   void StartListenerCall(grpc::ServerContext* context, const v1::SubmitRequest* request,
-                         engine::Priority lowest, absl::string_view listener,
+                         const absl::StatusOr<std::string>& caller, engine::Priority lowest,
+                         absl::string_view listener,
                          std::chrono::steady_clock::time_point received,
                          const std::shared_ptr<EventStream>& stream);
   // Ends the call at once with `refusal` (counted among the engine's refusals), marked as not
@@ -144,8 +148,6 @@ class JobServiceImpl final : public v1::JobService::CallbackService {
   }
 
  private:
-  // The caller's token name (empty where none is required), or UNAUTHENTICATED.
-  absl::StatusOr<std::string> Authenticate(const grpc::ServerContextBase& context) const;
   // A unary call: authenticated, then answered with what `fill_response` wrote and the status
   // it returned (or RESOURCE_EXHAUSTED when memory runs out meanwhile). It is given the
   // caller's token name.

@@ -203,16 +203,21 @@ class PriorityListener::Call final : public Handler, public EventWriter {
  private:
   void Begin() {
     const auto received = std::chrono::steady_clock::now();
-    const int in_progress = ++listener_->in_progress_;
     listener_->jobs_->BeginListenerCall();
-    if (in_progress > listener_->options_.max_calls) {
-      const absl::Status full = absl::ResourceExhaustedError(absl::StrCat(
-          "the priority listener has ", listener_->options_.max_calls,
-          " calls in progress; try again shortly (gpupiped --priority-max-calls)"));
-      listener_->jobs_->RefuseListenerCall(&context_, full, stream_);
-      return;
+    // The token first: a call without a valid one is refused for that (StartListenerCall)
+    // and takes none of the places, so that callers without a token cannot fill them.
+    const absl::StatusOr<std::string> caller = listener_->jobs_->Authenticate(context_);
+    if (caller.ok()) {
+      holds_place_ = true;
+      if (++listener_->in_progress_ > listener_->options_.max_calls) {
+        const absl::Status full = absl::ResourceExhaustedError(absl::StrCat(
+            "the priority listener has ", listener_->options_.max_calls,
+            " calls in progress; try again shortly (gpupiped --priority-max-calls)"));
+        listener_->jobs_->RefuseListenerCall(&context_, full, stream_);
+        return;
+      }
     }
-    listener_->jobs_->StartListenerCall(&context_, &request_, listener_->options_.lowest,
+    listener_->jobs_->StartListenerCall(&context_, &request_, caller, listener_->options_.lowest,
                                         "the priority listener", received, stream_);
   }
 
@@ -231,7 +236,7 @@ class PriorityListener::Call final : public Handler, public EventWriter {
   void End() {
     stream_->Detach();
     listener_->jobs_->EndListenerCall();
-    --listener_->in_progress_;
+    if (holds_place_) --listener_->in_progress_;
     delete this;
   }
 
@@ -248,6 +253,7 @@ class PriorityListener::Call final : public Handler, public EventWriter {
   std::atomic<int> pending_{3};
   std::mutex mu_;
   bool begun_ = false;                  // Begin returned
+  bool holds_place_ = false;  // a caller with a valid token: one of the max_calls places
   bool cancelled_before_begun_ = false;  // the done notification came first, cancelled
   Tag requested_tag_{this}, finish_tag_{this}, done_tag_{this};
 };

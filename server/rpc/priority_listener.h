@@ -12,8 +12,10 @@
 // A call goes as SubmitSmallReactor's does (the job service's StartListenerCall): the token,
 // then the priority (jobs below `lowest` get PERMISSION_DENIED), then the job, its events held
 // until its CompleteJob, a reader that stops reading cancelled by the stall watch, a client that
-// goes away cancelling its job. At most `max_calls` calls are in progress at once; one more is
-// refused with RESOURCE_EXHAUSTED. Refusals are marked as not accepted. Submit and Run answer
+// goes away cancelling its job. At most `max_calls` calls of callers with a valid token are in
+// progress at once; one more is refused with RESOURCE_EXHAUSTED. A call without a valid token
+// is refused for that first and takes no place, so such calls cannot keep callers with tokens
+// out. Refusals are marked as not accepted. Submit and Run answer
 // FAILED_PRECONDITION, the other methods UNIMPLEMENTED: they belong on the main address. Those
 // refusals run on the listener's threads too: it has no sync-API method, so no call waits for a
 // thread of gRPC's, and a flood of them is refused as fast as they come.
@@ -62,7 +64,7 @@ class PriorityListener {
   // call to be over, then stops the threads. Called by the destructor too.
   void Stop();
 
-  // Calls in progress (for tests).
+  // Calls of callers with a valid token in progress (for tests).
   int calls_in_progress() const { return in_progress_.load(); }
 
  private:

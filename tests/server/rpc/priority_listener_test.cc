@@ -129,22 +129,25 @@ class PriorityListenerTest : public ::testing::Test {
 
   // kMaxCalls calls whose jobs wait behind BlockHighLane's: the listener is full. Empty where
   // they did not all come to wait.
-  std::vector<std::future<grpc::Status>> FillWithWaitingCalls() {
+  std::vector<std::future<grpc::Status>> FillWithWaitingCalls(const std::string& token = "") {
     std::vector<std::future<grpc::Status>> waiting;
     for (int i = 0; i < kMaxCalls; ++i) {
-      waiting.push_back(
-          SubmitSmallAsync(Request({1, 2, 3}, v1::PRIORITY_HIGH), std::chrono::seconds(30)));
+      waiting.push_back(SubmitSmallAsync(Request({1, 2, 3}, v1::PRIORITY_HIGH),
+                                         std::chrono::seconds(30), token));
     }
     if (!WaitQueuedHigh(kMaxCalls)) waiting.clear();
     return waiting;
   }
 
-  // A SubmitSmall call on the priority listener, on a thread of its own.
+  // A SubmitSmall call on the priority listener, on a thread of its own; with `token`, its
+  // bearer token.
   std::future<grpc::Status> SubmitSmallAsync(v1::SubmitRequest request,
-                                             std::chrono::milliseconds deadline) {
-    return std::async(std::launch::async, [this, request = std::move(request), deadline] {
+                                             std::chrono::milliseconds deadline,
+                                             const std::string& token = "") {
+    return std::async(std::launch::async, [this, request = std::move(request), deadline, token] {
       grpc::ClientContext context;
       context.set_deadline(std::chrono::system_clock::now() + deadline);
+      if (!token.empty()) context.AddMetadata(kAuthorizationMetadataKey, "Bearer " + token);
       v1::CompleteJob response;
       return priority_stub_->SubmitSmall(&context, request, &response);
     });
@@ -349,6 +352,60 @@ TEST_F(PriorityListenerTest, CallsBeyondTheLimitAreRefusedAndTheWaitingOnesFinis
     const grpc::Status status = call.get();
     EXPECT_TRUE(status.ok()) << status.error_message();
   }
+  EXPECT_TRUE(service_->WaitForCalls(std::chrono::steady_clock::now() + std::chrono::seconds(5)));
+}
+
+TEST_F(PriorityListenerTest, ACallWithoutATokenTakesNoPlaceAndIsRefusedForThatWhenFull) {
+  absl::StatusOr<std::shared_ptr<const TokenTable>> tokens =
+      TokenTable::Parse("alice:0123456789abcdef0123\n");
+  ASSERT_TRUE(tokens.ok());
+  Authenticator authenticator(*tokens);
+  Start(&authenticator);
+  const std::string token = "0123456789abcdef0123";
+  std::shared_ptr<RecordingSink> blocker = BlockHighLane();
+  // While one caller with a token waits, calls without one come and go: they take no place.
+  std::vector<std::future<grpc::Status>> waiting;
+  waiting.push_back(
+      SubmitSmallAsync(Request({1, 2, 3}, v1::PRIORITY_HIGH), std::chrono::seconds(30), token));
+  ASSERT_TRUE(WaitQueuedHigh(1));
+  std::vector<std::future<grpc::Status>> without;
+  for (int i = 0; i < 2 * kMaxCalls; ++i) {
+    without.push_back(
+        SubmitSmallAsync(Request({1, 2, 3}, v1::PRIORITY_HIGH), std::chrono::seconds(30)));
+  }
+  for (std::future<grpc::Status>& call : without) {
+    EXPECT_EQ(call.get().error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  }
+  EXPECT_EQ(listener_->calls_in_progress(), 1);
+  // The last place goes to a caller with a token, and the listener is full.
+  waiting.push_back(
+      SubmitSmallAsync(Request({1, 2, 3}, v1::PRIORITY_HIGH), std::chrono::seconds(30), token));
+  ASSERT_TRUE(WaitQueuedHigh(kMaxCalls));
+  EXPECT_EQ(listener_->calls_in_progress(), kMaxCalls);
+  {
+    // Full: a call without a token is told that it has none, not that the listener is full.
+    grpc::ClientContext context;
+    v1::CompleteJob response;
+    const grpc::Status status =
+        priority_stub_->SubmitSmall(&context, Request({1}, v1::PRIORITY_HIGH), &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED) << status.error_message();
+    EXPECT_EQ(context.GetServerTrailingMetadata().find(kAcceptedMetadataKey)->second, "0");
+  }
+  {
+    grpc::ClientContext context;
+    context.AddMetadata(kAuthorizationMetadataKey, "Bearer " + token);
+    v1::CompleteJob response;
+    const grpc::Status status =
+        priority_stub_->SubmitSmall(&context, Request({1}, v1::PRIORITY_HIGH), &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << status.error_message();
+  }
+  EXPECT_EQ(engine_->Stats(false).refused["priority-max-calls"], 1);
+  blocker->SetGateOpen(true);
+  for (std::future<grpc::Status>& call : waiting) {
+    const grpc::Status status = call.get();
+    EXPECT_TRUE(status.ok()) << status.error_message();
+  }
+  EXPECT_EQ(service_->Stats(false).rejected().at("unauthenticated"), 2 * kMaxCalls + 1);
   EXPECT_TRUE(service_->WaitForCalls(std::chrono::steady_clock::now() + std::chrono::seconds(5)));
 }
 
