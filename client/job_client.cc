@@ -6,10 +6,12 @@
 #include <cmath>
 #include <mutex>
 #include <thread>
+#include <tuple>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "client/fd_passing.h"
+#include "common/pem.h"
 #include "client/striped_run.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/create_channel.h"
@@ -86,6 +88,15 @@ absl::StatusOr<std::unique_ptr<JobClient>> JobClient::Create(const std::string& 
   }
   if (options.tls_cert_pem.empty() != options.tls_key_pem.empty()) {
     return absl::InvalidArgumentError("a TLS client certificate and its key go together");
+  }
+  for (auto [name, pem, kind] :
+       {std::tuple{"tls_ca_pem", &options.tls_ca_pem, PemKind::kCertificate},
+        std::tuple{"tls_cert_pem", &options.tls_cert_pem, PemKind::kCertificate},
+        std::tuple{"tls_key_pem", &options.tls_key_pem, PemKind::kPrivateKey}}) {
+    if (pem->empty()) continue;
+    if (absl::Status s = CheckPem(*pem, kind); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("ClientOptions::", name, ": ", s.message()));
+    }
   }
   // Both travel as metadata, whose values gRPC takes as printable ASCII only (it aborts the
   // process on anything else).

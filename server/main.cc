@@ -37,6 +37,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/config_file.h"
+#include "common/pem.h"
 #include "server/engine/backends/backend_factory.h"
 #include "server/engine/engine.h"
 #include "server/engine/job/op_catalog.h"
@@ -194,6 +195,17 @@ int Run(const DaemonOptions& options) {
       return 1;
     }
     *pem = *std::move(contents);
+  }
+  for (auto [flag, path, pem, kind] :
+       {std::tuple{"--tls-cert", &options.tls_cert, &security.tls_cert_pem, PemKind::kCertificate},
+        std::tuple{"--tls-key", &options.tls_key, &security.tls_key_pem, PemKind::kPrivateKey},
+        std::tuple{"--tls-client-ca", &options.tls_client_ca, &security.tls_client_ca_pem,
+                   PemKind::kCertificate}}) {
+    if (path->empty()) continue;
+    if (absl::Status s = CheckPem(*pem, kind); !s.ok()) {
+      Fail(absl::StrCat(flag, ": ", *path, ": ", s.message()));
+      return 1;
+    }
   }
   for (const std::string* listen : {&options.listen, &options.priority_listen}) {
     if (listen->empty()) continue;

@@ -33,6 +33,7 @@
 #include "client/cli/bench_command.h"
 #include "client/cli/timeline_svg.h"
 #include "common/config_file.h"
+#include "common/pem.h"
 #include "nlohmann/json.hpp"
 #include "client/cli/compare.h"
 #include "client/cli/progress.h"
@@ -141,6 +142,15 @@ absl::StatusOr<std::unique_ptr<client::JobClient>> Connect(const Args& args,
     absl::StatusOr<std::string> contents = ReadSmallFile(flag, *path);
     if (!contents.ok()) return contents.status();
     *pem = *std::move(contents);
+  }
+  for (auto [flag, path, pem, kind] :
+       {std::tuple{"--tls-ca", &args.tls_ca, &options.tls_ca_pem, PemKind::kCertificate},
+        std::tuple{"--tls-cert", &args.tls_cert, &options.tls_cert_pem, PemKind::kCertificate},
+        std::tuple{"--tls-key", &args.tls_key, &options.tls_key_pem, PemKind::kPrivateKey}}) {
+    if (path->empty()) continue;
+    if (absl::Status s = CheckPem(*pem, kind); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(flag, ": ", *path, ": ", s.message()));
+    }
   }
   // A token file holds the token and perhaps a line end.
   while (!options.token.empty() && std::isspace(static_cast<unsigned char>(options.token.back()))) {

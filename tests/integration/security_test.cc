@@ -10,8 +10,10 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "client/job_client.h"
@@ -255,6 +257,7 @@ TEST_F(Tokens, TheCliRefusesTokensAndClientIdsItCannotSend) {
         std::vector<std::string>{"--token-file", dir_},
         std::vector<std::string>{"--token-file", dir_ + "/fifo"},
         std::vector<std::string>{"--tls-ca", dir_ + "/fifo"},
+        std::vector<std::string>{"--tls-ca", dir_ + "/empty"},  // not PEM
         std::vector<std::string>{"--client-id", "caf\xc3\xa9"},
         std::vector<std::string>{"--client-id", "a\nb"}}) {
     std::vector<std::string> command = {CliBinary(), "--target", target};
@@ -318,6 +321,58 @@ TEST(ListenRules, AnUnreadableTlsFileNamesItsFlag) {
         << r.err;
   }
   std::filesystem::remove_all(dir);
+}
+
+// A TLS file that is not PEM of its kind (a key for a certificate, text, a certificate cut
+// short) stops the daemon and the CLI at once, naming the flag and the file, instead of
+// failing later as a listen or a connection that names something else.
+TEST(ListenRules, ATlsFileThatIsNotPemNamesItsFlagAndFile) {
+  Pki pki;
+  ASSERT_TRUE(pki.error().empty()) << pki.error();
+  const std::string cut = pki.path("cut.pem");
+  const std::string full = pki.pem("server.pem");
+  WriteText(cut, full.substr(0, full.size() / 2));
+  const std::map<std::string, std::string> good = {{"--tls-cert", pki.path("server.pem")},
+                                                   {"--tls-key", pki.path("server.key")},
+                                                   {"--tls-client-ca", pki.path("ca.pem")}};
+  for (const auto& [flag, bad, expected] :
+       {std::tuple{std::string("--tls-cert"), pki.path("server.key"),
+                   std::string("not a PEM certificate")},
+        std::tuple{std::string("--tls-key"), pki.path("server.pem"),
+                   std::string("not a PEM private key")},
+        std::tuple{std::string("--tls-client-ca"), cut,
+                   std::string("a PEM certificate cut short")}}) {
+    std::vector<std::string> command = {"/usr/bin/timeout", "20", DaemonBinary(), "--backend",
+                                        "cpu"};
+    for (const auto& [f, path] : good) {
+      command.push_back(f);
+      command.push_back(f == flag ? bad : path);
+    }
+    CommandResult r = RunCommand(command);
+    EXPECT_EQ(r.exit_code, 1) << flag << ": " << r.err;
+    EXPECT_NE(r.err.find(flag + ": " + bad + ": " + expected), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("cannot listen"), std::string::npos) << r.err;
+  }
+  DaemonProcess daemon(DaemonBinary(), {"--backend", "cpu", "--tls-cert", pki.path("server.pem"),
+                                        "--tls-key", pki.path("server.key")});
+  ASSERT_NE(daemon.port(), 0) << daemon.error();
+  CommandResult cli = RunCommand({CliBinary(), "--target", Localhost(daemon), "--tls-ca",
+                                  pki.path("ca.key"), "describe"});
+  EXPECT_EQ(cli.exit_code, 2) << cli.err;
+  EXPECT_NE(cli.err.find("--tls-ca: " + pki.path("ca.key") + ": not a PEM certificate"),
+            std::string::npos)
+      << cli.err;
+  client::ClientOptions options;
+  options.tls_ca_pem = pki.pem("ca.key");
+  absl::StatusOr<std::unique_ptr<client::JobClient>> library =
+      client::JobClient::Create(Localhost(daemon), options);
+  ASSERT_FALSE(library.ok());
+  EXPECT_EQ(library.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(library.status().message().find("ClientOptions::tls_ca_pem: not a PEM certificate"),
+            std::string::npos)
+      << library.status();
+  options.tls_ca_pem = pki.pem("ca.pem");  // and with its certificate, it works
+  EXPECT_TRUE(RunJob(Localhost(daemon), options).ok());
 }
 
 TEST(ListenRules, PlaintextBeyondLoopbackNeedsInsecure) {
