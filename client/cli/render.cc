@@ -413,6 +413,7 @@ std::string RenderDescribeText(const v1::DescribeResponse& d) {
                                         " SMs, ", FormatBytes(dev.memory_bytes()), ")"));
     text += Line("", absl::StrCat("driver ", dev.driver_version(), ", runtime ",
                                   dev.runtime_version()));
+    if (!dev.wait().empty()) text += Line("", absl::StrCat("waits for the device: ", dev.wait()));
     if (!dev.kernel_code().empty()) {
       text += Line("", absl::StrCat("kernels: ", dev.kernel_code(), " (",
                                     dev.features().empty() ? "no sm_90 features"

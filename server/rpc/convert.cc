@@ -392,6 +392,7 @@ v1::DescribeResponse EncodeDescription(const engine::EngineDescription& d,
     device->set_runtime_version(d.device->runtime_version);
     device->set_kernel_code(d.device->kernel_code);
     for (const std::string& feature : d.device->features) device->add_features(feature);
+    device->set_wait(d.device->wait);
     for (const engine::PriorityLevel& level : d.levels) {
       v1::PriorityMapping* m = device->add_priorities();
       m->set_priority(EncodePriority(level.priority));

@@ -117,6 +117,20 @@ TEST_F(CudaDaemon, LongRowSoftmaxIsAPdlChainedPair) {
   EXPECT_EQ(j["timing"]["kernels"], 2);
 }
 
+TEST_F(CudaDaemon, DescribeSaysHowTheDaemonWaitsForTheDevice) {
+  const auto wait_of = [](const DaemonProcess& daemon) -> std::string {
+    auto client = client::JobClient::Create(daemon.target());
+    if (!client.ok()) return client.status().ToString();
+    absl::StatusOr<v1::DescribeResponse> d = (*client)->Describe();
+    return d.ok() ? d->device().wait() : d.status().ToString();
+  };
+  EXPECT_EQ(wait_of(*daemon_), "auto");
+  DaemonProcess blocking(DaemonBinary(), {"--backend", "cuda", "--cuda-wait", "block"});
+  ASSERT_NE(blocking.port(), 0) << blocking.error();
+  EXPECT_EQ(wait_of(blocking), "block");
+  EXPECT_EQ(blocking.Terminate(), 0) << blocking.log();
+}
+
 TEST_F(CudaDaemon, GraphModeReplaysACachedGraph) {
   nlohmann::json first = SubmitAndCheck(64, 1000, {"--launch", "graph-pdl"});
   nlohmann::json second = SubmitAndCheck(64, 1000, {"--launch", "graph-pdl"});

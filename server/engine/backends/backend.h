@@ -40,6 +40,7 @@ struct DeviceDescription {
   std::string runtime_version;
   std::string kernel_code;            // Device.kernel_code
   std::vector<std::string> features;  // Device.features
+  std::string wait;                   // Device.wait
 };
 
 struct GraphCacheStats {

@@ -388,6 +388,7 @@ v1::DescribeResponse Description() {
   dev->set_multiprocessors(132);
   dev->set_memory_bytes(int64_t{150} << 30);
   dev->set_compute_capability("9.0");
+  dev->set_wait("spin");
   dev->set_least_stream_priority(0);
   dev->set_greatest_stream_priority(-5);
   v1::PriorityMapping* p = dev->add_priorities();
@@ -427,6 +428,7 @@ TEST(RenderTest, DescribeText) {
   EXPECT_THAT(text,
               HasSubstr("device    NVIDIA H200 (ordinal 0, compute 9.0, 132 SMs, 150.0 GiB)"));
   EXPECT_THAT(text, HasSubstr("high    -> device priority -5, 1 stream\n"));
+  EXPECT_THAT(text, HasSubstr("          waits for the device: spin\n"));
   EXPECT_THAT(text, HasSubstr("ops       affine  elementwise    y = alpha * x + beta\n"));
   EXPECT_THAT(text, HasSubstr("params: alpha (number, default 1)\n"));
   EXPECT_THAT(text, HasSubstr("dtypes: float32, float16\n"));

@@ -83,6 +83,17 @@ unsigned ScheduleFlag(CudaWait wait) {
   return cudaDeviceScheduleAuto;
 }
 
+// As gpupiped --cuda-wait spells it (DeviceDescription::wait).
+const char* WaitName(CudaWait wait) {
+  switch (wait) {
+    case CudaWait::kSpin: return "spin";
+    case CudaWait::kYield: return "yield";
+    case CudaWait::kBlock: return "block";
+    case CudaWait::kAuto: break;
+  }
+  return "auto";
+}
+
 class CudaBackend final : public Backend {
  public:
   static absl::StatusOr<std::unique_ptr<Backend>> Create(const CudaBackendOptions& options) {
@@ -257,6 +268,7 @@ class CudaBackend final : public Backend {
     device_.kernel_code = KernelCode(caps_);
     if (caps_.bulk_copy()) device_.features.push_back("bulk-copy");
     if (caps_.pdl()) device_.features.push_back("pdl");
+    device_.wait = WaitName(options_.wait);
 
     // Numerically lower is higher priority; greatest <= least.
     device_priority_[static_cast<int>(Priority::kLow)] = least;
