@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -200,8 +201,9 @@ absl::StatusOr<v1::DType> DTypeFromDescr(const std::string& descr) {
       }
     }
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("dtype '", descr, "' is not supported (supported: ", kSupported, ")"));
+  // Escaped: a descr is the file's text, and may hold bytes a terminal would hide (a NUL).
+  return absl::InvalidArgumentError(absl::StrCat(
+      "dtype '", absl::CHexEscape(descr), "' is not supported (supported: ", kSupported, ")"));
 }
 
 std::string ShapeTuple(const std::vector<int64_t>& shape) {

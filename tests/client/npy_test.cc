@@ -142,6 +142,25 @@ TEST(NpyReadTest, UnsupportedDtypesAreRejected) {
   EXPECT_THAT(ReadError("structured.npy"), HasSubstr("structured dtype is not supported"));
 }
 
+TEST(NpyReadTest, AnUnsupportedDtypeIsNamedWithItsBytesEscaped) {
+  std::string header = "{'descr': '<f";
+  header += '\0';
+  header += "4', 'fortran_order': False, 'shape': (1,), }";
+  header.append(64 - (10 + header.size() + 1) % 64, ' ');
+  header += '\n';
+  std::string file = "\x93NUMPY";
+  file += '\x01';
+  file += '\x00';
+  file += static_cast<char>(header.size() & 0xff);
+  file += static_cast<char>(header.size() >> 8);
+  file += header;
+  file.append(4, '\0');
+  absl::StatusOr<NpyArray> a = ParseNpy(file, "nul.npy");
+  ASSERT_FALSE(a.ok());
+  EXPECT_THAT(a.status().message(), HasSubstr("dtype '<f\\x00\\x34' is not supported"));
+  EXPECT_EQ(a.status().message().find('\0'), absl::string_view::npos);
+}
+
 TEST(NpyReadTest, MissingFile) {
   absl::StatusOr<NpyArray> a = ReadNpy(Fixture("no_such.npy"));
   ASSERT_FALSE(a.ok());
