@@ -36,17 +36,29 @@ double MicrosBetween(Clock::time_point a, Clock::time_point b) {
 
 double Mib(int64_t bytes) { return static_cast<double>(bytes) / double(1 << 20); }
 
+// The status of a job or request that ran out of memory, made once (Engine::Impl's constructor
+// makes it first): a copy allocates nothing, so it can be had when nothing else can.
+const absl::Status& OutOfMemory() {
+  static const absl::Status* const status =
+      new absl::Status(absl::ResourceExhaustedError("the server ran out of memory for this job"));
+  return *status;
+}
+
 // An exception from anything a job's request set off, as the status the job (or the request)
 // ends with: no exception may reach a gRPC callback or end a worker thread.
-absl::Status FromException(std::exception_ptr error) {
+absl::Status FromException(std::exception_ptr error) noexcept {
   try {
-    std::rethrow_exception(error);
-  } catch (const std::bad_alloc&) {
-    return absl::ResourceExhaustedError("the server ran out of memory for this job");
-  } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("the job failed: ", e.what()));
-  } catch (...) {
-    return absl::InternalError("the job failed with an unknown error");
+    try {
+      std::rethrow_exception(error);
+    } catch (const std::bad_alloc&) {
+      return OutOfMemory();
+    } catch (const std::exception& e) {
+      return absl::InternalError(absl::StrCat("the job failed: ", e.what()));
+    } catch (...) {
+      return absl::InternalError("the job failed with an unknown error");
+    }
+  } catch (...) {  // making the message failed
+    return OutOfMemory();
   }
 }
 
@@ -114,6 +126,7 @@ class Engine::Impl {
         admission_(options_.admission),
         regions_(options_.regions, RegionHooksOf(backend_.get())),
         started_at_(Clock::now()) {
+    OutOfMemory();  // made now, not first when memory runs out
     options_.batching.max_member_output_bytes = options_.limits.max_chunk_bytes;
     options_.direct_run.max_output_message_bytes = options_.limits.max_chunk_bytes;
     std::random_device rd;
@@ -358,7 +371,8 @@ class Engine::Impl {
   }
 
   // Under mu_: Submit counts a job in the same critical section that sends its Accepted, so a
-  // caller who has heard of a job finds it counted until it ended.
+  // caller who has heard of a job finds it counted until it ended (all but one that could not
+  // be queued, which has ended by the time Submit returns: EndUnqueued).
   int64_t jobs_in_flight() const {
     std::lock_guard<std::mutex> lock(mu_);
     return in_flight_.load();
@@ -581,8 +595,15 @@ class Engine::Impl {
 
   // An accepted job that could not be queued (SubmitOrThrow) ends here: nothing of it is left
   // in the engine, and its Done is the one event still owed.
-  void EndUnqueued(QueuedJob& job, const absl::Status& status) {
-    job.sink->OnDone(status);
+  void EndUnqueued(QueuedJob& job, const absl::Status& status) noexcept {
+    try {
+      job.input->Fail(status);  // an upload (Run) learns that its job is over
+    } catch (...) {
+    }
+    try {
+      job.sink->OnDone(status);
+    } catch (...) {  // taken as made (JobSink)
+    }
     RecordEnded(job, status, {}, /*started=*/false);
   }
 
@@ -611,10 +632,22 @@ class Engine::Impl {
     }
     sink.OnAccepted(
         AcceptedInfo{id, plan.output_dtype, plan.output_shape, backend_->name(), spec.priority});
-    sink.OnPlan(backend_->Describe(spec, plan));
-    sink.OnDone(absl::OkStatus());
-    if (options_.on_job_done) {
-      options_.on_job_done(JobRecord{id, std::move(spec), backend_->name(), absl::OkStatus(), {}});
+    // Accepted: the dry run ends with its own Done, whatever fails from here (JobSink).
+    absl::Status status;
+    try {
+      sink.OnPlan(backend_->Describe(spec, plan));
+    } catch (...) {
+      status = FromException(std::current_exception());
+    }
+    try {
+      sink.OnDone(status);
+    } catch (...) {
+    }
+    try {
+      if (options_.on_job_done) {
+        options_.on_job_done(JobRecord{id, std::move(spec), backend_->name(), status, {}});
+      }
+    } catch (...) {
     }
     return absl::OkStatus();
   }
@@ -915,7 +948,12 @@ class Engine::Impl {
     }
     for (std::unique_ptr<QueuedJob>& job : jobs) {
       const JobInterrupt interrupt(*job->sink, job->spec.deadline, &stop_running_);
-      if (absl::Status why = interrupt.Check(); !why.ok()) {
+      absl::Status why;
+      try {
+        why = interrupt.Check();
+      } catch (...) {  // it runs; the batch's run asks again
+      }
+      if (!why.ok()) {
         JobTiming timing;
         timing.queue_us = MicrosBetween(job->accepted_at, started);
         Finish(*job, why, timing, /*started=*/true);
@@ -952,8 +990,11 @@ class Engine::Impl {
       status = FromException(std::current_exception());
     }
     if (!status.ok()) {
-      if (absl::Status why = interrupt.Check(); !why.ok()) status = why;
-      NoteDeviceStatus();
+      try {
+        if (absl::Status why = interrupt.Check(); !why.ok()) status = why;
+        NoteDeviceStatus();
+      } catch (...) {  // the batch ends with the status it has
+      }
     }
     const Clock::time_point finished = Clock::now();
     take.Release();
@@ -965,7 +1006,7 @@ class Engine::Impl {
       QueuedJob& job = *members[i];
       // A member whose reader left ends with its own reason, whatever the others got.
       const absl::Status own = batch->sink->member_status(i);
-      const absl::Status job_status = own.ok() ? status : own;
+      absl::Status job_status = own.ok() ? status : own;
       JobTiming t;
       try {
         const int64_t out_bytes = job.plan.output_elements * DTypeSize(job.plan.output_dtype);
@@ -978,7 +1019,8 @@ class Engine::Impl {
             t.total_us > 0 ? static_cast<double>(t.bytes_in + t.bytes_out) / (t.total_us * 1e3) : 0;
         if (job_status.ok()) job.sink->OnTiming(t);
       } catch (...) {
-        // The job's result is out; only its timing is lost.
+        // As Report: a sink that cannot take the timing ends the job with the error.
+        job_status = FromException(std::current_exception());
       }
       Finish(job, job_status, t, /*started=*/true);
     }
@@ -1029,10 +1071,13 @@ class Engine::Impl {
   }
 
   void NoteLaneRun(Priority priority, int lane, Clock::time_point start, Clock::time_point end,
-                   int jobs, bool ok) {
+                   int jobs, bool ok) noexcept {
     std::lock_guard<std::mutex> lock(activity_mu_);
     if (lane_runs_.size() >= kLaneActivitySpans) lane_runs_.pop_front();
-    lane_runs_.push_back({priority, lane, start, end, jobs, ok});
+    try {
+      lane_runs_.push_back({priority, lane, start, end, jobs, ok});
+    } catch (...) {  // only the lanes' drawing misses the run
+    }
   }
 
   // A job's run on a lane: its status and timing, to be handed over (Report).
@@ -1069,27 +1114,30 @@ class Engine::Impl {
     timing.queue_us = MicrosBetween(job.accepted_at, started);
     timing.bytes_in = job.input->size();
     const JobInterrupt interrupt(*job.sink, job.spec.deadline, &stop_running_);
-    // A job whose client left, or whose deadline passed, while it waited takes no lane time.
-    absl::Status status = interrupt.Check();
-    if (status.ok()) {
-      try {
+    absl::Status status;
+    try {
+      // A job whose client left, or whose deadline passed, while it waited takes no lane time.
+      status = interrupt.Check();
+      if (status.ok()) {
         const ChunkJob chunk_job{job.spec,  job.plan,  job.layout, *job.input,
                                  *job.sink, interrupt, &timing,    options_.limits.max_chunk_bytes};
         status = RunChunkPipeline(chunk_job, backend_->lane(priority, lane), gate_,
                                   options_.chunk_policy);
-      } catch (...) {
-        status = FromException(std::current_exception());
       }
-      // A job stopped for a reason of the interrupt's ends with that reason, whichever part of
-      // the job noticed first (an upload failed by a cancel, a reader gone at its deadline).
-      if (!status.ok()) {
-        if (absl::Status why = interrupt.Check(); !why.ok()) status = why;
-      }
+    } catch (...) {
+      status = FromException(std::current_exception());
     }
-    // An upload still arriving learns that its job is over.
     if (!status.ok()) {
-      job.input->Fail(status);
-      NoteDeviceStatus();
+      try {
+        // A job stopped for a reason of the interrupt's ends with that reason, whichever part
+        // of the job noticed first (an upload failed by a cancel, a reader gone at its
+        // deadline).
+        if (absl::Status why = interrupt.Check(); !why.ok()) status = why;
+        // An upload still arriving learns that its job is over.
+        job.input->Fail(status);
+        NoteDeviceStatus();
+      } catch (...) {  // the job ends with the status it has
+      }
     }
     const Clock::time_point finished = Clock::now();
     NoteLaneRun(priority, lane, started, finished, 1, status.ok());

@@ -115,6 +115,17 @@ void EventStream::OnTiming(const engine::JobTiming& timing) {
 }
 
 void EventStream::OnDone(const absl::Status& job_status) {
+  try {
+    QueueDone(job_status);
+  } catch (...) {
+    // The Done could not be made (a failed allocation): the call still ends, with the reason,
+    // rather than wait for its client's deadline.
+    Abort(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                       "the server ran out of memory for this job's result"));
+  }
+}
+
+void EventStream::QueueDone(const absl::Status& job_status) {
   std::unique_lock<std::mutex> lock(mu_);
   // The job no longer counts against the engine's admission; what it left here does now.
   if (unread_ != nullptr && !unread_counted_) {

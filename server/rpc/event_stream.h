@@ -131,6 +131,8 @@ class EventStream final : public engine::JobSink {
   bool detached() const;
 
  private:
+  // OnDone's work; may throw (a failed allocation), and OnDone then aborts the call.
+  void QueueDone(const absl::Status& job_status);
   // The reader is gone, for `reason` (CANCELLED unless stalled).
   void MarkGone(absl::Status reason);
   void Push(std::unique_lock<std::mutex> lock, v1::JobEvent event);

@@ -17,6 +17,7 @@
 #include <deque>
 #include <list>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -25,6 +26,9 @@ namespace gpupipe::engine {
 
 template <typename Job>
 class ClientQueue {
+  static_assert(std::is_nothrow_move_constructible_v<Job>,
+                "taking a job out must not fail halfway");
+
  public:
   // `job` is moved from only when it is queued.
   void Push(const std::string& client, Job&& job) {

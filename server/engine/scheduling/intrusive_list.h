@@ -5,6 +5,7 @@
 // Thread safety: none; the owner's lock guards the list and the links of every object in it.
 #pragma once
 
+#include <cassert>
 #include <cstddef>
 
 namespace gpupipe::engine {
@@ -33,6 +34,7 @@ class IntrusiveList {
   // Requires !Contains(item).
   void PushBack(T& item) noexcept {
     ListLinks<T>& links = item.*kLinks;
+    assert(!links.linked);
     links.prev = tail_;
     links.next = nullptr;
     links.linked = true;

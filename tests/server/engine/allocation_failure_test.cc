@@ -144,19 +144,27 @@ std::string FloatBytes(int n) {
   return std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
 }
 
-JobSpec SmallJob(std::string client) {
+// What the submitted job asks for beyond running: its plan first, or only its plan.
+enum class Variant { kRun, kExplain, kDryRun };
+
+JobSpec SmallJob(std::string client, Variant variant = Variant::kRun) {
   JobSpec spec;
   spec.shape = {4, 64};
   spec.ops = {{OpKind::kRelu}, {OpKind::kSoftmax}};
   spec.client = std::move(client);
+  spec.explain = variant == Variant::kExplain;
+  spec.dry_run = variant == Variant::kDryRun;
   return spec;
 }
 
 // Submits a small job and waits for its end; its Done's status.
-absl::Status RunOne(Engine& engine, SubmitThread thread, const std::string& client) {
+absl::Status RunOne(Engine& engine, SubmitThread thread, const std::string& client,
+                    Variant variant = Variant::kRun) {
   std::string input = FloatBytes(4 * 64);
   auto sink = std::make_shared<CountingSink>();
-  if (absl::Status s = engine.Submit(SmallJob(client), input, sink, thread); !s.ok()) return s;
+  if (absl::Status s = engine.Submit(SmallJob(client, variant), input, sink, thread); !s.ok()) {
+    return s;
+  }
   if (sink->WaitDone() != 1) return absl::DeadlineExceededError("no Done");
   return sink->status();
 }
@@ -164,14 +172,15 @@ absl::Status RunOne(Engine& engine, SubmitThread thread, const std::string& clie
 // Submits a small job for each k, the k-th allocation of this thread failing, until one
 // submission allocates fewer than k times; checks each outcome, and that the engine counts
 // nothing of them afterwards and still runs jobs.
-void SweepSubmit(SubmitThread thread) {
+void SweepSubmit(SubmitThread thread, Variant variant = Variant::kRun) {
   CpuBackendOptions cpu;
   cpu.lanes_per_level = 1;
   auto engine = Engine::Create(CreateCpuBackend(cpu), {});
   // First a job that nothing fails, so that what is made once per process (the op catalog,
   // say) is made: the sweep then counts the allocations every job makes.
-  ASSERT_TRUE(RunOne(*engine, thread, "allocation-failure-warm-up").ok());
+  ASSERT_TRUE(RunOne(*engine, thread, "allocation-failure-warm-up", variant).ok());
   std::vector<std::shared_ptr<CountingSink>> refused_sinks;
+  std::vector<std::shared_ptr<CountingSink>> accepted_sinks;
   int refused = 0;
   int ended_ok = 0;
   int ended_failed = 0;
@@ -180,7 +189,7 @@ void SweepSubmit(SubmitThread thread) {
     SCOPED_TRACE(::testing::Message() << "allocation " << k << " fails");
     // A client of its own each time (longer than any inline string), so that its queue and
     // its admission entry are new allocations of this submission.
-    JobSpec spec = SmallJob("allocation-failure-client-" + std::to_string(k));
+    JobSpec spec = SmallJob("allocation-failure-client-" + std::to_string(k), variant);
     std::string input = FloatBytes(4 * 64);
     auto sink = std::make_shared<CountingSink>();
     std::shared_ptr<JobSink> as_sink = sink;
@@ -196,6 +205,7 @@ void SweepSubmit(SubmitThread thread) {
     }
     EXPECT_EQ(sink->accepted(), 1);
     ASSERT_EQ(sink->WaitDone(), 1) << "an accepted job did not end";
+    accepted_sinks.push_back(sink);  // checked again at the end for a second Done
     const absl::Status done = sink->status();
     if (done.ok()) {
       ++ended_ok;
@@ -206,8 +216,8 @@ void SweepSubmit(SubmitThread thread) {
   }
   EXPECT_TRUE(swept) << "a submission allocated more than the sweep tried";
   EXPECT_GT(refused, 0);
-  // Allocations after OnAccepted (queueing the job, and for a direct run the run itself) end
-  // accepted jobs with their own Done.
+  // Allocations after OnAccepted (queueing the job, its plan, and for a direct run the run
+  // itself) end accepted jobs with their own Done.
   EXPECT_GT(ended_failed, 0);
   // Every accepted job has ended, and nothing of a failed one is still counted.
   for (int i = 0; i < 500 && engine->jobs_in_flight() > 0; ++i) {
@@ -216,6 +226,9 @@ void SweepSubmit(SubmitThread thread) {
   EXPECT_EQ(engine->jobs_in_flight(), 0);
   for (const std::shared_ptr<CountingSink>& sink : refused_sinks) {
     EXPECT_EQ(sink->done(), 0) << "a refused request's sink got a Done";
+  }
+  for (const std::shared_ptr<CountingSink>& sink : accepted_sinks) {
+    EXPECT_EQ(sink->done(), 1) << "an accepted job ended more than once";
   }
   const EngineStats stats = engine->Stats();
   for (const EngineStats::Level& level : stats.levels) {
@@ -227,7 +240,7 @@ void SweepSubmit(SubmitThread thread) {
   }
   EXPECT_EQ(stats.queued_bytes, 0);
   // The engine runs the next job as before.
-  EXPECT_TRUE(RunOne(*engine, thread, "allocation-failure-after").ok());
+  EXPECT_TRUE(RunOne(*engine, thread, "allocation-failure-after", variant).ok());
   std::printf("%d refused, %d accepted and ended OK, %d accepted and ended failed\n", refused,
               ended_ok, ended_failed);
 }
@@ -238,6 +251,71 @@ TEST(AllocationFailure, AQueuedJobIsRefusedOrEndsOnceWhicheverAllocationFails) {
 
 TEST(AllocationFailure, ADirectRunIsRefusedOrEndsOnceWhicheverAllocationFails) {
   SweepSubmit(SubmitThread::kMayRun);
+}
+
+TEST(AllocationFailure, AJobThatAsksForItsPlanIsRefusedOrEndsOnceWhicheverAllocationFails) {
+  SweepSubmit(SubmitThread::kQueue, Variant::kExplain);
+}
+
+TEST(AllocationFailure, ADryRunIsRefusedOrEndsOnceWhicheverAllocationFails) {
+  SweepSubmit(SubmitThread::kQueue, Variant::kDryRun);
+}
+
+// A sink whose OnTiming or OnDone throws once (a failed allocation of its own).
+class ThrowingSink final : public JobSink {
+ public:
+  enum class Where { kTiming, kDone };
+  explicit ThrowingSink(Where where) : where_(where) {}
+  void OnAccepted(const AcceptedInfo&) override {}
+  void OnPlan(const PlanDescription&) override {}
+  absl::Status OnChunk(int64_t, const char*, int64_t) override { return absl::OkStatus(); }
+  void OnTiming(const JobTiming&) override {
+    if (where_ == Where::kTiming) throw std::bad_alloc();
+  }
+  void OnDone(const absl::Status& status) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++done_;
+    status_ = status;
+    if (where_ == Where::kDone) throw std::bad_alloc();
+  }
+  absl::Status ReaderStatus() const override { return absl::OkStatus(); }
+  int done() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return done_;
+  }
+  absl::Status status() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return status_;
+  }
+
+ private:
+  const Where where_;
+  mutable std::mutex mu_;
+  int done_ = 0;
+  absl::Status status_;
+};
+
+TEST(AllocationFailure, ASinkThatThrowsEndsItsJobAndTheEngineServesOn) {
+  CpuBackendOptions cpu;
+  cpu.lanes_per_level = 1;
+  auto engine = Engine::Create(CreateCpuBackend(cpu), {});
+  for (SubmitThread thread : {SubmitThread::kQueue, SubmitThread::kMayRun}) {
+    for (ThrowingSink::Where where : {ThrowingSink::Where::kTiming, ThrowingSink::Where::kDone}) {
+      auto sink = std::make_shared<ThrowingSink>(where);
+      std::string input = FloatBytes(4 * 64);
+      ASSERT_TRUE(engine->Submit(SmallJob("throwing-sink"), input, sink, thread).ok());
+      for (int i = 0; i < 500 && engine->jobs_in_flight() > 0; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+      EXPECT_EQ(engine->jobs_in_flight(), 0);
+      EXPECT_EQ(sink->done(), 1);
+      // A sink that cannot take the timing gets the failure as its Done.
+      if (where == ThrowingSink::Where::kTiming) {
+        EXPECT_EQ(sink->status().code(), absl::StatusCode::kResourceExhausted) << sink->status();
+      }
+      EXPECT_TRUE(RunOne(*engine, thread, "after-a-throwing-sink").ok());
+    }
+  }
 }
 
 TEST(AllocationFailure, TakingJobsFromTheClientQueueAllocatesNothing) {
