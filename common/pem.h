@@ -38,14 +38,22 @@ inline absl::Status CheckPem(absl::string_view pem, PemKind kind) {
             : (label == "PRIVATE KEY" || label == "RSA PRIVATE KEY" || label == "EC PRIVATE KEY");
     if (!wanted) continue;
     const std::string end = absl::StrCat("-----END ", label, "-----");
-    if (pem.find(end, label_end) == absl::string_view::npos) {
+    const size_t end_at = pem.find(end, label_end);
+    if (end_at == absl::string_view::npos) {
       return absl::InvalidArgumentError(
           absl::StrCat(what, " cut short: its \"", end, "\" line is missing"));
+    }
+    // An older encrypted key says so in a header inside its block.
+    if (kind == PemKind::kPrivateKey &&
+        pem.substr(label_end, end_at - label_end).find("Proc-Type: 4,ENCRYPTED") !=
+            absl::string_view::npos) {
+      break;
     }
     return absl::OkStatus();
   }
   if (kind == PemKind::kPrivateKey &&
-      pem.find("-----BEGIN ENCRYPTED PRIVATE KEY-----") != absl::string_view::npos) {
+      (pem.find("-----BEGIN ENCRYPTED PRIVATE KEY-----") != absl::string_view::npos ||
+       pem.find("Proc-Type: 4,ENCRYPTED") != absl::string_view::npos)) {
     return absl::InvalidArgumentError(
         "an encrypted private key, which needs a passphrase gRPC cannot be given: decrypt it "
         "(openssl pkey -in KEY -out PLAIN_KEY)");

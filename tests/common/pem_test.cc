@@ -43,6 +43,12 @@ TEST(CheckPem, SaysWhatIsMissing) {
   // An encrypted key: gRPC has no way to be given its passphrase.
   const absl::Status encrypted = CheckPem(Block("ENCRYPTED PRIVATE KEY"), PemKind::kPrivateKey);
   EXPECT_NE(encrypted.message().find("encrypted private key"), std::string::npos) << encrypted;
+  // The older form: an RSA key whose headers say it is encrypted.
+  const absl::Status legacy = CheckPem(
+      "-----BEGIN RSA PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\nDEK-Info: AES-128-CBC,00\n\n"
+      "MIIB\n-----END RSA PRIVATE KEY-----\n",
+      PemKind::kPrivateKey);
+  EXPECT_NE(legacy.message().find("encrypted private key"), std::string::npos) << legacy;
 }
 
 }  // namespace
