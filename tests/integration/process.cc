@@ -223,6 +223,8 @@ DaemonProcess::DaemonProcess(const std::string& binary, std::vector<std::string>
     if (!alive()) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+  // A daemon that exited has closed its stderr: the reader ends, and the log is whole.
+  if (!alive() && reader_.joinable()) reader_.join();
   error_ = "gpupiped did not start; its log:\n" + log();
 }
 

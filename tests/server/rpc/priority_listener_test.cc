@@ -129,11 +129,11 @@ class PriorityListenerTest : public ::testing::Test {
 
   // kMaxCalls calls whose jobs wait behind BlockHighLane's: the listener is full. Empty where
   // they did not all come to wait.
-  std::vector<std::future<grpc::Status>> FillWithWaitingCalls(const std::string& token = "") {
+  std::vector<std::future<grpc::Status>> FillWithWaitingCalls() {
     std::vector<std::future<grpc::Status>> waiting;
     for (int i = 0; i < kMaxCalls; ++i) {
-      waiting.push_back(SubmitSmallAsync(Request({1, 2, 3}, v1::PRIORITY_HIGH),
-                                         std::chrono::seconds(30), token));
+      waiting.push_back(
+          SubmitSmallAsync(Request({1, 2, 3}, v1::PRIORITY_HIGH), std::chrono::seconds(30)));
     }
     if (!WaitQueuedHigh(kMaxCalls)) waiting.clear();
     return waiting;
@@ -377,9 +377,11 @@ TEST_F(PriorityListenerTest, ACallWithoutATokenTakesNoPlaceAndIsRefusedForThatWh
     EXPECT_EQ(call.get().error_code(), grpc::StatusCode::UNAUTHENTICATED);
   }
   EXPECT_EQ(listener_->calls_in_progress(), 1);
-  // The last place goes to a caller with a token, and the listener is full.
-  waiting.push_back(
-      SubmitSmallAsync(Request({1, 2, 3}, v1::PRIORITY_HIGH), std::chrono::seconds(30), token));
+  // The other places go to callers with a token, and the listener is full.
+  for (int i = 1; i < kMaxCalls; ++i) {
+    waiting.push_back(SubmitSmallAsync(Request({1, 2, 3}, v1::PRIORITY_HIGH),
+                                       std::chrono::seconds(30), token));
+  }
   ASSERT_TRUE(WaitQueuedHigh(kMaxCalls));
   EXPECT_EQ(listener_->calls_in_progress(), kMaxCalls);
   {
@@ -389,7 +391,9 @@ TEST_F(PriorityListenerTest, ACallWithoutATokenTakesNoPlaceAndIsRefusedForThatWh
     const grpc::Status status =
         priority_stub_->SubmitSmall(&context, Request({1}, v1::PRIORITY_HIGH), &response);
     EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED) << status.error_message();
-    EXPECT_EQ(context.GetServerTrailingMetadata().find(kAcceptedMetadataKey)->second, "0");
+    const auto mark = context.GetServerTrailingMetadata().find(kAcceptedMetadataKey);
+    ASSERT_NE(mark, context.GetServerTrailingMetadata().end());
+    EXPECT_EQ(mark->second, "0");
   }
   {
     grpc::ClientContext context;
