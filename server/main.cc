@@ -19,6 +19,7 @@
 #endif
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -184,10 +185,13 @@ int Run(const DaemonOptions& options) {
   TransportSecurity security;
   security.insecure = options.insecure;
   security.tokens = !options.token_file.empty();
-  for (auto [flag, path, pem] :
-       {std::tuple{"--tls-cert", &options.tls_cert, &security.tls_cert_pem},
-        std::tuple{"--tls-key", &options.tls_key, &security.tls_key_pem},
-        std::tuple{"--tls-client-ca", &options.tls_client_ca, &security.tls_client_ca_pem}}) {
+  // Every file is read before any is checked, so an unreadable one is named first.
+  const std::array tls_files = {
+      std::tuple{"--tls-cert", &options.tls_cert, &security.tls_cert_pem, PemKind::kCertificate},
+      std::tuple{"--tls-key", &options.tls_key, &security.tls_key_pem, PemKind::kPrivateKey},
+      std::tuple{"--tls-client-ca", &options.tls_client_ca, &security.tls_client_ca_pem,
+                 PemKind::kCertificate}};
+  for (auto [flag, path, pem, kind] : tls_files) {
     if (path->empty()) continue;
     absl::StatusOr<std::string> contents = ReadConfigFile(*path);
     if (!contents.ok()) {
@@ -196,11 +200,7 @@ int Run(const DaemonOptions& options) {
     }
     *pem = *std::move(contents);
   }
-  for (auto [flag, path, pem, kind] :
-       {std::tuple{"--tls-cert", &options.tls_cert, &security.tls_cert_pem, PemKind::kCertificate},
-        std::tuple{"--tls-key", &options.tls_key, &security.tls_key_pem, PemKind::kPrivateKey},
-        std::tuple{"--tls-client-ca", &options.tls_client_ca, &security.tls_client_ca_pem,
-                   PemKind::kCertificate}}) {
+  for (auto [flag, path, pem, kind] : tls_files) {
     if (path->empty()) continue;
     if (absl::Status s = CheckPem(*pem, kind); !s.ok()) {
       Fail(absl::StrCat(flag, ": ", *path, ": ", s.message()));

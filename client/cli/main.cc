@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -133,24 +134,25 @@ absl::StatusOr<std::unique_ptr<client::JobClient>> Connect(const Args& args,
   options.client_id = args.client_id;
   options.priority_target = args.priority_target;
   options.token = args.token;
-  for (auto [flag, path, pem] :
-       {std::tuple{"--tls-ca", &args.tls_ca, &options.tls_ca_pem},
-        std::tuple{"--tls-cert", &args.tls_cert, &options.tls_cert_pem},
-        std::tuple{"--tls-key", &args.tls_key, &options.tls_key_pem},
-        std::tuple{"--token-file", &args.token_file, &options.token}}) {
+  // The TLS files are PEM of their kind; the token file is not PEM at all.
+  for (auto [flag, path, contents, kind] :
+       {std::tuple{"--tls-ca", &args.tls_ca, &options.tls_ca_pem,
+                   std::optional(PemKind::kCertificate)},
+        std::tuple{"--tls-cert", &args.tls_cert, &options.tls_cert_pem,
+                   std::optional(PemKind::kCertificate)},
+        std::tuple{"--tls-key", &args.tls_key, &options.tls_key_pem,
+                   std::optional(PemKind::kPrivateKey)},
+        std::tuple{"--token-file", &args.token_file, &options.token,
+                   std::optional<PemKind>()}}) {
     if (path->empty()) continue;
-    absl::StatusOr<std::string> contents = ReadSmallFile(flag, *path);
-    if (!contents.ok()) return contents.status();
-    *pem = *std::move(contents);
-  }
-  for (auto [flag, path, pem, kind] :
-       {std::tuple{"--tls-ca", &args.tls_ca, &options.tls_ca_pem, PemKind::kCertificate},
-        std::tuple{"--tls-cert", &args.tls_cert, &options.tls_cert_pem, PemKind::kCertificate},
-        std::tuple{"--tls-key", &args.tls_key, &options.tls_key_pem, PemKind::kPrivateKey}}) {
-    if (path->empty()) continue;
-    if (absl::Status s = CheckPem(*pem, kind); !s.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(flag, ": ", *path, ": ", s.message()));
+    absl::StatusOr<std::string> read = ReadSmallFile(flag, *path);
+    if (!read.ok()) return read.status();
+    if (kind.has_value()) {
+      if (absl::Status s = CheckPem(*read, *kind); !s.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat(flag, ": ", *path, ": ", s.message()));
+      }
     }
+    *contents = *std::move(read);
   }
   // A token file holds the token and perhaps a line end.
   while (!options.token.empty() && std::isspace(static_cast<unsigned char>(options.token.back()))) {

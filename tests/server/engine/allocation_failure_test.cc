@@ -22,6 +22,7 @@
 #include "server/engine/backends/cpu/cpu_backend.h"
 #include "server/engine/engine.h"
 #include "server/engine/scheduling/client_queue.h"
+#include "tests/testing/random_tensor.h"
 
 namespace {
 
@@ -139,11 +140,6 @@ class CountingSink final : public JobSink {
   absl::Status status_;
 };
 
-std::string FloatBytes(int n) {
-  std::vector<float> values(static_cast<size_t>(n), -1.5f);
-  return std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
-}
-
 // What the submitted job asks for beyond running: its plan first, or only its plan.
 enum class Variant { kRun, kExplain, kDryRun };
 
@@ -160,7 +156,7 @@ JobSpec SmallJob(std::string client, Variant variant = Variant::kRun) {
 // Submits a small job and waits for its end; its Done's status.
 absl::Status RunOne(Engine& engine, SubmitThread thread, const std::string& client,
                     Variant variant = Variant::kRun) {
-  std::string input = FloatBytes(4 * 64);
+  std::string input = testing::AsBytes(std::vector<float>(4 * 64, -1.5f));
   auto sink = std::make_shared<CountingSink>();
   if (absl::Status s = engine.Submit(SmallJob(client, variant), input, sink, thread); !s.ok()) {
     return s;
@@ -190,7 +186,7 @@ void SweepSubmit(SubmitThread thread, Variant variant = Variant::kRun) {
     // A client of its own each time (longer than any inline string), so that its queue and
     // its admission entry are new allocations of this submission.
     JobSpec spec = SmallJob("allocation-failure-client-" + std::to_string(k), variant);
-    std::string input = FloatBytes(4 * 64);
+    std::string input = testing::AsBytes(std::vector<float>(4 * 64, -1.5f));
     auto sink = std::make_shared<CountingSink>();
     std::shared_ptr<JobSink> as_sink = sink;
     FailAfter(k);
@@ -302,7 +298,7 @@ TEST(AllocationFailure, ASinkThatThrowsEndsItsJobAndTheEngineServesOn) {
   for (SubmitThread thread : {SubmitThread::kQueue, SubmitThread::kMayRun}) {
     for (ThrowingSink::Where where : {ThrowingSink::Where::kTiming, ThrowingSink::Where::kDone}) {
       auto sink = std::make_shared<ThrowingSink>(where);
-      std::string input = FloatBytes(4 * 64);
+      std::string input = testing::AsBytes(std::vector<float>(4 * 64, -1.5f));
       ASSERT_TRUE(engine->Submit(SmallJob("throwing-sink"), input, sink, thread).ok());
       for (int i = 0; i < 500 && engine->jobs_in_flight() > 0; ++i) {
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
