@@ -335,14 +335,31 @@ class Engine::Impl {
     {
       std::lock_guard<std::mutex> lock(mu_);
       stop_running_ = true;
-      running_.ForEach([&](const QueuedJob& job) { inputs.push_back(job.input); });
+      try {
+        running_.ForEach([&](const QueuedJob& job) { inputs.push_back(job.input); });
+      } catch (const std::bad_alloc&) {
+        // Running jobs still stop at their next check of the interrupt; only an upload that
+        // waits for bytes may wait longer (until its reader's idle timeout).
+      }
     }
     // A job waiting for upload bytes learns it at once; the others at their next check.
-    for (const std::shared_ptr<InputSource>& input : inputs) input->Fail(JobInterrupt::Stopped());
+    absl::Status stopped = OutOfMemory();
+    try {
+      stopped = JobInterrupt::Stopped();
+    } catch (const std::bad_alloc&) {  // the uploads learn that the job is over all the same
+    }
+    for (const std::shared_ptr<InputSource>& input : inputs) {
+      try {
+        input->Fail(stopped);
+      } catch (...) {  // that job stops at its next check instead
+      }
+    }
   }
 
   void Shutdown() {
-    std::vector<std::unique_ptr<QueuedJob>> abandoned;
+    // Default-constructed queues allocate nothing; TakeAll moves every level's jobs into them
+    // whole, so each queued job is ended below, whatever fails to allocate.
+    std::array<ClientQueue<std::unique_ptr<QueuedJob>>, kPriorityLevels> abandoned;
     {
       std::unique_lock<std::mutex> lock(mu_);
       if (stopping_ && workers_.empty()) {
@@ -350,15 +367,22 @@ class Engine::Impl {
         return;
       }
       stopping_ = true;
-      for (auto& queue : queues_) {
-        for (auto& job : queue.TakeAll()) abandoned.push_back(std::move(job));
+      for (size_t level = 0; level < queues_.size(); ++level) {
+        abandoned[level] = queues_[level].TakeAll();
       }
     }
     for (std::condition_variable& cv : level_cv_) cv.notify_all();
     for (std::condition_variable& cv : gather_cv_) cv.notify_all();
-    for (auto& job : abandoned) {
-      Finish(*job, absl::UnavailableError("the server shut down before the job ran"), {},
-             /*started=*/false);
+    absl::Status why = OutOfMemory();
+    try {
+      why = absl::UnavailableError("the server shut down before the job ran");
+    } catch (const std::bad_alloc&) {  // the jobs end all the same, with OutOfMemory()
+    }
+    for (auto& queue : abandoned) {
+      while (!queue.empty()) {
+        std::unique_ptr<QueuedJob> job = queue.Pop();
+        Finish(*job, why, {}, /*started=*/false);
+      }
     }
     StopRunningJobs();
     for (std::thread& t : workers_) {

@@ -6,7 +6,7 @@
 //
 // Failures: Push either queues the job or, when an allocation fails, throws and leaves the
 // queue and the job as they were. Taking jobs out (Pop, TakeFronts, TakeAll) allocates
-// nothing once it has started moving them, so it cannot fail halfway: the engine takes a job
+// nothing once it has started moving them (TakeAll nothing at all), so it cannot fail halfway: the engine takes a job
 // for a lane under its lock, where a job half taken would be accepted and never ended.
 //
 // Thread safety: none; the engine holds its lock around every call.
@@ -95,16 +95,14 @@ class ClientQueue {
     return taken;
   }
 
-  // Every queued job, each client's in order; the queue is empty afterwards.
-  std::vector<Job> TakeAll() {
-    std::vector<Job> all;
-    all.reserve(size_);
-    for (const std::string& client : turns_) {
-      for (Job& job : by_client_.find(client)->second) all.push_back(std::move(job));
-    }
-    by_client_.clear();
-    turns_.clear();
-    size_ = 0;
+  // Every queued job, as a queue of its own (Pop takes them in the same turns); this queue is
+  // empty afterwards. Moves the containers whole, allocating nothing, so a caller that takes
+  // the jobs under a lock and ends them after it cannot lose any on the way.
+  ClientQueue TakeAll() noexcept {
+    ClientQueue all;
+    all.by_client_.swap(by_client_);
+    all.turns_.swap(turns_);
+    std::swap(all.size_, size_);
     return all;
   }
 

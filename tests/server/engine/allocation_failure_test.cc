@@ -314,6 +314,94 @@ TEST(AllocationFailure, ASinkThatThrowsEndsItsJobAndTheEngineServesOn) {
   }
 }
 
+// A sink whose job holds its lane until released: its OnChunk waits (10 s at most).
+class HoldingSink final : public JobSink {
+ public:
+  void OnAccepted(const AcceptedInfo&) override {}
+  void OnPlan(const PlanDescription&) override {}
+  absl::Status OnChunk(int64_t, const char*, int64_t) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    held_ = true;
+    cv_.notify_all();
+    cv_.wait_for(lock, std::chrono::seconds(10), [&] { return released_; });
+    return absl::OkStatus();
+  }
+  void OnTiming(const JobTiming&) override {}
+  void OnDone(const absl::Status&) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++done_;
+  }
+  absl::Status ReaderStatus() const override { return absl::OkStatus(); }
+
+  // Waits (10 s at most) until the job is on its lane.
+  bool WaitHeld() {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, std::chrono::seconds(10), [&] { return held_; });
+  }
+  void Release() {
+    std::lock_guard<std::mutex> lock(mu_);
+    released_ = true;
+    cv_.notify_all();
+  }
+  int done() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return done_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool held_ = false;
+  bool released_ = false;
+  int done_ = 0;
+};
+
+TEST(AllocationFailure, AShutdownEndsEveryQueuedJobOnceWhicheverAllocationFails) {
+  int failures = 0;
+  bool swept = false;
+  for (int64_t k = 0; k < 1000 && !swept; ++k) {
+    SCOPED_TRACE(::testing::Message() << "allocation " << k << " of Shutdown fails");
+    CpuBackendOptions cpu;
+    cpu.lanes_per_level = 1;
+    auto engine = Engine::Create(CreateCpuBackend(cpu), {});
+    // The one lane is held, so that the next jobs stay queued until Shutdown takes them.
+    auto holder = std::make_shared<HoldingSink>();
+    std::string held_input = testing::AsBytes(std::vector<float>(4 * 64, -1.5f));
+    ASSERT_TRUE(engine->Submit(SmallJob("holder"), held_input, holder).ok());
+    ASSERT_TRUE(holder->WaitHeld());
+    std::vector<std::shared_ptr<CountingSink>> queued;
+    for (int i = 0; i < 3; ++i) {
+      auto sink = std::make_shared<CountingSink>();
+      std::string input = testing::AsBytes(std::vector<float>(4 * 64, 0.5f));
+      ASSERT_TRUE(
+          engine->Submit(SmallJob("a-queued-client-with-a-long-name-" + std::to_string(i)),
+                         input, sink)
+              .ok());
+      queued.push_back(sink);
+    }
+    // The holder's lane is let go once the queued jobs have ended (or have not, within 10 s
+    // each), so that Shutdown, which joins the lanes' workers, returns either way.
+    std::thread releaser([&] {
+      for (const auto& sink : queued) sink->WaitDone();
+      holder->Release();
+    });
+    FailAfter(k);
+    engine->Shutdown();
+    swept = !Disarm();
+    releaser.join();
+    if (!swept) ++failures;
+    for (const auto& sink : queued) {
+      EXPECT_EQ(sink->done(), 1) << "a queued job did not end exactly once";
+      EXPECT_NE(sink->status().code(), absl::StatusCode::kOk);
+    }
+    EXPECT_EQ(holder->done(), 1);
+    EXPECT_EQ(engine->jobs_in_flight(), 0);
+  }
+  EXPECT_TRUE(swept) << "Shutdown allocated more than the sweep tried";
+  EXPECT_GT(failures, 0);
+  std::printf("%d of Shutdown's allocations failed in turn\n", failures);
+}
+
 TEST(AllocationFailure, TakingJobsFromTheClientQueueAllocatesNothing) {
   ClientQueue<std::unique_ptr<int>> q;
   const std::vector<std::string> clients = {"a-client-with-a-long-name-1",

@@ -33,14 +33,19 @@ TEST(ClientQueue, AClientThatArrivesLateWaitsForOneJobOfEachClientAhead) {
   EXPECT_EQ(q.size(), 998u);
 }
 
-TEST(ClientQueue, TakeAllEmptiesItAndKeepsEachClientsOrder) {
+TEST(ClientQueue, TakeAllEmptiesItAndKeepsTheTurnsAndEachClientsOrder) {
   ClientQueue<int> q;
   q.Push("a", 1);
   q.Push("b", 10);
   q.Push("a", 2);
-  std::vector<int> all = q.TakeAll();
-  EXPECT_EQ(all, (std::vector<int>{1, 2, 10}));
+  ClientQueue<int> all = q.TakeAll();
   EXPECT_TRUE(q.empty());
+  EXPECT_EQ(q.clients(), 0u);
+  EXPECT_EQ(all.size(), 3u);
+  EXPECT_EQ(all.clients(), 2u);
+  std::vector<int> order;
+  while (!all.empty()) order.push_back(all.Pop());
+  EXPECT_EQ(order, (std::vector<int>{1, 10, 2}));
   q.Push("b", 11);  // usable again
   EXPECT_EQ(q.Pop(), 11);
 }
