@@ -24,7 +24,8 @@
 # env: OUT (default ./bench-out); BACKEND (default cuda); DURATION seconds per point (default
 #      4); GPUPIPE_COMMIT names the commit where git cannot; JOB_LOG=1 keeps the daemon's line
 #      a job (its default; without it, the daemons run with --quiet), of which each scenario's
-#      last 100 lines stay in gpupiped.stderr.
+#      last 100 lines stay in gpupiped.stderr; DAEMON_FLAGS, more flags for every daemon
+#      (e.g. "--streams-per-priority 4"), named in the report.
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 OUT=${OUT:-./bench-out}
@@ -47,7 +48,8 @@ pid=
 start_daemon() {
   local quiet=--quiet
   [ "${JOB_LOG:-0}" = 1 ] && quiet=
-  "$daemon" --backend "$BACKEND" --listen "$target" --metrics-listen '' $quiet "$@" \
+  # shellcheck disable=SC2086  # DAEMON_FLAGS is a list of words
+  "$daemon" --backend "$BACKEND" --listen "$target" --metrics-listen '' $quiet ${DAEMON_FLAGS:-} "$@" \
     2> "$OUT/gpupiped.stderr" &
   pid=$!
   for _ in $(seq 200); do

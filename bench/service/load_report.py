@@ -87,6 +87,9 @@ def main():
                   "carrying the job's input bytes and returning its output's, at the same "
                   "concurrency and over as many connections, measured right after each "
                   "point.", ""]
+    extra = os.environ.get("DAEMON_FLAGS", "").strip()
+    if extra:
+        lines += [f"Every daemon of this run had `{extra}` besides its scenario's flags.", ""]
     lines += ["| scenario | concurrency | jobs/s | echo calls/s | p50 us | echo p50 us | "
               "p99 us | echo p99 us | queue us | device us | server us | transport us | "
               "kernels/job | jobs/launch | errors |",
