@@ -16,6 +16,9 @@
 //    interior tile's input starts at a 16-byte boundary of d_in whatever the pointer, the row
 //    stride or the mode (only the tiles at a window's ends copy element by element, with zeros
 //    outside the window);
+//  - a tap count that leaves one block of kR taps partial takes that block last, each tap
+//    guarded, or first, entered through one jump (TapArrangement, chosen per tap count by
+//    tuning/convolve_policy.h): the same sums in the same order either way;
 //  - a block walks its tiles with a running (row, tile) pair: no division a tile;
 //  - outputs go back through a second shared buffer, so that the global stores are coalesced
 //    whatever d_out's alignment; a tile costs two barriers.
@@ -50,11 +53,20 @@ template <typename T>
 using ShortLayout = ConvLayout<T, ShortTuning<T>::kPerThread, ShortTuning<T>::kThreads,
                                kShortConvolveTaps>;
 
-// The taps, correlation order (v[k] = taps[M - 1 - k]), zero past M (never multiplied).
+// The taps in correlation order in whole blocks of kR, as `TapArrangement` lays them out: with
+// Mp = M rounded up to a multiple of kR and lead = Mp - M for kLeadFirst (0 for kGuardedLast),
+// v[lead + k] = taps[M - 1 - k]; the other entries are zero and never multiplied.
 template <typename T>
 struct ShortTaps {
   T v[kShortConvolveTaps];
 };
+
+// Taps this launch multiplies, rounded up to whole blocks of kR (Mp above).
+template <typename T>
+__host__ __device__ inline int PaddedTaps(int m) {
+  constexpr int kR = ShortLayout<T>::kR;
+  return (m + kR - 1) / kR * kR;
+}
 
 // Starts the copies of `count` staged entries from the 16-byte aligned src, kElems (16 bytes)
 // a copy: copy c of this thread takes src[(threadIdx.x + c kThreads) kElems ..] to the padded
@@ -84,7 +96,7 @@ __device__ __forceinline__ void CopyRounds(const T* src, T* buf, int count) {
   }
 }
 
-template <typename T>
+template <typename T, TapArrangement kArrangement>
 __global__ void __launch_bounds__(ShortTuning<T>::kThreads, ShortTuning<T>::kBlocksPerSm)
     ConvolveShortTapsKernel(const T* d_in, T* d_out, ConvGeometry g, ShortTaps<T> taps) {
   using L = ShortLayout<T>;
@@ -98,11 +110,17 @@ __global__ void __launch_bounds__(ShortTuning<T>::kThreads, ShortTuning<T>::kBlo
   __shared__ alignas(16) T s_x[2][L::kPhysical];
   __shared__ alignas(16) T s_o[kThreads * L::kRun];
 
+  constexpr bool kLeadFirst = kArrangement == TapArrangement::kLeadFirst;
+  // The taps as nb = Mp / kR blocks (ShortTaps): tap entry k' of output o reads input entry
+  // o + k'. Right-aligned (kLeadFirst), the first block skips its `lead` entries and each
+  // output's inputs start Mp - 1 before it; otherwise M - 1 before it, the last block partial.
   const int m = g.taps;
-  const int full_blocks = m / kR;
-  const int tail = m - full_blocks * kR;  // taps of the guarded last block
+  const int mp = PaddedTaps<T>(m);
+  const int nb = mp / kR;
+  const int lead = mp - m;
+  const int reach = kLeadFirst ? mp - 1 : m - 1;
   // Entries staged: the tile plus every tap block's reads, a whole number of 16-byte copies.
-  const int span = kTile + (full_blocks + (tail > 0 ? 1 : 0)) * kR;
+  const int span = kTile + mp;
   const ConvolveWindow& w = g.window;
   const int64_t win_lo = w.in_begin;
   const int64_t win_hi = w.in_begin + w.in_count;
@@ -110,7 +128,7 @@ __global__ void __launch_bounds__(ShortTuning<T>::kThreads, ShortTuning<T>::kBlo
   detail::WaitForPrimaryGrids();
 
   // Tile j of row `row` covers window outputs out0 .. out0 + kTile - 1 with out0 = j kTile -
-  // (the row's phase); its input starts at x0 = out_begin + out0 - (m - 1), at a 16-byte
+  // (the row's phase); its input starts at x0 = out_begin + out0 - reach, at a 16-byte
   // boundary. A block keeps only (row, j) of its current tile and recomputes the rest, which
   // costs fewer instructions than the registers it would hold across the FMAs.
   struct TileAt {
@@ -118,11 +136,11 @@ __global__ void __launch_bounds__(ShortTuning<T>::kThreads, ShortTuning<T>::kBlo
     int64_t j;
   };
   auto out0_of = [&](const TileAt& t) {
-    // The element address of x[out_begin - (m - 1)] in row `row`, modulo kV (unsigned wrap
+    // The element address of x[out_begin - reach] in row `row`, modulo kV (unsigned wrap
     // keeps the residue right when the offset is negative).
     const uintptr_t at = reinterpret_cast<uintptr_t>(d_in) / sizeof(T) +
                          static_cast<uintptr_t>(t.row * g.in_row_stride + w.out_begin -
-                                                (m - 1) - win_lo);
+                                                reach - win_lo);
     return t.j * kTile - static_cast<int64_t>(at & (kV - 1));
   };
   auto advance = [&](TileAt& t) {
@@ -135,7 +153,7 @@ __global__ void __launch_bounds__(ShortTuning<T>::kThreads, ShortTuning<T>::kBlo
   };
   // Starts the copies of a tile's span into `buf` (zeros outside the window) and commits them.
   auto stage = [&](const TileAt& t, T* buf) {
-    const int64_t x0 = w.out_begin + out0_of(t) - (m - 1);
+    const int64_t x0 = w.out_begin + out0_of(t) - reach;
     const T* row_in = d_in + t.row * g.in_row_stride - win_lo;  // row_in[x] = x[x], x in window
     if (x0 >= win_lo && x0 + span <= win_hi) {
       CopyRounds(row_in + x0, buf, span);  // 16-byte aligned: see out0_of
@@ -174,20 +192,35 @@ __global__ void __launch_bounds__(ShortTuning<T>::kThreads, ShortTuning<T>::kBlo
 #pragma unroll
     for (int r = 0; r < kR; ++r) acc[r] = T(0);
     LoadSharedRun<kR>(xs, win);
-    // Largest entry read: o + (blocks + 1) kR - 1 <= kTile + blocks kR - 1 < span.
+    // Largest entry read: o + (nb + 1) kR - 1 <= kTile + mp - 1 < span.
+    if constexpr (kLeadFirst) {
+      LoadSharedRun<kR>(xs + L::kRun, win + kR);
+      LeadBlockFma<kR>(acc, win, lead, [&](int kk) { return taps.v[kk]; });
 #pragma unroll
-    for (int kb = 0; kb < kBlocks; ++kb) {
-      if (kb == full_blocks) {
-        if (tail > 0) {
-          LoadSharedRun<kR>(xs + (kb + 1) * L::kRun, win + kR);
-          TapBlockFma<kR, true>(acc, win, tail, [&](int kk) { return taps.v[kb * kR + kk]; });
-        }
-        break;
+      for (int kb = 1; kb < kBlocks; ++kb) {
+        if (kb == nb) break;
+#pragma unroll
+        for (int r = 0; r < kR; ++r) win[r] = win[kR + r];
+        LoadSharedRun<kR>(xs + (kb + 1) * L::kRun, win + kR);
+        TapBlockFma<kR, false>(acc, win, kR, [&](int kk) { return taps.v[kb * kR + kk]; });
       }
-      LoadSharedRun<kR>(xs + (kb + 1) * L::kRun, win + kR);
-      TapBlockFma<kR, false>(acc, win, kR, [&](int kk) { return taps.v[kb * kR + kk]; });
+    } else {
+      const int full_blocks = m / kR;
+      const int tail = m - full_blocks * kR;  // taps of the guarded last block
 #pragma unroll
-      for (int r = 0; r < kR; ++r) win[r] = win[kR + r];
+      for (int kb = 0; kb < kBlocks; ++kb) {
+        if (kb == full_blocks) {
+          if (tail > 0) {
+            LoadSharedRun<kR>(xs + (kb + 1) * L::kRun, win + kR);
+            TapBlockFma<kR, true>(acc, win, tail, [&](int kk) { return taps.v[kb * kR + kk]; });
+          }
+          break;
+        }
+        LoadSharedRun<kR>(xs + (kb + 1) * L::kRun, win + kR);
+        TapBlockFma<kR, false>(acc, win, kR, [&](int kk) { return taps.v[kb * kR + kk]; });
+#pragma unroll
+        for (int r = 0; r < kR; ++r) win[r] = win[kR + r];
+      }
     }
     StoreSharedRun<kR>(s_o + threadIdx.x * L::kRun, acc);
     __syncthreads();
@@ -215,13 +248,17 @@ __global__ void __launch_bounds__(ShortTuning<T>::kThreads, ShortTuning<T>::kBlo
 }
 
 // The kernel's arguments from the caller's: fills in g's tiles a row (up to kV - 1 outputs of
-// phase in front of a row's first tile) and returns the taps in correlation order.
+// phase in front of a row's first tile) and returns the taps in correlation order, laid out
+// for `arrangement`.
 template <typename T>
-ShortTaps<T> PrepareShortTaps(ConvGeometry* g, const double* taps) {
+ShortTaps<T> PrepareShortTaps(ConvGeometry* g, const double* taps, TapArrangement arrangement) {
   g->tiles_per_row = CeilDiv(g->window.out_count + kVecElems<T> - 1, ShortLayout<T>::kTile);
+  const int m = g->taps;
+  const int lead = arrangement == TapArrangement::kLeadFirst ? PaddedTaps<T>(m) - m : 0;
   ShortTaps<T> p;
   for (int k = 0; k < kShortConvolveTaps; ++k) {
-    p.v[k] = taps == nullptr || k >= g->taps ? T(0) : static_cast<T>(taps[g->taps - 1 - k]);
+    const int c = k - lead;  // correlation index
+    p.v[k] = taps == nullptr || c < 0 || c >= m ? T(0) : static_cast<T>(taps[m - 1 - c]);
   }
   return p;
 }
@@ -229,18 +266,32 @@ ShortTaps<T> PrepareShortTaps(ConvGeometry* g, const double* taps) {
 }  // namespace
 
 template <typename T>
+TapArrangement ShortTapArrangement(int taps) {
+  const int lead = PaddedTaps<T>(taps) - taps;
+  return lead > 0 && lead <= ShortTuning<T>::kLeadFirstMaxLead ? TapArrangement::kLeadFirst
+                                                               : TapArrangement::kGuardedLast;
+}
+
+template <typename T>
 cudaError_t LaunchShortTapConvolve(const T* d_in, T* d_out, ConvGeometry g, const double* taps,
                                    Launcher& launch) {
   using Tu = ShortTuning<T>;
-  const ShortTaps<T> p = PrepareShortTaps<T>(&g, taps);
+  const TapArrangement arrangement = ShortTapArrangement<T>(g.taps);
+  const ShortTaps<T> p = PrepareShortTaps<T>(&g, taps, arrangement);
   const int64_t tiles = g.rows * g.tiles_per_row;
   const int64_t resident = static_cast<int64_t>(launch.config().multiprocessors) * Tu::kBlocksPerSm;
   const int64_t grid =
       std::min<int64_t>(tiles, g.taps <= Tu::kTileGridMaxTaps ? kMaxGridBlocks : resident);
-  return launch("convolve.tiles", ConvolveShortTapsKernel<T>, grid, Tu::kThreads, d_in, d_out, g,
-                p);
+  if (arrangement == TapArrangement::kLeadFirst) {
+    return launch("convolve.tiles", ConvolveShortTapsKernel<T, TapArrangement::kLeadFirst>, grid,
+                  Tu::kThreads, d_in, d_out, g, p);
+  }
+  return launch("convolve.tiles", ConvolveShortTapsKernel<T, TapArrangement::kGuardedLast>, grid,
+                Tu::kThreads, d_in, d_out, g, p);
 }
 
+template TapArrangement ShortTapArrangement<float>(int);
+template TapArrangement ShortTapArrangement<double>(int);
 template cudaError_t LaunchShortTapConvolve<float>(const float*, float*, ConvGeometry,
                                                    const double*, Launcher&);
 template cudaError_t LaunchShortTapConvolve<double>(const double*, double*, ConvGeometry,

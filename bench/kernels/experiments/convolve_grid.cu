@@ -40,13 +40,18 @@ template <typename T>
 cudaError_t LaunchWithGrid(const T* d_in, T* d_out, ConvGeometry g, const double* taps,
                            Launcher& launch, bool per_tile) {
   using Tu = ShortTuning<T>;
-  const ShortTaps<T> p = PrepareShortTaps<T>(&g, taps);
+  const TapArrangement arrangement = ShortTapArrangement<T>(g.taps);
+  const ShortTaps<T> p = PrepareShortTaps<T>(&g, taps, arrangement);
   const int64_t tiles = g.rows * g.tiles_per_row;
   const int64_t resident =
       static_cast<int64_t>(launch.config().multiprocessors) * Tu::kBlocksPerSm;
   const int64_t grid = std::min<int64_t>(tiles, per_tile ? kMaxGridBlocks : resident);
-  return launch("convolve.tiles", ConvolveShortTapsKernel<T>, grid, Tu::kThreads, d_in, d_out,
-                g, p);
+  if (arrangement == TapArrangement::kLeadFirst) {
+    return launch("convolve.tiles", ConvolveShortTapsKernel<T, TapArrangement::kLeadFirst>, grid,
+                  Tu::kThreads, d_in, d_out, g, p);
+  }
+  return launch("convolve.tiles", ConvolveShortTapsKernel<T, TapArrangement::kGuardedLast>, grid,
+                Tu::kThreads, d_in, d_out, g, p);
 }
 }  // namespace gpupipe::kernels::cuda::detail
 

@@ -14,6 +14,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/common/convolve_geometry.h"
 #include "kernels/cuda/detail/launch.cuh"
@@ -109,10 +110,81 @@ __device__ __forceinline__ void TapBlockFma(Acc (&acc)[kR], const Acc (&win)[2 *
   }
 }
 
+// The first block of right-aligned taps (the short-tap kernel's: its tap count rounded up to
+// whole blocks, the missing taps in front): acc[r] += tap(kk) * win[r + kk] for kk = lead ..
+// kR - 1, in that order. The block is entered at kk = lead through one computed jump (a switch
+// whose cases fall through), so a tap count that is not a multiple of kR costs no guard a tap
+// and no second copy of the block.
+template <int kR, typename Acc, typename TapFn>
+__device__ __forceinline__ void LeadBlockFma(Acc (&acc)[kR], const Acc (&win)[2 * kR], int lead,
+                                             TapFn tap) {
+  static_assert(kR <= 32, "a case for each tap of the block");
+  __builtin_assume(lead >= 0 && lead < kR);
+  const auto taps_from = [&](auto kk_constant) {
+    constexpr int kk = decltype(kk_constant)::value;
+    if constexpr (kk < kR) {
+#pragma unroll
+      for (int r = 0; r < kR; ++r) acc[r] = fma(tap(kk), win[r + kk], acc[r]);
+    }
+  };
+  using std::integral_constant;
+  switch (lead) {
+    case 0: taps_from(integral_constant<int, 0>{}); [[fallthrough]];
+    case 1: taps_from(integral_constant<int, 1>{}); [[fallthrough]];
+    case 2: taps_from(integral_constant<int, 2>{}); [[fallthrough]];
+    case 3: taps_from(integral_constant<int, 3>{}); [[fallthrough]];
+    case 4: taps_from(integral_constant<int, 4>{}); [[fallthrough]];
+    case 5: taps_from(integral_constant<int, 5>{}); [[fallthrough]];
+    case 6: taps_from(integral_constant<int, 6>{}); [[fallthrough]];
+    case 7: taps_from(integral_constant<int, 7>{}); [[fallthrough]];
+    case 8: taps_from(integral_constant<int, 8>{}); [[fallthrough]];
+    case 9: taps_from(integral_constant<int, 9>{}); [[fallthrough]];
+    case 10: taps_from(integral_constant<int, 10>{}); [[fallthrough]];
+    case 11: taps_from(integral_constant<int, 11>{}); [[fallthrough]];
+    case 12: taps_from(integral_constant<int, 12>{}); [[fallthrough]];
+    case 13: taps_from(integral_constant<int, 13>{}); [[fallthrough]];
+    case 14: taps_from(integral_constant<int, 14>{}); [[fallthrough]];
+    case 15: taps_from(integral_constant<int, 15>{}); [[fallthrough]];
+    case 16: taps_from(integral_constant<int, 16>{}); [[fallthrough]];
+    case 17: taps_from(integral_constant<int, 17>{}); [[fallthrough]];
+    case 18: taps_from(integral_constant<int, 18>{}); [[fallthrough]];
+    case 19: taps_from(integral_constant<int, 19>{}); [[fallthrough]];
+    case 20: taps_from(integral_constant<int, 20>{}); [[fallthrough]];
+    case 21: taps_from(integral_constant<int, 21>{}); [[fallthrough]];
+    case 22: taps_from(integral_constant<int, 22>{}); [[fallthrough]];
+    case 23: taps_from(integral_constant<int, 23>{}); [[fallthrough]];
+    case 24: taps_from(integral_constant<int, 24>{}); [[fallthrough]];
+    case 25: taps_from(integral_constant<int, 25>{}); [[fallthrough]];
+    case 26: taps_from(integral_constant<int, 26>{}); [[fallthrough]];
+    case 27: taps_from(integral_constant<int, 27>{}); [[fallthrough]];
+    case 28: taps_from(integral_constant<int, 28>{}); [[fallthrough]];
+    case 29: taps_from(integral_constant<int, 29>{}); [[fallthrough]];
+    case 30: taps_from(integral_constant<int, 30>{}); [[fallthrough]];
+    case 31: taps_from(integral_constant<int, 31>{}); [[fallthrough]];
+    default: break;
+  }
+}
+
 // Tap counts the short-tap kernel takes (convolve_short.cu); longer ones use the general tile
 // kernel. Its taps sit in the kernel parameters in correlation order, so every FFMA reads its
 // tap as a constant operand: no shared-memory loads or registers for taps.
 inline constexpr int kShortConvolveTaps = tuning::ConvolvePolicy::kShortMaxTaps;
+
+// How the short-tap kernel lays a tap count that is not a whole number of blocks of kR taps
+// out in its blocks. Each output sums its products in tap order either way, so the two give
+// the same bits; they differ in the instructions around the FMAs.
+//  - kGuardedLast: the blocks from the first tap on, the partial block last, each of its taps
+//    behind a guard.
+//  - kLeadFirst: right-aligned, the partial block first, entered at its first real tap through
+//    one computed jump (LeadBlockFma): no guard a tap, but a second window load up front.
+enum class TapArrangement { kGuardedLast, kLeadFirst };
+
+// The arrangement the short-tap kernel takes for `taps` taps of T (float or double): lead-first
+// where the blocks miss 1 to ConvolvePolicy::ShortTile<T>::kLeadFirstMaxLead taps.
+template <typename T>
+TapArrangement ShortTapArrangement(int taps);
+extern template TapArrangement ShortTapArrangement<float>(int);
+extern template TapArrangement ShortTapArrangement<double>(int);
 
 // Launches (or describes) the short-tap kernel for T = float or double, 1 <= g.taps <=
 // kShortConvolveTaps, on `launch`; `taps` (host, g.taps values in np.convolve order) may be

@@ -179,6 +179,20 @@ TEST_F(ConvolveTest, ManyShortRows) {
   }
 }
 
+// Every tap count of the short-tap kernel, so that each number of taps missing from a whole
+// block (0 to kPerThread - 1) runs, in the arrangement tuning/convolve_policy.h gives it (the
+// partial block last and guarded, or first: kLeadFirstMaxLead), on unaligned pointers too.
+TEST_F(ConvolveTest, EveryTapCountOfTheShortKernelMatchesTheReference) {
+  for (ElementType type : {ElementType::kFloat32, ElementType::kFloat64}) {
+    for (int m = 1; m <= tuning::ConvolvePolicy::kShortMaxTaps; ++m) {
+      CheckRows(type, 3, 1000, m, ConvolveMode::kSame, /*offset=*/1);
+      CheckRows(type, 1, 5003, m, ConvolveMode::kFull);
+      CheckRows(type, 2, 2001, m, ConvolveMode::kValid, /*offset=*/3);
+      if (HasFailure()) return;
+    }
+  }
+}
+
 // The short-tap kernel's grid: a block a tile up to ShortTile<T>::kTileGridMaxTaps taps, the
 // resident grid (blocks looping over tiles, the next one's copies in flight) above. On either
 // side of the threshold the results are the reference's; with the grids sized for two SMs the
