@@ -242,7 +242,8 @@ int Run(const DaemonOptions& options) {
   engine::CpuBackendOptions cpu_options;
   cpu_options.lanes_per_level = options.streams_per_priority;
   cpu_options.chunk_bytes = options.chunk_bytes;
-  cpu_options.chunk_capacity_bytes = std::max(cpu_options.chunk_capacity_bytes, options.chunk_bytes);
+  cpu_options.chunk_capacity_bytes =
+      std::max(cpu_options.chunk_capacity_bytes, options.chunk_bytes);
 
   absl::StatusOr<engine::BackendSelection> selection =
       engine::CreateBackend(options.backend, cuda_options, cpu_options);

@@ -149,8 +149,8 @@ int64_t CheckAll(const LaunchConfig& cfg, std::mt19937_64& rng) {
             for (int64_t i = 0; i < outs; ++i) {
               if (memcmp(&y[i], &ref[i], sizeof(T)) != 0) {
                 if (bad < 10) {
-                  printf("MISMATCH %s taps %d %lldx%lld mode %d offset %lld %s: output %lld gpu %.17g "
-                         "ref %.17g\n",
+                  printf("MISMATCH %s taps %d %lldx%lld mode %d offset %lld %s: output %lld "
+                         "gpu %.17g ref %.17g\n",
                          sizeof(T) == 4 ? "float32" : "float64", m,
                          static_cast<long long>(s.rows), static_cast<long long>(s.cols),
                          static_cast<int>(mode), static_cast<long long>(offset),
