@@ -267,9 +267,12 @@ ShortTaps<T> PrepareShortTaps(ConvGeometry* g, const double* taps, TapArrangemen
 
 template <typename T>
 TapArrangement ShortTapArrangement(int taps) {
+  static_assert((ShortTuning<T>::kLeadFirstLeads & 1u) == 0 &&
+                    (ShortTuning<T>::kLeadFirstLeads >> ShortLayout<T>::kR) == 0,
+                "leads are 1 to kPerThread - 1");
   const int lead = PaddedTaps<T>(taps) - taps;
-  return lead > 0 && lead <= ShortTuning<T>::kLeadFirstMaxLead ? TapArrangement::kLeadFirst
-                                                               : TapArrangement::kGuardedLast;
+  return (ShortTuning<T>::kLeadFirstLeads >> lead) & 1u ? TapArrangement::kLeadFirst
+                                                        : TapArrangement::kGuardedLast;
 }
 
 template <typename T>

@@ -7,8 +7,8 @@
 // rows); then 'same' on one row (2^28 float32, 2^26 float64) is timed, the median of `reps`
 // launches twice for each arrangement, alternating, against cudaMemcpy D2D of the input in the
 // same process, and the two outputs compared on the device. bench/results/kernels-h200.md,
-// "Tuning notes: convolve", has a run and the threshold it chose
-// (ConvolvePolicy::ShortTile<T>::kLeadFirstMaxLead).
+// "The lead-first arrangement, tap count by tap count", has a run and the set it chose
+// (ConvolvePolicy::ShortTile<T>::kLeadFirstLeads).
 //
 // Build and run on a GPU host, from the repository root:
 //   nvcc -O3 -std=c++17 -arch=sm_90 -I. -DGPUPIPE_CUDA_ARCHITECTURES='"90"' \
@@ -226,7 +226,7 @@ void Time(int64_t n, const std::vector<int>& tap_counts, const LaunchConfig& cfg
     unsigned long long differ = 0;
     CK(cudaMemcpy(&differ, d_count, sizeof(differ), cudaMemcpyDeviceToHost));
     const int kr = detail::ShortLayout<T>::kR;
-    const int lead_taps = (kr - m % kr) % kr;
+    const int lead_taps = (kr - m % kr) % kr;  // taps its blocks miss
     const char* chosen =
         detail::ShortTapArrangement<T>(m) == TapArrangement::kLeadFirst ? "lead-first"
                                                                         : "guarded-last";

@@ -180,7 +180,7 @@ inline constexpr int kShortConvolveTaps = tuning::ConvolvePolicy::kShortMaxTaps;
 enum class TapArrangement { kGuardedLast, kLeadFirst };
 
 // The arrangement the short-tap kernel takes for `taps` taps of T (float or double): lead-first
-// where the blocks miss 1 to ConvolvePolicy::ShortTile<T>::kLeadFirstMaxLead taps.
+// where the number of taps its blocks miss is in ConvolvePolicy::ShortTile<T>::kLeadFirstLeads.
 template <typename T>
 TapArrangement ShortTapArrangement(int taps);
 extern template TapArrangement ShortTapArrangement<float>(int);

@@ -31,8 +31,10 @@ struct ConvolvePolicy {
 
   // The short-tap kernel's tile per type T, on the same terms; which tap counts take its
   // lead-first arrangement (detail::TapArrangement): those whose blocks of kPerThread taps
-  // miss 1 to kLeadFirstMaxLead taps, where skipping the guard a tap outweighs the second
-  // window load up front (a partial block of many taps); and its grid: up to
+  // miss a number of taps ("lead", 1 to kPerThread - 1) whose bit is set in kLeadFirstLeads.
+  // Which arrangement costs fewer instructions around the FMAs depends on how ptxas lays out
+  // the guarded taps and the jump, not monotonically on the lead, so the set is measured
+  // lead by lead; and its grid: up to
   // kTileGridMaxTaps taps a block a tile, so that the hardware hands tiles to SMs as blocks
   // finish and a block's copies are in flight while the other blocks of its SM compute; with
   // more taps, where a tile's FMAs take long enough to cover the next tile's copy, the resident
@@ -60,7 +62,8 @@ struct ConvolvePolicy::ShortTile<float> {
   static constexpr int kPerThread = 16;
   static constexpr int kBlocksPerSm = 7;  // <= 73 registers; 31 KiB of shared memory a block
   static constexpr int kTileGridMaxTaps = 32;
-  static constexpr int kLeadFirstMaxLead = 1;
+  // Leads 1 and 8 to 14.
+  static constexpr unsigned kLeadFirstLeads = 0x7f02u;
 };
 template <>
 struct ConvolvePolicy::ShortTile<double> {
@@ -68,7 +71,8 @@ struct ConvolvePolicy::ShortTile<double> {
   static constexpr int kPerThread = 8;
   static constexpr int kBlocksPerSm = 6;  // <= 85 registers
   static constexpr int kTileGridMaxTaps = kShortMaxTaps;  // every tap count
-  static constexpr int kLeadFirstMaxLead = 1;
+  // Leads 1 and 4 to 7.
+  static constexpr unsigned kLeadFirstLeads = 0xf2u;
 };
 
 }  // namespace gpupipe::kernels::cuda::tuning

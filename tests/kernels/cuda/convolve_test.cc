@@ -181,7 +181,7 @@ TEST_F(ConvolveTest, ManyShortRows) {
 
 // Every tap count of the short-tap kernel, so that each number of taps missing from a whole
 // block (0 to kPerThread - 1) runs, in the arrangement tuning/convolve_policy.h gives it (the
-// partial block last and guarded, or first: kLeadFirstMaxLead), on unaligned pointers too.
+// partial block last and guarded, or first: kLeadFirstLeads), on unaligned pointers too.
 TEST_F(ConvolveTest, EveryTapCountOfTheShortKernelMatchesTheReference) {
   for (ElementType type : {ElementType::kFloat32, ElementType::kFloat64}) {
     for (int m = 1; m <= tuning::ConvolvePolicy::kShortMaxTaps; ++m) {
