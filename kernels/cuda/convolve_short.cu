@@ -263,6 +263,25 @@ ShortTaps<T> PrepareShortTaps(ConvGeometry* g, const double* taps, TapArrangemen
   return p;
 }
 
+// The kernel in `arrangement` on its grid: a block a tile up to kTileGridMaxTaps taps, the
+// resident grid above.
+template <typename T>
+cudaError_t LaunchArranged(const T* d_in, T* d_out, ConvGeometry g, const double* taps,
+                           Launcher& launch, TapArrangement arrangement) {
+  using Tu = ShortTuning<T>;
+  const ShortTaps<T> p = PrepareShortTaps<T>(&g, taps, arrangement);
+  const int64_t tiles = g.rows * g.tiles_per_row;
+  const int64_t resident = static_cast<int64_t>(launch.config().multiprocessors) * Tu::kBlocksPerSm;
+  const int64_t grid =
+      std::min<int64_t>(tiles, g.taps <= Tu::kTileGridMaxTaps ? kMaxGridBlocks : resident);
+  if (arrangement == TapArrangement::kLeadFirst) {
+    return launch("convolve.tiles", ConvolveShortTapsKernel<T, TapArrangement::kLeadFirst>, grid,
+                  Tu::kThreads, d_in, d_out, g, p);
+  }
+  return launch("convolve.tiles", ConvolveShortTapsKernel<T, TapArrangement::kGuardedLast>, grid,
+                Tu::kThreads, d_in, d_out, g, p);
+}
+
 }  // namespace
 
 template <typename T>
@@ -278,19 +297,7 @@ TapArrangement ShortTapArrangement(int taps) {
 template <typename T>
 cudaError_t LaunchShortTapConvolve(const T* d_in, T* d_out, ConvGeometry g, const double* taps,
                                    Launcher& launch) {
-  using Tu = ShortTuning<T>;
-  const TapArrangement arrangement = ShortTapArrangement<T>(g.taps);
-  const ShortTaps<T> p = PrepareShortTaps<T>(&g, taps, arrangement);
-  const int64_t tiles = g.rows * g.tiles_per_row;
-  const int64_t resident = static_cast<int64_t>(launch.config().multiprocessors) * Tu::kBlocksPerSm;
-  const int64_t grid =
-      std::min<int64_t>(tiles, g.taps <= Tu::kTileGridMaxTaps ? kMaxGridBlocks : resident);
-  if (arrangement == TapArrangement::kLeadFirst) {
-    return launch("convolve.tiles", ConvolveShortTapsKernel<T, TapArrangement::kLeadFirst>, grid,
-                  Tu::kThreads, d_in, d_out, g, p);
-  }
-  return launch("convolve.tiles", ConvolveShortTapsKernel<T, TapArrangement::kGuardedLast>, grid,
-                Tu::kThreads, d_in, d_out, g, p);
+  return LaunchArranged<T>(d_in, d_out, g, taps, launch, ShortTapArrangement<T>(g.taps));
 }
 
 template TapArrangement ShortTapArrangement<float>(int);

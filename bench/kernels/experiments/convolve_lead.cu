@@ -40,27 +40,6 @@ using namespace gpupipe::kernels::cuda;
     }                                                                                  \
   } while (0)
 
-namespace gpupipe::kernels::cuda::detail {
-// LaunchShortTapConvolve with the arrangement chosen by the caller.
-template <typename T>
-cudaError_t LaunchArranged(const T* d_in, T* d_out, ConvGeometry g, const double* taps,
-                           Launcher& launch, TapArrangement arrangement) {
-  using Tu = ShortTuning<T>;
-  const ShortTaps<T> p = PrepareShortTaps<T>(&g, taps, arrangement);
-  const int64_t tiles = g.rows * g.tiles_per_row;
-  const int64_t resident =
-      static_cast<int64_t>(launch.config().multiprocessors) * Tu::kBlocksPerSm;
-  const int64_t grid =
-      std::min<int64_t>(tiles, g.taps <= Tu::kTileGridMaxTaps ? kMaxGridBlocks : resident);
-  if (arrangement == TapArrangement::kLeadFirst) {
-    return launch("convolve.tiles", ConvolveShortTapsKernel<T, TapArrangement::kLeadFirst>, grid,
-                  Tu::kThreads, d_in, d_out, g, p);
-  }
-  return launch("convolve.tiles", ConvolveShortTapsKernel<T, TapArrangement::kGuardedLast>, grid,
-                Tu::kThreads, d_in, d_out, g, p);
-}
-}  // namespace gpupipe::kernels::cuda::detail
-
 namespace {
 
 using detail::TapArrangement;
