@@ -6,8 +6,9 @@
 //
 // Failures: Push either queues the job or, when an allocation fails, throws and leaves the
 // queue and the job as they were. Taking jobs out (Pop, TakeFronts, TakeAll) allocates
-// nothing once it has started moving them (TakeAll nothing at all), so it cannot fail halfway: the engine takes a job
-// for a lane under its lock, where a job half taken would be accepted and never ended.
+// nothing once it has started moving them (TakeAll nothing at all), so it cannot fail halfway:
+// the engine takes a job for a lane under its lock, where a job half taken would be accepted
+// and never ended.
 //
 // Thread safety: none; the engine holds its lock around every call.
 #pragma once
@@ -97,7 +98,9 @@ class ClientQueue {
 
   // Every queued job, as a queue of its own (Pop takes them in the same turns); this queue is
   // empty afterwards. Moves the containers whole, allocating nothing, so a caller that takes
-  // the jobs under a lock and ends them after it cannot lose any on the way.
+  // the jobs under a lock and ends them after it cannot lose any on the way. (An empty queue
+  // allocates nothing either: the standard library's containers here do not; see the
+  // static_asserts after the class.)
   ClientQueue TakeAll() noexcept {
     ClientQueue all;
     all.by_client_.swap(by_client_);
@@ -124,5 +127,11 @@ class ClientQueue {
   std::list<std::string> turns_;  // clients with queued jobs, next to be served first
   size_t size_ = 0;
 };
+
+// What Engine::Shutdown relies on to end every queued job whatever fails to allocate: an empty
+// queue is made, and a taken one moved into it, without a throw.
+static_assert(std::is_nothrow_default_constructible_v<ClientQueue<int>>);
+static_assert(std::is_nothrow_move_assignable_v<ClientQueue<int>>);
+static_assert(std::is_nothrow_move_constructible_v<ClientQueue<int>>);
 
 }  // namespace gpupipe::engine

@@ -423,6 +423,15 @@ TEST(AllocationFailure, TakingJobsFromTheClientQueueAllocatesNothing) {
       q.TakeFronts(1000, [](const std::unique_ptr<int>& job) { return *job % 2 == 0; });
   EXPECT_EQ(t_allocations - before_take, 1) << "TakeFronts allocated beyond its one reserve";
   EXPECT_FALSE(taken.empty());
+  // Shutdown's way: an empty queue per level, each level's jobs moved into it whole.
+  const size_t left = q.size();
+  ASSERT_GT(left, 0u);
+  const int64_t before_all = t_allocations;
+  ClientQueue<std::unique_ptr<int>> all;
+  all = q.TakeAll();
+  EXPECT_EQ(t_allocations - before_all, 0) << "TakeAll or moving its queue allocated";
+  EXPECT_EQ(all.size(), left);
+  EXPECT_TRUE(q.empty());
 }
 
 TEST(AllocationFailure, APushThatFailsLeavesTheQueueAndTheJobAsTheyWere) {
