@@ -41,6 +41,9 @@ daemon="$(dirname "$cli")/gpupiped"
 [ -x "$daemon" ] || { echo "load.sh: no gpupiped beside $cli" >&2; exit 1; }
 bench_write_meta "$OUT/load-meta.json" "$cli"
 
+# DAEMON_FLAGS as words (no globbing), and as the report reads them.
+read -r -a daemon_flags <<< "${DAEMON_FLAGS:-}"
+printf '%s\n' "${DAEMON_FLAGS:-}" > "$OUT/daemon-flags.txt"
 port=$((20000 + RANDOM % 20000))
 target=127.0.0.1:$port
 priority_target=127.0.0.1:$((port + 1))
@@ -48,9 +51,8 @@ pid=
 start_daemon() {
   local quiet=--quiet
   [ "${JOB_LOG:-0}" = 1 ] && quiet=
-  # shellcheck disable=SC2086  # DAEMON_FLAGS is a list of words
-  "$daemon" --backend "$BACKEND" --listen "$target" --metrics-listen '' $quiet ${DAEMON_FLAGS:-} "$@" \
-    2> "$OUT/gpupiped.stderr" &
+  "$daemon" --backend "$BACKEND" --listen "$target" --metrics-listen '' $quiet \
+    "${daemon_flags[@]}" "$@" 2> "$OUT/gpupiped.stderr" &
   pid=$!
   for _ in $(seq 200); do
     "$cli" --target "$target" health > /dev/null 2>&1 && return 0

@@ -87,7 +87,8 @@ def main():
                   "carrying the job's input bytes and returning its output's, at the same "
                   "concurrency and over as many connections, measured right after each "
                   "point.", ""]
-    extra = os.environ.get("DAEMON_FLAGS", "").strip()
+    flags_file = os.path.join(out, "daemon-flags.txt")
+    extra = open(flags_file).read().strip() if os.path.exists(flags_file) else ""
     if extra:
         lines += [f"Every daemon of this run had `{extra}` besides its scenario's flags.", ""]
     lines += ["| scenario | concurrency | jobs/s | echo calls/s | p50 us | echo p50 us | "
