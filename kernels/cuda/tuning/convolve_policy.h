@@ -71,7 +71,7 @@ struct ConvolvePolicy::ShortTile<double> {
   static constexpr int kPerThread = 8;
   static constexpr int kBlocksPerSm = 6;  // <= 85 registers
   static constexpr int kTileGridMaxTaps = kShortMaxTaps;  // every tap count
-  // Leads 1 and 4 to 7.
+  // Leads 1 and 4 to 7 (measured at 33 to 64 taps; counts up to 32 take the same set).
   static constexpr unsigned kLeadFirstLeads = 0xf2u;
 };
 
