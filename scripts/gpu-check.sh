@@ -19,9 +19,10 @@ note "device: $(cat "$out/device.txt")"
 # GPU_TESTS, SANITIZE_TOOLS: the test binaries and sanitizer tools to run (set empty to skip
 # a part, e.g. to run the sanitizers and the tests as two processes at once); E2E=0 skips the
 # end-to-end job.
-gpu_tests=(${GPU_TESTS-kernels_cuda_test kernels_cuda_scan_hist_test pipeline_commit_probe_test
-           server_cuda_test server_cuda_chunked_test hot_path_test rpc_cuda_test
-           integration_cuda_test})
+gpu_tests=(${GPU_TESTS-kernels_cuda_test kernels_cuda_scan_hist_test convolve_arrangement_test
+           pipeline_commit_probe_test server_cuda_test server_cuda_chunked_test
+           server_cuda_region_test server_cuda_batching_test hot_path_test rpc_cuda_test
+           integration_cuda_test cuda_ipc_test})
 for t in "${gpu_tests[@]}"; do
   [ -x "$bundle/bin/$t" ] || { note "$t: missing from the bundle"; continue; }
   "$bundle/bin/$t" --gtest_brief=1 > "$out/$t.log" 2>&1
@@ -81,7 +82,7 @@ if command -v compute-sanitizer >/dev/null; then
   sanitize() {
     local tool=$1 notes=$out/$1.notes
     : > "$notes"
-    local tests=(kernels_cuda_test kernels_cuda_scan_hist_test)
+    local tests=(kernels_cuda_test kernels_cuda_scan_hist_test convolve_arrangement_test)
     [ "$tool" = memcheck ] && tests+=(server_cuda_test)
     [ -n "${SANITIZE_TESTS:-}" ] && read -r -a tests <<< "$SANITIZE_TESTS"
     if [ "$tool" = synccheck ]; then
