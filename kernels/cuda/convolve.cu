@@ -74,6 +74,7 @@ constexpr int TileOf() {
 }
 
 using detail::ConvGeometry;
+using detail::RowGeometry;
 using detail::LoadSharedRun;
 using detail::StoreSharedRun;
 using detail::TapBlockFma;
@@ -318,26 +319,6 @@ cudaError_t Dispatch(const void* d_in, ElementType type, void* d_out, const Conv
     case ElementType::kFloat16: return DispatchTyped<__half>(d_in, d_out, g, taps, launch);
     default: return cudaErrorInvalidValue;
   }
-}
-
-// The geometry of RowConvolve, or false for invalid shapes.
-bool RowGeometry(int64_t rows, int64_t cols, int32_t num_taps, ConvolveMode mode,
-                 ConvGeometry* g) {
-  if (rows < 1 || cols < 1 || num_taps < 1 || num_taps > kMaxConvolveTaps) return false;
-  if (mode != ConvolveMode::kFull && mode != ConvolveMode::kSame &&
-      mode != ConvolveMode::kValid) {
-    return false;
-  }
-  g->rows = rows;
-  g->in_row_stride = cols;
-  g->window.row_length = cols;
-  g->window.in_begin = 0;
-  g->window.in_count = cols;
-  ConvolveOutputRange(cols, num_taps, mode, &g->window.out_begin, &g->window.out_count);
-  g->out_row_stride = g->window.out_count;
-  g->tiles_per_row = 0;  // set by the dispatch: the tile depends on the type
-  g->taps = num_taps;
-  return true;
 }
 
 bool WindowGeometry(const ConvolveWindow& window, int32_t num_taps, ConvGeometry* g) {

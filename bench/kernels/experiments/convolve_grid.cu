@@ -20,19 +20,11 @@
 #include <initializer_list>
 #include <vector>
 
+#include "bench/kernels/experiments/timing.cuh"
 #include "kernels/cuda/convolve_short.cu"
 
 using namespace gpupipe::kernels;
 using namespace gpupipe::kernels::cuda;
-
-#define CK(x)                                                                          \
-  do {                                                                                 \
-    const cudaError_t e_ = (x);                                                        \
-    if (e_ != cudaSuccess) {                                                           \
-      printf("CUDA %s at line %d\n", cudaGetErrorString(e_), __LINE__);                \
-      exit(2);                                                                         \
-    }                                                                                  \
-  } while (0)
 
 namespace gpupipe::kernels::cuda::detail {
 // LaunchShortTapConvolve with the grid chosen by the caller: a block a tile, or resident.
@@ -57,16 +49,6 @@ cudaError_t LaunchWithGrid(const T* d_in, T* d_out, ConvGeometry g, const double
 
 namespace {
 
-// Odd multiples of 1/256 in (-1, 1) from a hash of the index.
-template <typename T>
-T Quantized(uint64_t i, uint32_t seed) {
-  uint64_t x = i * 0x9E3779B97F4A7C15ull + seed;
-  x ^= x >> 31;
-  x *= 0xBF58476D1CE4E5B9ull;
-  x ^= x >> 29;
-  return T((2.0 * static_cast<double>(x & 255) - 255) / 256.0);
-}
-
 template <typename T>
 void Compare(int64_t n, std::initializer_list<int> tap_counts, const LaunchConfig& cfg,
              int reps) {
@@ -77,44 +59,24 @@ void Compare(int64_t n, std::initializer_list<int> tap_counts, const LaunchConfi
   std::vector<T> x(n);
   for (int64_t i = 0; i < n; ++i) x[i] = Quantized<T>(i, 7);
   CK(cudaMemcpy(d_in, x.data(), n * sizeof(T), cudaMemcpyHostToDevice));
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
-  auto median_us = [&](auto fn) {
-    std::vector<float> t;
-    for (int i = 0; i < reps + 3; ++i) {
-      CK(cudaEventRecord(a));
-      fn();
-      CK(cudaEventRecord(b));
-      CK(cudaEventSynchronize(b));
-      float ms = 0;
-      CK(cudaEventElapsedTime(&ms, a, b));
-      if (i >= 3) t.push_back(ms * 1000);
-    }
-    std::sort(t.begin(), t.end());
-    return t[t.size() / 2];
-  };
+  MedianTimer timer(reps);
   detail::Launcher launch(cfg, static_cast<int*>(nullptr));
   const float copy =
-      median_us([&] { CK(cudaMemcpyAsync(d_a, d_in, n * sizeof(T), cudaMemcpyDeviceToDevice)); });
+      timer.Us([&] { CK(cudaMemcpyAsync(d_a, d_in, n * sizeof(T), cudaMemcpyDeviceToDevice)); });
   std::vector<T> ya(n), yb(n);
   for (int m : tap_counts) {
     detail::ConvGeometry g;
-    g.rows = 1;
-    g.in_row_stride = n;
-    g.window.row_length = n;
-    g.window.in_begin = 0;
-    g.window.in_count = n;
-    ConvolveOutputRange(n, m, ConvolveMode::kSame, &g.window.out_begin, &g.window.out_count);
-    g.out_row_stride = g.window.out_count;
-    g.tiles_per_row = 0;
-    g.taps = m;
+    detail::RowGeometry(1, n, m, ConvolveMode::kSame, &g);
     std::vector<double> taps(m);
     for (int k = 0; k < m; ++k) taps[k] = Quantized<double>(k, 9);
-    auto resident = [&] { CK(detail::LaunchWithGrid<T>(d_in, d_a, g, taps.data(), launch, false)); };
-    auto per_tile = [&] { CK(detail::LaunchWithGrid<T>(d_in, d_b, g, taps.data(), launch, true)); };
-    const float r1 = median_us(resident), p1 = median_us(per_tile);
-    const float r2 = median_us(resident), p2 = median_us(per_tile);
+    auto resident = [&] {
+      CK(detail::LaunchWithGrid<T>(d_in, d_a, g, taps.data(), launch, /*per_tile=*/false));
+    };
+    auto per_tile = [&] {
+      CK(detail::LaunchWithGrid<T>(d_in, d_b, g, taps.data(), launch, /*per_tile=*/true));
+    };
+    const float r1 = timer.Us(resident), p1 = timer.Us(per_tile);
+    const float r2 = timer.Us(resident), p2 = timer.Us(per_tile);
     CK(cudaDeviceSynchronize());
     CK(cudaMemcpy(ya.data(), d_a, n * sizeof(T), cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(yb.data(), d_b, n * sizeof(T), cudaMemcpyDeviceToHost));

@@ -22,19 +22,11 @@
 #include <type_traits>
 #include <vector>
 
+#include "bench/kernels/experiments/timing.cuh"
 #include "kernels/cuda/convolve_short.cu"
 
 using namespace gpupipe::kernels;
 using namespace gpupipe::kernels::cuda;
-
-#define CK(x)                                                                          \
-  do {                                                                                 \
-    const cudaError_t e_ = (x);                                                        \
-    if (e_ != cudaSuccess) {                                                           \
-      printf("CUDA %s at line %d\n", cudaGetErrorString(e_), __LINE__);                \
-      exit(2);                                                                         \
-    }                                                                                  \
-  } while (0)
 
 namespace {
 
@@ -51,30 +43,6 @@ __global__ void CountDifferences(const T* a, const T* b, int64_t n, unsigned lon
   if (local) atomicAdd(count, local);
 }
 
-// Odd multiples of 1/256 in (-1, 1) from a hash of the index.
-template <typename T>
-T Quantized(uint64_t i, uint32_t seed) {
-  uint64_t x = i * 0x9E3779B97F4A7C15ull + seed;
-  x ^= x >> 31;
-  x *= 0xBF58476D1CE4E5B9ull;
-  x ^= x >> 29;
-  return T((2.0 * static_cast<double>(x & 255) - 255) / 256.0);
-}
-
-detail::ConvGeometry Geometry(int64_t rows, int64_t cols, int m, ConvolveMode mode) {
-  detail::ConvGeometry g;
-  g.rows = rows;
-  g.in_row_stride = cols;
-  g.window.row_length = cols;
-  g.window.in_begin = 0;
-  g.window.in_count = cols;
-  ConvolveOutputRange(cols, m, mode, &g.window.out_begin, &g.window.out_count);
-  g.out_row_stride = g.window.out_count;
-  g.tiles_per_row = 0;
-  g.taps = m;
-  return g;
-}
-
 template <typename T>
 void Time(int64_t n, const std::vector<int>& tap_counts, const LaunchConfig& cfg, int reps) {
   T *d_in, *d_a, *d_b;
@@ -86,28 +54,13 @@ void Time(int64_t n, const std::vector<int>& tap_counts, const LaunchConfig& cfg
   std::vector<T> x(n);
   for (int64_t i = 0; i < n; ++i) x[i] = Quantized<T>(i, 7);
   CK(cudaMemcpy(d_in, x.data(), n * sizeof(T), cudaMemcpyHostToDevice));
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
-  auto median_us = [&](auto fn) {
-    std::vector<float> t;
-    for (int i = 0; i < reps + 3; ++i) {
-      CK(cudaEventRecord(a));
-      fn();
-      CK(cudaEventRecord(b));
-      CK(cudaEventSynchronize(b));
-      float ms = 0;
-      CK(cudaEventElapsedTime(&ms, a, b));
-      if (i >= 3) t.push_back(ms * 1000);
-    }
-    std::sort(t.begin(), t.end());
-    return t[t.size() / 2];
-  };
+  MedianTimer timer(reps);
   detail::Launcher launch(cfg, static_cast<int*>(nullptr));
   const float copy =
-      median_us([&] { CK(cudaMemcpyAsync(d_a, d_in, n * sizeof(T), cudaMemcpyDeviceToDevice)); });
+      timer.Us([&] { CK(cudaMemcpyAsync(d_a, d_in, n * sizeof(T), cudaMemcpyDeviceToDevice)); });
   for (int m : tap_counts) {
-    const detail::ConvGeometry g = Geometry(1, n, m, ConvolveMode::kSame);
+    detail::ConvGeometry g;
+    detail::RowGeometry(1, n, m, ConvolveMode::kSame, &g);
     std::vector<double> taps(m);
     for (int k = 0; k < m; ++k) taps[k] = Quantized<double>(k, 9);
     auto guarded = [&] {
@@ -118,8 +71,8 @@ void Time(int64_t n, const std::vector<int>& tap_counts, const LaunchConfig& cfg
       CK(detail::LaunchArranged<T>(d_in, d_b, g, taps.data(), launch,
                                    TapArrangement::kLeadFirst));
     };
-    const float g1 = median_us(guarded), l1 = median_us(lead);
-    const float g2 = median_us(guarded), l2 = median_us(lead);
+    const float g1 = timer.Us(guarded), l1 = timer.Us(lead);
+    const float g2 = timer.Us(guarded), l2 = timer.Us(lead);
     CK(cudaMemset(d_count, 0, sizeof(unsigned long long)));
     CountDifferences<T><<<1024, 256>>>(d_a, d_b, g.window.out_count, d_count);
     unsigned long long differ = 0;

@@ -32,6 +32,27 @@ struct ConvGeometry {
   int32_t taps;           // M
 };
 
+// The geometry of `rows` whole rows of `cols` elements convolved with `num_taps` taps in
+// `mode` (RowConvolve's), tiles a row left to the launcher; false for invalid shapes.
+inline bool RowGeometry(int64_t rows, int64_t cols, int32_t num_taps, ConvolveMode mode,
+                        ConvGeometry* g) {
+  if (rows < 1 || cols < 1 || num_taps < 1 || num_taps > kMaxConvolveTaps) return false;
+  if (mode != ConvolveMode::kFull && mode != ConvolveMode::kSame &&
+      mode != ConvolveMode::kValid) {
+    return false;
+  }
+  g->rows = rows;
+  g->in_row_stride = cols;
+  g->window.row_length = cols;
+  g->window.in_begin = 0;
+  g->window.in_count = cols;
+  ConvolveOutputRange(cols, num_taps, mode, &g->window.out_begin, &g->window.out_count);
+  g->out_row_stride = g->window.out_count;
+  g->tiles_per_row = 0;  // set by the launcher: the tile depends on the kernel and type
+  g->taps = num_taps;
+  return true;
+}
+
 // The padded layout of a staged tile of compute type Acc, kR outputs a thread, kThreads
 // threads, for up to kMaxTaps taps: logical entry i lives at Phys(i) = i + kPad * (i / kR),
 // i.e. every run of kR entries (one thread's outputs, or one tap block of its window) is

@@ -22,20 +22,6 @@
 namespace gpupipe::kernels::cuda::detail {
 namespace {
 
-ConvGeometry Geometry(int64_t rows, int64_t cols, int m, ConvolveMode mode) {
-  ConvGeometry g;
-  g.rows = rows;
-  g.in_row_stride = cols;
-  g.window.row_length = cols;
-  g.window.in_begin = 0;
-  g.window.in_count = cols;
-  ConvolveOutputRange(cols, m, mode, &g.window.out_begin, &g.window.out_count);
-  g.out_row_stride = g.window.out_count;
-  g.tiles_per_row = 0;
-  g.taps = m;
-  return g;
-}
-
 // Each output o of row r: the sum over k = 0 .. m - 1, in that order, of taps[m - 1 - k] times
 // x[o - (m - 1) + k] (zero outside the row), each step one fma in T.
 template <typename T>
@@ -78,7 +64,8 @@ class ConvolveArrangementTest : public ::testing::Test {
                  " offset " + std::to_string(offset) + " SMs " +
                  std::to_string(multiprocessors) +
                  (arrangement == TapArrangement::kLeadFirst ? " lead-first" : " guarded-last"));
-    const ConvGeometry g = Geometry(rows, cols, m, mode);
+    ConvGeometry g;
+    ASSERT_TRUE(RowGeometry(rows, cols, m, mode, &g));
     const int64_t outs = g.rows * g.window.out_count;
     if (outs <= 0) return;
     std::uniform_real_distribution<double> uniform(-1, 1);
