@@ -131,6 +131,12 @@ Runs the gpupipe job service: a gRPC daemon that owns one GPU.
                              the slowest wake-up) or auto (CUDA's choice: spin unless the
                              process has more contexts than the host has cores) (default auto)
   --streams-per-priority N   lanes (CUDA streams with their own buffers) per priority (default 2)
+  --mapped-io-max-kib N      a job of one chunk with at most N KiB of input and N KiB of
+                             output runs with no copies: its kernels read the input from and
+                             write the result to page-locked host memory mapped into the GPU's
+                             address space (elementwise, reduce, argmax, softmax and normalize
+                             pipelines with auto or direct staging; 0: every job copies;
+                             default 64)
   --max-input-mib N          largest input tensor accepted by Submit, in MiB (default 64)
   --max-stream-input-gib N   largest input tensor accepted by Run, the streaming upload, in
                              GiB (default 4)
@@ -387,6 +393,7 @@ absl::StatusOr<DaemonOptions> ParseFlags(const std::vector<std::string>& args) {
            [&](int64_t v) { o.priority_threads = static_cast<int>(v); }},
           {"--streams-per-priority", 1, 16,
            [&](int64_t v) { o.streams_per_priority = static_cast<int>(v); }},
+          {"--mapped-io-max-kib", 0, 1 << 20, [&](int64_t v) { o.mapped_io_max_bytes = v << 10; }},
           {"--max-input-mib", 1, 1024, [&](int64_t v) { o.max_input_bytes = v << 20; }},
           {"--chunk-mib", 1, 1024, [&](int64_t v) { o.chunk_bytes = v << 20; }},
           {"--input-ring-mib", 1, 1 << 16, [&](int64_t v) { o.input_ring_bytes = v << 20; }},

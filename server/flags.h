@@ -26,6 +26,8 @@ struct DaemonOptions {
   engine::CudaWait cuda_wait = engine::CudaWait::kAuto;  // --cuda-wait
   int device = 0;
   int streams_per_priority = 2;
+  // --mapped-io-max-kib (engine::CudaBackendOptions::mapped_io_max_bytes; 0: off).
+  int64_t mapped_io_max_bytes = engine::CudaBackendOptions{}.mapped_io_max_bytes;
   int64_t max_input_bytes = int64_t{64} << 20;
   // --device-memory: the budget of the lanes' device chunk buffers, as a fraction of the
   // device's memory or in bytes (bytes win when set).

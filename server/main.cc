@@ -237,6 +237,7 @@ int Run(const DaemonOptions& options) {
   cuda_options.device_memory_fraction = options.device_memory_fraction;
   cuda_options.device_memory_bytes = options.device_memory_bytes;
   cuda_options.chunk_bytes = options.chunk_bytes;
+  cuda_options.mapped_io_max_bytes = options.mapped_io_max_bytes;
   cuda_options.inject_fault = options.inject_fault;
   cuda_options.inject_fault_at_job = options.inject_fault_at_job;
   engine::CpuBackendOptions cpu_options;

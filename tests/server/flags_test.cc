@@ -1,6 +1,6 @@
 // gpupiped's memory and scheduling flags: --device-memory as a percentage or a size,
 // --chunk-mib, --input-ring-mib, --input-ring-total-mib, --priority-hold-ms,
-// --direct-run-max-kib, --max-client-unread-mib, --max-unread-mib, --rpc-stream-window-kib,
+// --direct-run-max-kib, --mapped-io-max-kib, --max-client-unread-mib, --max-unread-mib, --rpc-stream-window-kib,
 // the listening addresses' ports, the priority listener's.
 #include "server/flags.h"
 
@@ -198,6 +198,24 @@ TEST(Flags, DirectRunsTakeJobsOf64KibByDefaultAndZeroTurnsThemOff) {
   o = ParseFlags({"--direct-run-max-kib", "-1"});
   ASSERT_FALSE(o.ok());
   EXPECT_NE(o.status().message().find("--direct-run-max-kib"), std::string::npos) << o.status();
+}
+
+TEST(Flags, SmallJobsRunWithoutCopiesUpTo64KibByDefaultAndZeroTurnsThatOff) {
+  absl::StatusOr<DaemonOptions> o = ParseFlags({});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->mapped_io_max_bytes, 64 << 10);
+  EXPECT_EQ(o->mapped_io_max_bytes, engine::CudaBackendOptions{}.mapped_io_max_bytes);
+  o = ParseFlags({"--mapped-io-max-kib", "0"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->mapped_io_max_bytes, 0);
+  o = ParseFlags({"--mapped-io-max-kib=256"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->mapped_io_max_bytes, 256 << 10);
+  for (const char* bad : {"-1", "1048577", "64k"}) {
+    o = ParseFlags({"--mapped-io-max-kib", bad});
+    ASSERT_FALSE(o.ok()) << bad;
+    EXPECT_NE(o.status().message().find("--mapped-io-max-kib"), std::string::npos) << o.status();
+  }
 }
 
 TEST(Flags, LogsAreTextAtInfoByDefaultAndBadValuesNameTheFlag) {

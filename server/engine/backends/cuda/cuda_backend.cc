@@ -160,7 +160,13 @@ class CudaBackend final : public Backend {
     return stats;
   }
 
-  std::string MemorySummary() const override { return pool_->memory_summary(); }
+  std::string MemorySummary() const override {
+    if (options_.mapped_io_max_bytes <= 0) return pool_->memory_summary();
+    return absl::StrFormat(
+        "%s; one-chunk jobs of at most %.1f KiB in and out run without copies, on the mapped "
+        "pinned buffers",
+        pool_->memory_summary(), static_cast<double>(options_.mapped_io_max_bytes) / 1024.0);
+  }
 
   absl::Status DeviceStatus() const override { return StickyCudaError(); }
 
@@ -274,8 +280,9 @@ class CudaBackend final : public Backend {
     device_priority_[static_cast<int>(Priority::kLow)] = least;
     device_priority_[static_cast<int>(Priority::kNormal)] = least + (greatest - least) / 2;
     device_priority_[static_cast<int>(Priority::kHigh)] = greatest;
-    launch_defaults_ = {options_.device, device_.multiprocessors, options_.default_stages,
-                        caps_.feature_arch(), caps_.max_smem_per_block};
+    launch_defaults_ = {options_.device,      device_.multiprocessors,
+                        options_.default_stages, caps_.feature_arch(),
+                        caps_.max_smem_per_block, options_.mapped_io_max_bytes};
 
     LanePoolOptions pool;
     pool.device = options_.device;

@@ -123,6 +123,7 @@ absl::Status CudaLane::Begin(const JobSpec& spec, const Plan& plan, const ChunkL
   }
   one_stream_ = layout.chunk_count == 1 && !spec.profile &&
                 layout.mode != ChunkLayout::Mode::kSplitRowResize;
+  mapped_ = false;
   // A one-stream job's clock starts at its copy in (Enqueue).
   if (!one_stream_) {
     GPUPIPE_CUDA_RETURN(cudaEventRecord(lane_.job_start.get(), lane_.h2d_stream()),
@@ -258,6 +259,7 @@ absl::Status CudaLane::EnqueueOnOneStream(const Chunk& chunk, int s, const Stage
   const int64_t out_bytes = chunk.out_elements * layout_->out_itemsize;
   const int src = static_cast<int>(chunk.plan.steps.size() % 2);
   char* out = OutputOf(chunk, s);
+  if (out == slot.h_output && RunsMapped(chunk, input)) return EnqueueMapped(chunk, s, input);
   // Copies, timing events and kernels, in stream order; `record_flags` is
   // cudaEventRecordExternal under capture, so the events stay readable after each replay.
   auto whole_job = [&](unsigned record_flags,
@@ -284,7 +286,7 @@ absl::Status CudaLane::EnqueueOnOneStream(const Chunk& chunk, int s, const Stage
   // runtime call instead of seven, the host time a small job is made of.
   if (input.staged != nullptr && out == slot.h_output && !spec_->profile &&
       layout_->mode != ChunkLayout::Mode::kSplitRowResize) {
-    const LaunchChoice choice = ChooseLaunch(chunk.plan, s, "job;");
+    const LaunchChoice choice = ChooseLaunch(chunk.plan, s, "job;", config_);
     if (choice.graph) {
       absl::Status captured = absl::OkStatus();
       absl::StatusOr<GraphCache::Lookup> graph = lane_.graphs->Get(
@@ -313,14 +315,71 @@ absl::Status CudaLane::EnqueueOnOneStream(const Chunk& chunk, int s, const Stage
   return whole_job(cudaEventRecordDefault, [&] { return LaunchChunk(chunk, s); });
 }
 
+bool CudaLane::RunsMapped(const Chunk& chunk, const StagedChunk& input) const {
+  const int64_t limit = defaults_.mapped_io_max_bytes;
+  return one_stream_ && limit > 0 && input.staged != nullptr &&
+         chunk.in_elements * layout_->in_itemsize <= limit &&
+         chunk.out_elements * layout_->out_itemsize <= limit &&
+         (spec_->staging == Staging::kAuto || spec_->staging == Staging::kDirect) &&
+         RunsOnMappedHostMemory(chunk.plan);
+}
+
+absl::Status CudaLane::EnqueueMapped(const Chunk& chunk, int s, const StagedChunk& input) {
+  Slot& slot = lane_.slots[s];
+  const cudaStream_t stream = lane_.stream();
+  // Plain loads and stores: the one way every kernel of such a plan reads and writes host
+  // memory (RunsOnMappedHostMemory).
+  kernels::cuda::LaunchConfig config = config_;
+  config.staging = kernels::cuda::Staging::kDirect;
+  StepBuffers buffers = lane_.buffers(s);
+  buffers.input = input.staged->d_input_mapped;
+  buffers.output = slot.d_output_mapped;
+  mapped_ = true;
+  timing_->staging = "direct (mapped host memory)";
+  // The kernels between the two timing events, in stream order; `record_flags` is
+  // cudaEventRecordExternal under capture, so the events stay readable after each replay.
+  const auto run = [&](unsigned record_flags, int* kernels) -> absl::Status {
+    GPUPIPE_CUDA_RETURN(cudaEventRecordWithFlags(slot.times[2].get(), stream, record_flags),
+                        "cudaEventRecord");
+    if (cudaError_t err = LaunchPlan(chunk.plan, buffers, config, kernels); err != cudaSuccess) {
+      return CudaError(err, "launching the plan");
+    }
+    GPUPIPE_CUDA_RETURN(cudaEventRecordWithFlags(slot.times[3].get(), stream, record_flags),
+                        "cudaEventRecord");
+    return absl::OkStatus();
+  };
+  const LaunchChoice choice = ChooseLaunch(chunk.plan, s, "mapped;", config);
+  if (choice.graph) {
+    absl::Status captured = absl::OkStatus();
+    absl::StatusOr<GraphCache::Lookup> graph = lane_.graphs->Get(
+        choice.topology, PlanParamsKey(chunk.plan), stream, [&](int* kernels) {
+          captured = run(cudaEventRecordExternal, kernels);
+          return captured.ok() ? cudaSuccess : cudaErrorStreamCaptureInvalidated;
+        });
+    if (!captured.ok()) return captured;
+    if (graph.ok()) {
+      first_launch_ = choice.mode;
+      NoteGraph(*graph);
+      GPUPIPE_CUDA_RETURN(cudaGraphLaunch(graph->exec, stream), "cudaGraphLaunch");
+      return absl::OkStatus();
+    }
+    // The kernels enqueued fine but did not make a graph: they run one by one.
+    (void)cudaGetLastError();
+  }
+  first_launch_ = config.pdl ? LaunchMode::kPdl : LaunchMode::kStream;
+  return run(cudaEventRecordDefault, &kernels_);
+}
+
 cudaEvent_t CudaLane::DoneEvent(const Slot& slot) const {
+  if (mapped_) return slot.times[3].get();
   return one_stream_ ? slot.times[5].get() : slot.d2h_done.get();
 }
 
-CudaLane::LaunchChoice CudaLane::ChooseLaunch(const Plan& plan, int s, const char* scope) {
+CudaLane::LaunchChoice CudaLane::ChooseLaunch(const Plan& plan, int s, const char* scope,
+                                              const kernels::cuda::LaunchConfig& config) {
   LaunchChoice choice;
   choice.mode = ResolveLaunch(spec_->launch, defaults_.pdl());
-  choice.topology = absl::StrCat(scope, "slot", s, ";", PlanTopologyKey(plan, config_));
+  choice.topology = absl::StrCat(scope, "slot", s, ";", PlanTopologyKey(plan, config));
   if (spec_->launch == LaunchMode::kAuto && !spec_->profile &&
       lane_.graphs->SeenBefore(choice.topology)) {
     choice.mode = RepeatedShapeLaunch(defaults_.pdl());
@@ -340,7 +399,7 @@ absl::Status CudaLane::LaunchChunk(const Chunk& chunk, int s) {
   if (layout_->mode == ChunkLayout::Mode::kSplitRowResize) return LaunchSplitRowPiece(chunk, s);
   const Plan& plan = chunk.plan;
   kernels::cuda::LaunchConfig config = config_;
-  const LaunchChoice choice = ChooseLaunch(plan, s, "");
+  const LaunchChoice choice = ChooseLaunch(plan, s, "", config);
   if (chunk.index == 0) first_launch_ = choice.mode;
   const StepBuffers buffers = lane_.buffers(s);
   if (spec_->profile) {
@@ -463,7 +522,13 @@ absl::StatusOr<const char*> CudaLane::Finish(const Chunk& chunk, JobTiming* timi
   const Slot& slot = lane_.slots[chunk.index % kSlots];
   GPUPIPE_CUDA_RETURN(cudaEventSynchronize(DoneEvent(slot)), "running the job");
   std::array<double, 6> at{};
-  if (one_stream_) {
+  if (mapped_) {
+    // No copies: the kernels' interval is the whole of it.
+    float ms = 0;
+    GPUPIPE_CUDA_RETURN(
+        cudaEventElapsedTime(&ms, slot.times[2].get(), slot.times[3].get()), "timing");
+    at[3] = at[4] = at[5] = ms * 1000.0;
+  } else if (one_stream_) {
     // Stages follow each other on one stream: three intervals give all six times.
     const std::array<int, 4> marks = {0, 2, 3, 5};
     for (size_t i = 1; i < marks.size(); ++i) {

@@ -6,7 +6,10 @@
 // kernels (one by one, or as a cached graph) on its compute stream after the copy-in event,
 // and the copy out on its copy-out stream after the compute event, so the copy in of chunk k+1,
 // the kernels of chunk k and the copy out of chunk k-1 run at once. A job of one chunk has
-// nothing to overlap and runs all three on the compute stream, with half the runtime calls.
+// nothing to overlap and runs all three on the compute stream, with half the runtime calls; a
+// small one (CudaLaunchDefaults::mapped_io_max_bytes) runs no copies at all: its kernels read
+// the pinned staging buffer and write the slot's pinned output over the host link, which costs
+// less than a copy's fixed latency at those sizes.
 // Finish waits for the chunk's copy out on the thread that runs the job and reads its stage
 // times from timing events.
 //
@@ -47,6 +50,10 @@ struct CudaLaunchDefaults {
   // shared memory a block may opt in to.
   int arch = 0;
   int max_smem_per_block = 0;
+  // The largest one-chunk job (bytes in and bytes out, each) whose kernels read its staged
+  // input and write its result in the lane's mapped host buffers themselves, with no copies
+  // (CudaBackendOptions::mapped_io_max_bytes); 0: every job copies.
+  int64_t mapped_io_max_bytes = 0;
   bool pdl() const { return arch >= kernels::cuda::kPdlArch; }
 };
 
@@ -93,7 +100,8 @@ class CudaLane final : public LaneExecutor {
     bool graph = false;
     std::string topology;
   };
-  LaunchChoice ChooseLaunch(const Plan& plan, int slot, const char* scope);
+  LaunchChoice ChooseLaunch(const Plan& plan, int slot, const char* scope,
+                           const kernels::cuda::LaunchConfig& config);
   // Counts a replayed graph's kernels and outcome for the job's timing.
   void NoteGraph(const GraphCache::Lookup& graph);
   // Enqueues the chunk's kernels on the compute stream, one by one or as a cached graph.
@@ -110,6 +118,14 @@ class CudaLane final : public LaneExecutor {
   // A one-chunk job's copy in, kernels and copy out, all on the compute stream; a repeated one
   // whose copies use only the lane's own host buffers, as one cached graph.
   absl::Status EnqueueOnOneStream(const Chunk& chunk, int slot, const StagedChunk& input);
+  // Whether a one-stream chunk whose result is bound for its slot's pinned buffer runs on
+  // mapped host memory: small enough, its input staged in the lane's pinned buffer, a plan
+  // whose kernels may (RunsOnMappedHostMemory) and a staging the job left to the lane (auto)
+  // or asked as direct.
+  bool RunsMapped(const Chunk& chunk, const StagedChunk& input) const;
+  // A one-stream chunk's kernels on mapped host memory, between two timing events (times[2],
+  // times[3]); a repeated one as one cached graph.
+  absl::Status EnqueueMapped(const Chunk& chunk, int slot, const StagedChunk& input);
   // Where slot `slot`'s result of `chunk` lands; noted for Finish.
   char* OutputOf(const Chunk& chunk, int slot);
   // The event after a slot's copy out: d2h_done, or for a one-stream job its last timing
@@ -155,6 +171,9 @@ class CudaLane final : public LaneExecutor {
   LaunchMode first_launch_ = LaunchMode::kAuto;
   // The job is one chunk, not profiled: it runs on the compute stream alone.
   bool one_stream_ = false;
+  // That chunk runs on mapped host memory (EnqueueMapped): no copies, and only the kernels'
+  // two timing events.
+  bool mapped_ = false;
 };
 
 }  // namespace gpupipe::engine

@@ -124,9 +124,16 @@ absl::Status LanePool::Allocate(const LanePoolOptions& options) {
   GPUPIPE_CUDA_RETURN(cudaMalloc(&d_arena, device_bytes), "allocating the device arena");
   arena_.reset(d_arena);
   void* h_staging = nullptr;
-  GPUPIPE_CUDA_RETURN(cudaHostAlloc(&h_staging, pinned_bytes, cudaHostAllocDefault),
+  GPUPIPE_CUDA_RETURN(cudaHostAlloc(&h_staging, pinned_bytes, cudaHostAllocMapped),
                       "allocating pinned staging");
   staging_.reset(h_staging);
+  void* d_staging = nullptr;
+  GPUPIPE_CUDA_RETURN(cudaHostGetDevicePointer(&d_staging, h_staging, 0),
+                      "mapping pinned staging");
+  // Where the device sees a pinned buffer (the same address wherever addressing is unified).
+  const auto mapped = [&](void* h) {
+    return static_cast<char*>(d_staging) + (static_cast<char*>(h) - static_cast<char*>(h_staging));
+  };
 
   char* d_next = static_cast<char*>(d_arena);
   char* h_next = static_cast<char*>(h_staging);
@@ -138,10 +145,12 @@ absl::Status LanePool::Allocate(const LanePoolOptions& options) {
           d_next += slot;
         }
         s.h_output = h_next;
+        s.d_output_mapped = mapped(h_next);
         h_next += slot;
       }
       for (StagedInput& in : lane.inputs) {
         in.h_input = h_next;
+        in.d_input_mapped = mapped(h_next);
         h_next += slot;
       }
       lane.d_workspace = d_next;

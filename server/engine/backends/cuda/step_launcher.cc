@@ -90,8 +90,11 @@ cudaError_t LaunchRowResizeStep(const PlanStep& step, const void* d_in, void* d_
 cudaError_t LaunchStep(const Plan& plan, size_t index, const StepBuffers& buffers,
                        const kc::LaunchConfig& config, int* kernels) {
   const PlanStep& step = plan.steps[index];
-  const void* d_in = buffers.d_buffers[index % 2];
-  void* d_out = buffers.d_buffers[1 - index % 2];
+  const void* d_in = index == 0 && buffers.input != nullptr ? buffers.input
+                                                            : buffers.d_buffers[index % 2];
+  void* d_out = index + 1 == plan.steps.size() && buffers.output != nullptr
+                    ? buffers.output
+                    : buffers.d_buffers[1 - index % 2];
   const kernels::ElementType type = ToElementType(step.in_dtype);
   int launched = 0;
   cudaError_t err = cudaErrorInvalidValue;
@@ -161,6 +164,24 @@ cudaError_t LaunchRowResizePiece(const Chunk& chunk, const void* d_in, void* d_o
   }
   *kernels += launched;
   return err;
+}
+
+bool RunsOnMappedHostMemory(const Plan& plan) {
+  if (plan.steps.empty()) return false;
+  for (const PlanStep& step : plan.steps) {
+    switch (step.kind) {
+      case StepKind::kElementwise:
+      case StepKind::kRowReduce:
+      case StepKind::kRowArgmax:
+      case StepKind::kRowSoftmax:
+      case StepKind::kRowNormalize: break;
+      case StepKind::kRowCumsum:
+      case StepKind::kRowHistogram:
+      case StepKind::kRowConvolve:
+      case StepKind::kRowTopk: return false;
+    }
+  }
+  return true;
 }
 
 size_t PlanWorkspaceBytes(const Plan& plan) {

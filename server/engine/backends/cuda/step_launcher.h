@@ -13,15 +13,30 @@
 
 namespace gpupipe::engine {
 
-// The device memory one plan runs in: two ping-pong buffers and the kernels' workspace.
+// The memory one plan runs in: two ping-pong device buffers and the kernels' workspace; and,
+// where set, where the plan's first step reads its input (`input`) and its last step writes
+// its output (`output`) instead of the buffers. Those two may be mapped page-locked host
+// memory for a plan that RunsOnMappedHostMemory.
 struct StepBuffers {
   void* d_buffers[2] = {nullptr, nullptr};
   void* d_workspace = nullptr;
   size_t workspace_bytes = 0;
+  const void* input = nullptr;
+  void* output = nullptr;
 };
 
-// Enqueues step `index` of `plan` (reading buffer index % 2, writing the other) on
-// config.stream. Adds the kernels enqueued to `*kernels`.
+// Whether `plan`'s kernels, launched with direct staging, touch its input and output only with
+// plain loads and stores, each output element written once: elementwise and row-multipass
+// steps (reduce, argmax, softmax, normalize). Their input and output may then be mapped host
+// memory (StepBuffers::input, output), which the device reads and writes over the host link.
+// The row-resize steps are not: the histogram adds into its counts, cumsum's streamed scan
+// and the convolution stage their input with asynchronous copies of their own, and none of
+// the four was measured on host memory.
+bool RunsOnMappedHostMemory(const Plan& plan);
+
+// Enqueues step `index` of `plan` (reading buffer index % 2, writing the other, or
+// buffers.input for the first step and buffers.output for the last) on config.stream. Adds
+// the kernels enqueued to `*kernels`.
 cudaError_t LaunchStep(const Plan& plan, size_t index, const StepBuffers& buffers,
                        const kernels::cuda::LaunchConfig& config, int* kernels);
 
@@ -42,7 +57,8 @@ cudaError_t LaunchRowResizePiece(const Chunk& chunk, const void* d_in, void* d_o
 // with this (or checks against it) once the memory pool knows its largest job.
 size_t PlanWorkspaceBytes(const Plan& plan);
 
-// Enqueues every step; the plan's output ends in buffer plan.steps.size() % 2.
+// Enqueues every step; the plan's output ends in buffer plan.steps.size() % 2, or in
+// buffers.output.
 cudaError_t LaunchPlan(const Plan& plan, const StepBuffers& buffers,
                        const kernels::cuda::LaunchConfig& config, int* kernels);
 

@@ -182,14 +182,22 @@ TEST(HotPath, SteadyStateJobsMakeNoImplicitlySynchronizingCalls) {
   }
 }
 
-// A small job (one chunk, a repeated shape) runs its copies and kernels on one stream, and once
-// its shape repeats, as one graph replay that holds the copies, the kernels and the timing
-// events: no cross-stream event waits, and few runtime calls per job, since each call is host
-// time on the small-job path (bench/results/service-h200.md). The timing read from the events
-// inside the graph still splits the job into its stages.
-TEST(HotPath, ARepeatedOneChunkJobRunsOnOneStreamWithFewRuntimeCalls) {
+// What a steady run of one repeated small job ([1, 1024] float32, affine, relu, softmax)
+// asks of the runtime: every call counted, the first and last jobs' timing.
+struct SmallJobRun {
+  std::map<CUpti_CallbackId, int> calls;
+  int total = 0;
+  std::string seen;  // the calls by name, for failure messages
+  JobTiming first, last;
+  int count(CUpti_CallbackId cbid) const { return calls.count(cbid) ? calls.at(cbid) : 0; }
+};
+
+// Runs `jobs` of the small job, after 20 unrecorded ones, on one lane of a backend with
+// `mapped_io_max_bytes`; each result is checked against the reference softmax.
+void RunRepeatedSmallJob(int64_t mapped_io_max_bytes, int jobs, SmallJobRun* out) {
   CudaBackendOptions options;
   options.lanes_per_level = 1;
+  options.mapped_io_max_bytes = mapped_io_max_bytes;
   absl::StatusOr<std::unique_ptr<Backend>> backend = CreateCudaBackend(options);
   if (!backend.ok()) GTEST_SKIP() << "no usable CUDA device: " << backend.status();
   std::unique_ptr<Engine> engine = Engine::Create(*std::move(backend), EngineOptions{});
@@ -206,9 +214,8 @@ TEST(HotPath, ARepeatedOneChunkJobRunsOnOneStreamWithFewRuntimeCalls) {
   JobSpec spec;
   spec.shape = {1, 1024};
   spec.ops = {{OpKind::kAffine, 2, 1}, {OpKind::kRelu}, {OpKind::kSoftmax}};
-  JobTiming first, last;
-  auto run = [&](int jobs, uint64_t salt) {
-    for (int j = 0; j < jobs; ++j) {
+  auto run = [&](int n, uint64_t salt) {
+    for (int j = 0; j < n; ++j) {
       const std::vector<float> x = gpupipe::testing::RandomFloats(1024, seed + salt + j);
       std::string input = AsBytes(x);
       auto sink = std::make_shared<RecordingSink>();
@@ -216,8 +223,8 @@ TEST(HotPath, ARepeatedOneChunkJobRunsOnOneStreamWithFewRuntimeCalls) {
       ASSERT_TRUE(sink->WaitDone(std::chrono::seconds(60)));
       ASSERT_TRUE(sink->status().ok()) << sink->status();
       // The result is the CPU reference's softmax(relu(2x + 1)).
-      const std::string out = sink->output();
-      ASSERT_EQ(out.size(), x.size() * sizeof(float));
+      const std::string result = sink->output();
+      ASSERT_EQ(result.size(), x.size() * sizeof(float));
       std::vector<double> ref(x.size());
       double max = 0, sum = 0;
       for (size_t i = 0; i < x.size(); ++i) max = std::max(max, std::max(0.0, 2.0 * x[i] + 1));
@@ -225,45 +232,85 @@ TEST(HotPath, ARepeatedOneChunkJobRunsOnOneStreamWithFewRuntimeCalls) {
         ref[i] = std::exp(std::max(0.0, 2.0 * x[i] + 1) - max);
         sum += ref[i];
       }
-      const float* y = reinterpret_cast<const float*>(out.data());
+      const float* y = reinterpret_cast<const float*>(result.data());
       for (size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(y[i], ref[i] / sum, 1e-6) << i;
-      last = sink->timing();
-      if (salt == 0 && j == 0) first = last;
+      out->last = sink->timing();
+      if (salt == 0 && j == 0) out->first = out->last;
     }
   };
   run(20, 0);  // the shape's first job launches with PDL, later ones replay its graph
-  constexpr int kJobs = 200;
   counts.recording = true;
-  run(kJobs, 1000);
+  run(jobs, 1000);
   counts.recording = false;
   cuptiUnsubscribe(subscriber);
-
-  int total = 0;
-  std::string seen;
+  out->calls = counts.calls;
   for (const auto& [cbid, n] : counts.calls) {
-    total += n;
-    seen += counts.names[cbid] + " x" + std::to_string(n) + "\n";
+    out->total += n;
+    out->seen += counts.names[cbid] + " x" + std::to_string(n) + "\n";
   }
-  std::printf("runtime API calls for %d one-chunk jobs:\n%s", kJobs, seen.c_str());
-  EXPECT_EQ(counts.count(CUPTI_RUNTIME_TRACE_CBID_cudaStreamWaitEvent_v3020), 0) << seen;
-  EXPECT_EQ(counts.count(CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000), kJobs) << seen;
+  std::printf("runtime API calls for %d one-chunk jobs:\n%s", jobs, out->seen.c_str());
+}
+
+// A small job that copies (one chunk, a repeated shape) runs its copies and kernels on one
+// stream, and once its shape repeats, as one graph replay that holds the copies, the kernels
+// and the timing events: no cross-stream event waits, and few runtime calls per job, since
+// each call is host time on the small-job path (bench/results/service-h200.md). The timing
+// read from the events inside the graph still splits the job into its stages.
+TEST(HotPath, ARepeatedOneChunkJobThatCopiesRunsOnOneStreamWithFewRuntimeCalls) {
+  constexpr int kJobs = 200;
+  SmallJobRun r;
+  RunRepeatedSmallJob(/*mapped_io_max_bytes=*/0, kJobs, &r);
+  if (IsSkipped() || HasFatalFailure()) return;
+  EXPECT_EQ(r.count(CUPTI_RUNTIME_TRACE_CBID_cudaStreamWaitEvent_v3020), 0) << r.seen;
+  EXPECT_EQ(r.count(CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000), kJobs) << r.seen;
   // The copies and timing events are inside the replayed graph.
-  EXPECT_EQ(counts.count(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020), 0) << seen;
-  EXPECT_EQ(counts.count(CUPTI_RUNTIME_TRACE_CBID_cudaEventRecord_v3020), 0) << seen;
-  EXPECT_EQ(counts.count(CUPTI_RUNTIME_TRACE_CBID_cudaEventRecordWithFlags_v11010), 0) << seen;
+  EXPECT_EQ(r.count(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020), 0) << r.seen;
+  EXPECT_EQ(r.count(CUPTI_RUNTIME_TRACE_CBID_cudaEventRecord_v3020), 0) << r.seen;
+  EXPECT_EQ(r.count(CUPTI_RUNTIME_TRACE_CBID_cudaEventRecordWithFlags_v11010), 0) << r.seen;
   // Per job: the device, one replay, a query and its error reset, one wait and three elapsed
   // times.
-  EXPECT_LE(total, 9 * kJobs) << seen;
+  EXPECT_LE(r.total, 9 * kJobs) << r.seen;
   // The last job's stages, timed by the events the graph recorded.
-  EXPECT_EQ(last.launch, "graph-pdl (auto)");
-  EXPECT_EQ(last.graph, "hit");
-  EXPECT_EQ(first.launch, "pdl (auto)");
-  EXPECT_GT(first.kernels, 0);
-  EXPECT_EQ(last.kernels, first.kernels);  // counted at capture, reported at every replay
-  EXPECT_GT(last.h2d_us, 0.0);
-  EXPECT_GT(last.compute_us, 0.0);
-  EXPECT_GT(last.d2h_us, 0.0);
-  EXPECT_LT(last.h2d_us + last.compute_us + last.d2h_us, 10000.0);
+  EXPECT_EQ(r.last.launch, "graph-pdl (auto)");
+  EXPECT_EQ(r.last.graph, "hit");
+  EXPECT_EQ(r.first.launch, "pdl (auto)");
+  EXPECT_GT(r.first.kernels, 0);
+  EXPECT_EQ(r.last.kernels, r.first.kernels);  // counted at capture, reported at every replay
+  EXPECT_GT(r.last.h2d_us, 0.0);
+  EXPECT_GT(r.last.compute_us, 0.0);
+  EXPECT_GT(r.last.d2h_us, 0.0);
+  EXPECT_LT(r.last.h2d_us + r.last.compute_us + r.last.d2h_us, 10000.0);
+}
+
+// The same job within mapped_io_max_bytes (the default) copies nothing: its kernels read the
+// staged input and write the result in mapped host memory, and a repeated one is one graph
+// replay holding the kernels and their two timing events, with one elapsed time to read.
+TEST(HotPath, ARepeatedSmallJobWithoutCopiesIsOneReplayAndNoCopy) {
+  constexpr int kJobs = 200;
+  SmallJobRun r;
+  RunRepeatedSmallJob(CudaBackendOptions{}.mapped_io_max_bytes, kJobs, &r);
+  if (IsSkipped() || HasFatalFailure()) return;
+  EXPECT_EQ(r.count(CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000), kJobs) << r.seen;
+  EXPECT_EQ(r.count(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020), 0) << r.seen;
+  EXPECT_EQ(r.count(CUPTI_RUNTIME_TRACE_CBID_cudaStreamWaitEvent_v3020), 0) << r.seen;
+  EXPECT_EQ(r.count(CUPTI_RUNTIME_TRACE_CBID_cudaEventRecord_v3020), 0) << r.seen;
+  EXPECT_EQ(r.count(CUPTI_RUNTIME_TRACE_CBID_cudaEventRecordWithFlags_v11010), 0) << r.seen;
+  EXPECT_EQ(r.count(CUPTI_RUNTIME_TRACE_CBID_cudaEventElapsedTime_v3020) +
+                r.count(CUPTI_RUNTIME_TRACE_CBID_cudaEventElapsedTime_v12080),
+            kJobs)
+      << r.seen;
+  // Per job: the device, one replay, a query and its error reset, one wait, one elapsed time.
+  EXPECT_LE(r.total, 7 * kJobs) << r.seen;
+  EXPECT_EQ(r.first.staging, "direct (mapped host memory)");
+  EXPECT_EQ(r.last.staging, "direct (mapped host memory)");
+  EXPECT_EQ(r.first.launch, "pdl (auto)");
+  EXPECT_EQ(r.last.launch, "graph-pdl (auto)");
+  EXPECT_EQ(r.last.graph, "hit");
+  EXPECT_EQ(r.last.kernels, r.first.kernels);
+  EXPECT_EQ(r.last.h2d_us, 0.0);
+  EXPECT_EQ(r.last.d2h_us, 0.0);
+  EXPECT_GT(r.last.compute_us, 0.0);
+  EXPECT_LT(r.last.compute_us, 10000.0);
 }
 
 }  // namespace
