@@ -192,7 +192,10 @@ TEST_F(CudaMappedIo, MappedJobsGiveTheBytesOfCopiedJobsForEveryOpFamilyAndDtype)
             const std::string what = std::string(DTypeName(dtype)) + " " + p.name + " on " +
                                      ShapeString(shape) + " " + LaunchModeName(launch) +
                                      " round " + std::to_string(round);
-            auto reference = Run(cpu_, spec, x);
+            JobSpec cpu_spec = spec;
+            cpu_spec.staging = Staging::kAuto;  // the CPU backend stages nothing
+            cpu_spec.launch = LaunchMode::kAuto;
+            auto reference = Run(cpu_, cpu_spec, x);
             auto copied = Run(copied_, spec, x);
             auto got = Run(mapped_, spec, x);
             ASSERT_TRUE(got->status().ok()) << what << ": " << got->status();
