@@ -1,0 +1,132 @@
+"""Reads a gperftools CPU profile of gpupiped (bench/service/cpu_profile.sh) and prints where
+the daemon's CPU went, in microseconds a job: each function's inclusive share of the samples
+times the daemon's CPU a job that `gpupipe bench` measured in the same window. The profile's
+own symbols are not used: a bundle's binaries are stripped and its host's libc differs, so
+frames are named from an unstripped build of the same commit (--binary) and the bundle's
+shared libraries (--lib-dir; without it, the libraries at the paths the profile names, for a
+profile taken on this host); frames in libraries found nowhere here (the GPU host's libc and
+libcuda) are named by their library.
+
+usage: cpu_profile.py PROFILE --binary BUILD/bin/gpupiped [--lib-dir DIR] [--us-per-job US]
+                      [--top N] [--match REGEX]
+"""
+import argparse
+import bisect
+import collections
+import os
+import re
+import struct
+import subprocess
+
+
+def read_profile(path):
+    """The samples (count, program counters leaf first) and the executable mappings."""
+    data = open(path, "rb").read()
+    off = 5 * 8  # header: 0, 3, 0, sampling period, 0
+    samples = []
+    while True:
+        count, depth = struct.unpack_from("<2Q", data, off)
+        off += 16
+        pcs = struct.unpack_from(f"<{depth}Q", data, off)
+        off += depth * 8
+        if count == 0 and depth == 1 and pcs[0] == 0:
+            break
+        samples.append((count, pcs))
+    maps = []
+    for line in data[off:].decode(errors="replace").splitlines():
+        m = re.match(r"([0-9a-f]+)-([0-9a-f]+) (\S+) ([0-9a-f]+) \S+ \d+\s+(\S+)", line)
+        if m and "x" in m.group(3):
+            maps.append((int(m.group(1), 16), int(m.group(2), 16), int(m.group(4), 16),
+                         m.group(5)))
+    return samples, sorted(maps)
+
+
+class Symbolizer:
+    def __init__(self, binary, lib_dir):
+        self.binary, self.lib_dir, self.tables = binary, lib_dir, {}
+
+    def local_file(self, path):
+        name = os.path.basename(path)
+        if name == "gpupiped":
+            return self.binary
+        if self.lib_dir:
+            candidate = os.path.join(self.lib_dir, name)
+            return candidate if os.path.exists(candidate) else None
+        # No --lib-dir: a profile taken on this host, whose libraries are where it saw them.
+        return path if os.path.exists(path) else None
+
+    def table(self, path):
+        if path not in self.tables:
+            local, table = self.local_file(path), None
+            if local:
+                for flags in (["-C", "--defined-only", "-n"], ["-D", "-C", "--defined-only", "-n"]):
+                    out = subprocess.run(["nm", *flags, local], capture_output=True,
+                                         text=True).stdout
+                    rows = [line.split(" ", 2) for line in out.splitlines()]
+                    rows = [(int(r[0], 16), r[2]) for r in rows if len(r) == 3 and r[1] in "tTwW"]
+                    if rows:
+                        table = ([a for a, _ in rows], [n for _, n in rows])
+                        break
+            self.tables[path] = table
+        return self.tables[path]
+
+    def name(self, maps, pc):
+        i = bisect.bisect_right([m[0] for m in maps], pc) - 1
+        if i < 0 or pc >= maps[i][1]:
+            return "[unknown]"
+        lo, _, offset, path = maps[i]
+        table = self.table(path)
+        if table is None:
+            return f"[{os.path.basename(path)}]"
+        j = bisect.bisect_right(table[0], pc - lo + offset) - 1
+        return table[1][j] if j >= 0 else f"[{os.path.basename(path)}]"
+
+
+def short(name):
+    for prefix in ("gpupipe::", "engine::", "(anonymous namespace)::", "absl::debian3::"):
+        name = name.replace(prefix, "")
+    return name if len(name) <= 120 else name[:117] + "..."
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("profile")
+    ap.add_argument("--binary", required=True)
+    ap.add_argument("--lib-dir")
+    ap.add_argument("--us-per-job", type=float, default=0)
+    ap.add_argument("--top", type=int, default=40)
+    ap.add_argument("--match", default="")
+    args = ap.parse_args()
+    samples, maps = read_profile(args.profile)
+    sym = Symbolizer(args.binary, args.lib_dir)
+    total = sum(c for c, _ in samples)
+    inclusive, leaf_lib = collections.Counter(), collections.Counter()
+    for count, pcs in samples:
+        seen = set()
+        for k, pc in enumerate(pcs):
+            # Return addresses point after the call: look the caller frames up one byte back.
+            name = short(sym.name(maps, pc if k == 0 else pc - 1))
+            if k == 0:
+                leaf_lib[name if name.startswith("[") else "code"] += count
+            if name not in seen:
+                seen.add(name)
+                inclusive[name] += count
+    scale = args.us_per_job / total if args.us_per_job else 100.0 / total
+    unit = "us/job" if args.us_per_job else "%"
+    print(f"{total} samples; {unit} of the daemon's CPU, inclusive")
+    pattern = re.compile(args.match) if args.match else None
+    shown = 0
+    for name, count in inclusive.most_common():
+        if pattern and not pattern.search(name):
+            continue
+        print(f"{count * scale:9.1f} {unit}  {name}")
+        shown += 1
+        if shown >= args.top:
+            break
+    print("leaf samples by where they ran (named code, or a library without symbols here):")
+    for name, count in leaf_lib.most_common(8):
+        print(f"{count * scale:9.1f} {unit}  {name}")
+
+
+if __name__ == "__main__":
+    main()
