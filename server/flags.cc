@@ -134,9 +134,9 @@ Runs the gpupipe job service: a gRPC daemon that owns one GPU.
   --mapped-io-max-kib N      a job of one chunk with at most N KiB of input and N KiB of
                              output runs with no copies: its kernels read the input from and
                              write the result to page-locked host memory mapped into the GPU's
-                             address space (elementwise, reduce, argmax, softmax and normalize
-                             pipelines with auto or direct staging; 0: every job copies;
-                             default 64)
+                             address space (pipelines of elementwise, reduction, argmax,
+                             softmax and normalize steps, with auto staging, whose input came
+                             in the request; 0: every job copies; default 64)
   --max-input-mib N          largest input tensor accepted by Submit, in MiB (default 64)
   --max-stream-input-gib N   largest input tensor accepted by Run, the streaming upload, in
                              GiB (default 4)

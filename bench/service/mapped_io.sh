@@ -3,8 +3,9 @@
 # that copies every job (0) and on one whose kernels read and write the lanes' mapped pinned
 # buffers for jobs up to 256 KiB, each measured in the same run, at concurrency 1 (latency)
 # and 64 (throughput), batching off. Rows of 1024 float32 through affine, relu and softmax,
-# 1 to 64 rows a job (4 to 256 KiB in and out); the rows where mapped stops winning choose the
-# default (CudaBackendOptions::mapped_io_max_bytes). About a minute with the defaults.
+# 1 to 64 rows a job (4 to 256 KiB in and out), for choosing the default
+# (CudaBackendOptions::mapped_io_max_bytes): the device time and the rates of both ways at each
+# size. About a minute with the defaults.
 #
 # usage: bench/service/mapped_io.sh [BUNDLE_OR_BUILD_BIN_DIR]
 # env: OUT (default ./bench-out); BACKEND (default cuda; cpu runs the script, not the

@@ -1,7 +1,7 @@
 // gpupiped's memory and scheduling flags: --device-memory as a percentage or a size,
 // --chunk-mib, --input-ring-mib, --input-ring-total-mib, --priority-hold-ms,
-// --direct-run-max-kib, --mapped-io-max-kib, --max-client-unread-mib, --max-unread-mib, --rpc-stream-window-kib,
-// the listening addresses' ports, the priority listener's.
+// --direct-run-max-kib, --mapped-io-max-kib, --max-client-unread-mib, --max-unread-mib,
+// --rpc-stream-window-kib, the listening addresses' ports, the priority listener's.
 #include "server/flags.h"
 
 #include <gtest/gtest.h>

@@ -12,7 +12,8 @@
 //   stream        copy in, kernel, copy out, done event: four calls
 //   graph         copy in, kernel and copy out as one graph, then the done event
 //   mapped        the kernel reads the pinned input and writes the pinned output itself
-//                 (mapped host memory), then the done event: two calls
+//                 (pinned memory is mapped, at the same address, where addressing is unified,
+//                 as on every 64-bit host), then the done event: two calls
 //   mapped+times  event, kernel, event on the stream: three calls
 //   mapped-graph  the mapped kernel and its two timing events as one graph
 //
@@ -29,6 +30,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>

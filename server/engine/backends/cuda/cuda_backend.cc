@@ -163,8 +163,8 @@ class CudaBackend final : public Backend {
   std::string MemorySummary() const override {
     if (options_.mapped_io_max_bytes <= 0) return pool_->memory_summary();
     return absl::StrFormat(
-        "%s; one-chunk jobs of at most %.1f KiB in and out run without copies, on the mapped "
-        "pinned buffers",
+        "%s; one-chunk jobs of at most %.1f KiB in and out whose pipeline allows it run "
+        "without copies, on the mapped pinned buffers",
         pool_->memory_summary(), static_cast<double>(options_.mapped_io_max_bytes) / 1024.0);
   }
 
@@ -282,7 +282,8 @@ class CudaBackend final : public Backend {
     device_priority_[static_cast<int>(Priority::kHigh)] = greatest;
     launch_defaults_ = {options_.device,      device_.multiprocessors,
                         options_.default_stages, caps_.feature_arch(),
-                        caps_.max_smem_per_block, options_.mapped_io_max_bytes};
+                        caps_.max_smem_per_block, options_.mapped_io_max_bytes,
+                        options_.wait == CudaWait::kBlock};
 
     LanePoolOptions pool;
     pool.device = options_.device;
@@ -304,6 +305,7 @@ class CudaBackend final : public Backend {
     pool.workspace_bytes = kernels::cuda::RowOpsWorkspaceBytes();
     pool.graph_cache_capacity = options_.graph_cache_capacity;
     pool.blocking_sync = options_.wait == CudaWait::kBlock;
+    pool.map_staging = options_.mapped_io_max_bytes > 0;
     absl::StatusOr<std::unique_ptr<LanePool>> lanes = LanePool::Create(pool);
     if (!lanes.ok()) return lanes.status();
     pool_ = *std::move(lanes);

@@ -50,10 +50,11 @@ struct CudaBackendOptions {
   // The largest one-chunk job, in bytes of input and of output each, that runs with no copies:
   // its kernels read the staged input from the lane's pinned buffer and write the result to
   // the slot's pinned buffer, both mapped into the device's address space, which takes less
-  // than the fixed latency of a copy each way at these sizes (CudaLane). Elementwise and
-  // row-multipass pipelines only, with auto or direct staging (RunsOnMappedHostMemory); 0:
-  // every job copies. The value is chosen by bench/service/mapped_io.sh
-  // (bench/results/service-h200.md, "Small jobs without copies").
+  // than the fixed latency of a copy each way at these sizes (CudaLane). Pipelines of
+  // elementwise, reduction, argmax, softmax and normalize steps only, with auto staging
+  // (RunsOnMappedHostMemory); 0: every job copies, and the pinned buffers are not mapped. The
+  // value is chosen by bench/service/mapped_io.sh (bench/results/service-h200.md, "Small jobs
+  // without copies").
   int64_t mapped_io_max_bytes = int64_t{64} << 10;
   // Instantiated CUDA graphs kept per lane (least recently used evicted first).
   int graph_cache_capacity = 32;

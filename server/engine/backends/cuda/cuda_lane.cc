@@ -108,6 +108,7 @@ absl::Status CudaLane::Begin(const JobSpec& spec, const Plan& plan, const ChunkL
   graph_chunks_ = 0;
   last_graph_.clear();
   first_launch_ = LaunchMode::kAuto;
+  mapped_ = false;
   staging_busy_until_ = {};
   job_number_ = faults_ != nullptr ? ++faults_->jobs : 0;
   timing->stream = name_;
@@ -123,7 +124,6 @@ absl::Status CudaLane::Begin(const JobSpec& spec, const Plan& plan, const ChunkL
   }
   one_stream_ = layout.chunk_count == 1 && !spec.profile &&
                 layout.mode != ChunkLayout::Mode::kSplitRowResize;
-  mapped_ = false;
   // A one-stream job's clock starts at its copy in (Enqueue).
   if (!one_stream_) {
     GPUPIPE_CUDA_RETURN(cudaEventRecord(lane_.job_start.get(), lane_.h2d_stream()),
@@ -152,8 +152,9 @@ absl::Status CudaLane::Stage(const Chunk& chunk, const InputChunk& input) {
   // while this thread enqueues the chunk before and hands over finished ones.
   StagedInput& staged = lane_.inputs[chunk.index % kInputBuffers];
   // A job starts on a lane whose earlier work has finished (Finish waited for every chunk's
-  // copy out, which follows its copy in; End waits for the streams of a failed job), so only
-  // a buffer this job already used may still be read by a DMA.
+  // copy out, which follows its copy in, or for the kernels that read the buffer mapped; End
+  // waits for the streams of a failed job), so only a buffer this job already used may still
+  // be read by a DMA.
   if (chunk.index >= kInputBuffers) {
     GPUPIPE_CUDA_RETURN(cudaEventSynchronize(staged.copied.get()), "running the job");
   }
@@ -318,10 +319,10 @@ absl::Status CudaLane::EnqueueOnOneStream(const Chunk& chunk, int s, const Stage
 bool CudaLane::RunsMapped(const Chunk& chunk, const StagedChunk& input) const {
   const int64_t limit = defaults_.mapped_io_max_bytes;
   return one_stream_ && limit > 0 && input.staged != nullptr &&
+         input.staged->d_input_mapped != nullptr &&
          chunk.in_elements * layout_->in_itemsize <= limit &&
          chunk.out_elements * layout_->out_itemsize <= limit &&
-         (spec_->staging == Staging::kAuto || spec_->staging == Staging::kDirect) &&
-         RunsOnMappedHostMemory(chunk.plan);
+         spec_->staging == Staging::kAuto && RunsOnMappedHostMemory(chunk.plan);
 }
 
 absl::Status CudaLane::EnqueueMapped(const Chunk& chunk, int s, const StagedChunk& input) {
@@ -348,7 +349,11 @@ absl::Status CudaLane::EnqueueMapped(const Chunk& chunk, int s, const StagedChun
                         "cudaEventRecord");
     return absl::OkStatus();
   };
-  const LaunchChoice choice = ChooseLaunch(chunk.plan, s, "mapped;", config);
+  LaunchChoice choice = ChooseLaunch(chunk.plan, s, "mapped;", config);
+  // With blocking-sync events (--cuda-wait block) a replay of these few nodes costs more than
+  // the three calls it replaces (bench/service/experiments/launch_shapes.cu), so `auto` keeps
+  // launching them one by one there; an explicit graph mode still gets its graph.
+  if (defaults_.blocking_events && spec_->launch == LaunchMode::kAuto) choice.graph = false;
   if (choice.graph) {
     absl::Status captured = absl::OkStatus();
     absl::StatusOr<GraphCache::Lookup> graph = lane_.graphs->Get(

@@ -54,6 +54,8 @@ struct CudaLaunchDefaults {
   // input and write its result in the lane's mapped host buffers themselves, with no copies
   // (CudaBackendOptions::mapped_io_max_bytes); 0: every job copies.
   int64_t mapped_io_max_bytes = 0;
+  // The lanes' events put a waiting thread to sleep (CudaWait::kBlock).
+  bool blocking_events = false;
   bool pdl() const { return arch >= kernels::cuda::kPdlArch; }
 };
 
@@ -119,17 +121,18 @@ class CudaLane final : public LaneExecutor {
   // whose copies use only the lane's own host buffers, as one cached graph.
   absl::Status EnqueueOnOneStream(const Chunk& chunk, int slot, const StagedChunk& input);
   // Whether a one-stream chunk whose result is bound for its slot's pinned buffer runs on
-  // mapped host memory: small enough, its input staged in the lane's pinned buffer, a plan
-  // whose kernels may (RunsOnMappedHostMemory) and a staging the job left to the lane (auto)
-  // or asked as direct.
+  // mapped host memory: small enough, its input staged in the lane's pinned buffer (not a
+  // region's), a plan whose kernels may (RunsOnMappedHostMemory) and a staging the job left to
+  // the lane (auto: a job that names one gets it on device memory, as it asked).
   bool RunsMapped(const Chunk& chunk, const StagedChunk& input) const;
   // A one-stream chunk's kernels on mapped host memory, between two timing events (times[2],
-  // times[3]); a repeated one as one cached graph.
+  // times[3]); a repeated one as one cached graph, except with blocking events under `auto`.
   absl::Status EnqueueMapped(const Chunk& chunk, int slot, const StagedChunk& input);
   // Where slot `slot`'s result of `chunk` lands; noted for Finish.
   char* OutputOf(const Chunk& chunk, int slot);
-  // The event after a slot's copy out: d2h_done, or for a one-stream job its last timing
-  // event.
+  // The event that ends a slot's chunk: d2h_done after its copy out, or for a one-stream job
+  // its last timing event (times[5] after its copy out, times[3] after its kernels where it
+  // ran on mapped memory).
   cudaEvent_t DoneEvent(const Slot& slot) const;
 
   Lane& lane_;

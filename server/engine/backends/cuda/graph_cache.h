@@ -1,7 +1,8 @@
 // A least-recently-used cache of instantiated CUDA graphs for one lane (one stream with fixed
 // buffers, so a plan's kernels always see the same pointers there). A graph holds a chunk's
 // kernels, or a whole one-chunk job: its copies in and out of the lane's own host buffers and
-// its timing events around the kernels.
+// its timing events around the kernels, or, for a job without copies, its kernels on the
+// lane's mapped host buffers between two timing events.
 //
 // Entries are keyed by the plan's topology (step kinds, shapes, staging, launch mode, and what
 // the graph holds besides the kernels); the

@@ -124,14 +124,20 @@ absl::Status LanePool::Allocate(const LanePoolOptions& options) {
   GPUPIPE_CUDA_RETURN(cudaMalloc(&d_arena, device_bytes), "allocating the device arena");
   arena_.reset(d_arena);
   void* h_staging = nullptr;
-  GPUPIPE_CUDA_RETURN(cudaHostAlloc(&h_staging, pinned_bytes, cudaHostAllocMapped),
-                      "allocating pinned staging");
+  GPUPIPE_CUDA_RETURN(
+      cudaHostAlloc(&h_staging, pinned_bytes,
+                    options.map_staging ? cudaHostAllocMapped : cudaHostAllocDefault),
+      "allocating pinned staging");
   staging_.reset(h_staging);
   void* d_staging = nullptr;
-  GPUPIPE_CUDA_RETURN(cudaHostGetDevicePointer(&d_staging, h_staging, 0),
-                      "mapping pinned staging");
-  // Where the device sees a pinned buffer (the same address wherever addressing is unified).
-  const auto mapped = [&](void* h) {
+  if (options.map_staging) {
+    GPUPIPE_CUDA_RETURN(cudaHostGetDevicePointer(&d_staging, h_staging, 0),
+                        "mapping pinned staging");
+  }
+  // Where the device sees a pinned buffer (the same address wherever addressing is unified),
+  // or null where the block is not mapped.
+  const auto mapped = [&](void* h) -> char* {
+    if (d_staging == nullptr) return nullptr;
     return static_cast<char*>(d_staging) + (static_cast<char*>(h) - static_cast<char*>(h_staging));
   };
 

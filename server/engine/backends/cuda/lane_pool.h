@@ -4,8 +4,8 @@
 // pinned input staging buffers, a workspace, the split-row state, profiling events and a graph
 // cache. Every lane's device buffers are sub-ranges of one device arena (one cudaMalloc) and
 // every pinned buffer of one pinned block (one cudaHostAlloc, mapped into the device's address
-// space, so that kernels may read the staged inputs and write the outputs there themselves),
-// so running a job allocates nothing.
+// space where LanePoolOptions::map_staging asks, so that kernels may read the staged inputs
+// and write the outputs there themselves), so running a job allocates nothing.
 //
 // Thread safety: the pool is immutable after Create; a lane is used by one job at a time.
 #pragma once
@@ -61,7 +61,7 @@ inline constexpr size_t kSplitStateBytes =
 struct Slot {
   std::array<void*, 2> d_buffers{};  // ping-pong between the plan's steps
   void* h_output = nullptr;          // pinned
-  void* d_output_mapped = nullptr;   // h_output as the device addresses it (mapped)
+  void* d_output_mapped = nullptr;   // h_output as the device addresses it; null unmapped
   // Cross-stream order (cudaEventDisableTiming): copy in -> kernels -> copy out.
   UniqueEvent h2d_done;
   UniqueEvent compute_done;
@@ -74,7 +74,7 @@ struct Slot {
 // k % kInputBuffers. `copied` is recorded after the DMA that read it.
 struct StagedInput {
   void* h_input = nullptr;
-  const void* d_input_mapped = nullptr;  // h_input as the device addresses it (mapped)
+  const void* d_input_mapped = nullptr;  // h_input as the device addresses it; null unmapped
   UniqueEvent copied;  // cudaEventDisableTiming
 };
 
@@ -120,6 +120,9 @@ struct LanePoolOptions {
   // (CudaWait::kBlock): cudaEventSynchronize busy-waits on an event created without
   // cudaEventBlockingSync, as the runtime API documents.
   bool blocking_sync = false;
+  // Map the pinned block into the device's address space (Slot::d_output_mapped,
+  // StagedInput::d_input_mapped), for jobs whose kernels read and write it themselves.
+  bool map_staging = false;
 };
 
 class LanePool {

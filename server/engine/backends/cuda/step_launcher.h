@@ -26,8 +26,8 @@ struct StepBuffers {
 };
 
 // Whether `plan`'s kernels, launched with direct staging, touch its input and output only with
-// plain loads and stores, each output element written once: elementwise and row-multipass
-// steps (reduce, argmax, softmax, normalize). Their input and output may then be mapped host
+// plain loads and stores, each output element written once: elementwise, reduction, argmax,
+// softmax and normalize steps (their partials and statistics stay in the device workspace). Their input and output may then be mapped host
 // memory (StepBuffers::input, output), which the device reads and writes over the host link.
 // The row-resize steps are not: the histogram adds into its counts, cumsum's streamed scan
 // and the convolution stage their input with asynchronous copies of their own, and none of

@@ -418,13 +418,15 @@ namespace gpupipe::engine {
 namespace {
 
 // A fresh engine per test with one lane per level, so that repeated jobs of one priority meet
-// the same lane's graph cache.
+// the same lane's graph cache. Every job copies, so that the small ones here keep testing the
+// graphs that hold a job's copies (cuda_mapped_io_test.cc has those without).
 class CudaLaunchModesTest : public ::testing::Test {
  protected:
   void SetUp() override {
     CudaBackendOptions options;
     options.lanes_per_level = 1;
     options.graph_cache_capacity = 2;
+    options.mapped_io_max_bytes = 0;
     absl::StatusOr<std::unique_ptr<Backend>> backend = CreateCudaBackend(options);
     if (!backend.ok()) GTEST_SKIP() << "no usable CUDA device: " << backend.status();
     EngineOptions engine_options;

@@ -1,8 +1,8 @@
 // Small jobs without copies (CudaBackendOptions::mapped_io_max_bytes): their kernels read the
 // staged input from, and write the result to, the lane's mapped pinned buffers. Against the
-// same jobs on a backend that copies (the same kernels: direct staging on both), byte for
-// byte, and against the CPU backend on fresh random data; and only the jobs the rule admits
-// run that way. Skips where no CUDA device is usable.
+// same jobs on a backend that copies, asked for direct staging (the kernels a job without
+// copies runs), byte for byte, and against the CPU backend on fresh random data; and only the
+// jobs the rule admits run that way. Skips where no CUDA device is usable.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -162,10 +162,11 @@ std::vector<Pipeline> MappablePipelines() {
   };
 }
 
-// Every mappable op family and dtype, on shapes up to the limit (16 x 1024 float32 is 64 KiB
-// exactly), in every launch mode, each job twice so that auto and graph modes replay: the
-// mapped backend runs them without copies and gives the copying backend's bytes, which are
-// the CPU backend's within tolerance.
+// Every mappable op family and dtype, on shapes up to the limit, rows long enough for the
+// split and multi-kernel paths (partials, statistics) included, in every launch mode, each job
+// twice so that auto and graph modes replay: the mapped backend runs them without copies and
+// gives the bytes of the copying backend's direct kernels, which are the CPU backend's within
+// tolerance.
 TEST_F(CudaMappedIo, MappedJobsGiveTheBytesOfCopiedJobsForEveryOpFamilyAndDtype) {
   const uint64_t seed = gpupipe::testing::FreshSeed();
   SCOPED_TRACE("seed " + std::to_string(seed) + " (replay with GPUPIPE_TEST_SEED)");
@@ -174,15 +175,15 @@ TEST_F(CudaMappedIo, MappedJobsGiveTheBytesOfCopiedJobsForEveryOpFamilyAndDtype)
   for (DType dtype : {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kInt32}) {
     for (const Pipeline& p : MappablePipelines()) {
       if (p.floats_only && dtype == DType::kInt32) continue;
-      for (const std::vector<int64_t>& shape :
-           std::vector<std::vector<int64_t>>{{1, 1}, {1, 1024}, {7, 129}, {3, 5, 11}}) {
+      for (const std::vector<int64_t>& shape : std::vector<std::vector<int64_t>>{
+               {1, 1}, {1, 1024}, {7, 129}, {3, 5, 11}, {1, 8192}, {2, 8192}, {1, 16384}}) {
         JobSpec spec;
         spec.dtype = dtype;
         spec.shape = shape;
         spec.ops = p.ops;
-        spec.staging = Staging::kDirect;
         int64_t count = 1;
         for (int64_t d : shape) count *= d;
+        if (count * DTypeSize(dtype) > CudaBackendOptions{}.mapped_io_max_bytes) continue;
         for (LaunchMode launch :
              {LaunchMode::kAuto, LaunchMode::kStream, LaunchMode::kPdl, LaunchMode::kGraphPdl}) {
           spec.launch = launch;
@@ -193,10 +194,11 @@ TEST_F(CudaMappedIo, MappedJobsGiveTheBytesOfCopiedJobsForEveryOpFamilyAndDtype)
                                      ShapeString(shape) + " " + LaunchModeName(launch) +
                                      " round " + std::to_string(round);
             JobSpec cpu_spec = spec;
-            cpu_spec.staging = Staging::kAuto;  // the CPU backend stages nothing
-            cpu_spec.launch = LaunchMode::kAuto;
+            cpu_spec.launch = LaunchMode::kAuto;  // the CPU backend has no graph modes
             auto reference = Run(cpu_, cpu_spec, x);
-            auto copied = Run(copied_, spec, x);
+            JobSpec direct = spec;
+            direct.staging = Staging::kDirect;
+            auto copied = Run(copied_, direct, x);
             auto got = Run(mapped_, spec, x);
             ASSERT_TRUE(got->status().ok()) << what << ": " << got->status();
             const JobTiming t = got->timing();
@@ -223,7 +225,42 @@ TEST_F(CudaMappedIo, MappedJobsGiveTheBytesOfCopiedJobsForEveryOpFamilyAndDtype)
       }
     }
   }
-  EXPECT_GT(mapped_jobs, 500);
+  EXPECT_GT(mapped_jobs, 1000);
+}
+
+// A cached graph of a job without copies is updated in place when only the job's parameters
+// change, and then computes with the new ones; new data through it is the new job's.
+TEST_F(CudaMappedIo, AMappedGraphUpdatesItsParametersAndReadsEachJobsInput) {
+  const uint64_t seed = gpupipe::testing::FreshSeed();
+  SCOPED_TRACE("seed " + std::to_string(seed) + " (replay with GPUPIPE_TEST_SEED)");
+  OpSpec affine{OpKind::kAffine};
+  affine.alpha = 2;
+  affine.value = 1;
+  JobSpec spec;
+  spec.shape = {3, 1000};
+  spec.ops = {affine, {OpKind::kSoftmax}};
+  spec.launch = LaunchMode::kGraphPdl;
+  spec.priority = Priority::kHigh;  // a lane no other test of the suite used
+  const std::string x = RandomInput(DType::kFloat32, 3000, seed);
+  const std::string y = RandomInput(DType::kFloat32, 3000, seed + 1);
+  JobSpec direct = spec;
+  direct.staging = Staging::kDirect;
+  auto first = Run(mapped_, spec, x);
+  auto second = Run(mapped_, spec, x);
+  EXPECT_EQ(second->timing().graph, "hit");
+  EXPECT_TRUE(second->output() == Run(copied_, direct, x)->output());
+  JobSpec changed = spec;
+  changed.ops[0].alpha = -3;
+  JobSpec changed_direct = changed;
+  changed_direct.staging = Staging::kDirect;
+  auto updated = Run(mapped_, changed, x);
+  EXPECT_EQ(updated->timing().graph, "update");
+  EXPECT_EQ(updated->timing().staging, kMappedStaging);
+  EXPECT_TRUE(updated->output() == Run(copied_, changed_direct, x)->output());
+  EXPECT_FALSE(updated->output() == first->output());
+  auto fresh = Run(mapped_, changed, y);
+  EXPECT_EQ(fresh->timing().graph, "hit");
+  EXPECT_TRUE(fresh->output() == Run(copied_, changed_direct, y)->output());
 }
 
 // Where the rule does not admit a job, it copies as before, with the same results: over the
@@ -265,7 +302,7 @@ TEST_F(CudaMappedIo, OnlyTheJobsTheRuleAdmitsRunWithoutCopies) {
       {"topk", {4, 256}, {topk}, false},
       {"staging asked: pipeline", {4, 256}, softmax, false, Staging::kPipeline},
       {"staging asked: bulk", {4, 256}, softmax, false, Staging::kBulk},
-      {"staging asked: direct", {4, 256}, softmax, true, Staging::kDirect},
+      {"staging asked: direct", {4, 256}, softmax, false, Staging::kDirect},
       {"profiled", {4, 256}, softmax, false, Staging::kAuto, true},
       {"in four chunks", {4, 1024}, softmax, false, Staging::kAuto, false, 4096},
   };
