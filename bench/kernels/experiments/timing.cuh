@@ -11,14 +11,7 @@
 #include <cstdlib>
 #include <vector>
 
-#define CK(x)                                                                          \
-  do {                                                                                 \
-    const cudaError_t e_ = (x);                                                        \
-    if (e_ != cudaSuccess) {                                                           \
-      printf("CUDA %s at line %d\n", cudaGetErrorString(e_), __LINE__);                \
-      exit(2);                                                                         \
-    }                                                                                  \
-  } while (0)
+#include "bench/cuda_check.cuh"
 
 // Odd multiples of 1/256 in (-1, 1) from a hash of the index.
 template <typename T>

@@ -18,7 +18,7 @@
 //   mapped-graph  the mapped kernel and its two timing events as one graph
 //
 // Build and run on a GPU host, from the repository root:
-//   nvcc -O3 -std=c++17 -arch=sm_90 -o launch_shapes bench/service/experiments/launch_shapes.cu
+//   nvcc -O3 -std=c++17 -arch=sm_90 -I. -o launch_shapes bench/service/experiments/launch_shapes.cu
 //   ./launch_shapes [reps]   (default 3000)
 #include <cuda_runtime.h>
 
@@ -35,14 +35,7 @@
 #include <thread>
 #include <vector>
 
-#define CK(x)                                                                          \
-  do {                                                                                 \
-    const cudaError_t e_ = (x);                                                        \
-    if (e_ != cudaSuccess) {                                                           \
-      printf("CUDA %s at line %d\n", cudaGetErrorString(e_), __LINE__);                \
-      exit(2);                                                                         \
-    }                                                                                  \
-  } while (0)
+#include "bench/cuda_check.cuh"
 
 namespace {
 

@@ -17,6 +17,7 @@
 #include "server/engine/engine.h"
 #include "server/engine/job/op_catalog.h"
 #include "tests/testing/random_tensor.h"
+#include "tests/testing/typed_tensor.h"
 #include "tests/testing/recording_sink.h"
 
 namespace gpupipe::engine {
@@ -24,7 +25,9 @@ namespace {
 
 using gpupipe::testing::AsBytes;
 using gpupipe::testing::AsFloats;
+using gpupipe::testing::RandomInput;
 using gpupipe::testing::RecordingSink;
+using gpupipe::testing::ValueOf;
 
 class CudaBackendTest : public ::testing::Test {
  protected:
@@ -201,36 +204,6 @@ TEST_F(CudaBackendTest, MatchesTheCpuReferenceForEveryPipelineAndShape) {
         }
       }
     }
-  }
-}
-
-// Random input of `dtype` (float16 and float64 from the same uniform floats; int32 small
-// integers with a few anywhere in the range, so add wraps around).
-std::string RandomInput(DType dtype, int64_t count, uint64_t seed) {
-  const std::vector<float> f = gpupipe::testing::RandomFloats(count, seed);
-  std::string bytes(static_cast<size_t>(count * DTypeSize(dtype)), '\0');
-  for (int64_t i = 0; i < count; ++i) {
-    switch (dtype) {
-      case DType::kFloat64: reinterpret_cast<double*>(bytes.data())[i] = f[i]; break;
-      case DType::kFloat16:
-        reinterpret_cast<gpupipe::HalfBits*>(bytes.data())[i] = gpupipe::FloatToHalf(f[i]);
-        break;
-      case DType::kInt32:
-        reinterpret_cast<int32_t*>(bytes.data())[i] =
-            i % 97 == 5 ? static_cast<int32_t>(f[i] * 5e8f) : static_cast<int32_t>(f[i] * 250);
-        break;
-      default: reinterpret_cast<float*>(bytes.data())[i] = f[i]; break;
-    }
-  }
-  return bytes;
-}
-
-double ValueOf(DType dtype, const std::string& bytes, size_t i) {
-  switch (dtype) {
-    case DType::kFloat64: return reinterpret_cast<const double*>(bytes.data())[i];
-    case DType::kFloat16:
-      return gpupipe::HalfToFloat(reinterpret_cast<const gpupipe::HalfBits*>(bytes.data())[i]);
-    default: return reinterpret_cast<const float*>(bytes.data())[i];
   }
 }
 

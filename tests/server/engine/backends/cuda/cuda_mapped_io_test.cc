@@ -12,17 +12,19 @@
 #include <string>
 #include <vector>
 
-#include "common/float16.h"
 #include "server/engine/backends/cpu/cpu_backend.h"
 #include "server/engine/backends/cuda/cuda_backend.h"
 #include "server/engine/engine.h"
 #include "tests/testing/random_tensor.h"
+#include "tests/testing/typed_tensor.h"
 #include "tests/testing/recording_sink.h"
 
 namespace gpupipe::engine {
 namespace {
 
+using gpupipe::testing::RandomInput;
 using gpupipe::testing::RecordingSink;
+using gpupipe::testing::ValueOf;
 
 constexpr char kMappedStaging[] = "direct (mapped host memory)";
 
@@ -82,51 +84,22 @@ Engine* CudaMappedIo::copied_ = nullptr;
 Engine* CudaMappedIo::cpu_ = nullptr;
 std::string* CudaMappedIo::skip_reason_ = nullptr;
 
-// Random input of `dtype`: float types from uniform floats, int32 small integers with a few
-// large ones (so that add wraps around).
-std::string RandomInput(DType dtype, int64_t count, uint64_t seed) {
-  const std::vector<float> f = gpupipe::testing::RandomFloats(count, seed);
-  std::string bytes(static_cast<size_t>(count * DTypeSize(dtype)), '\0');
-  for (int64_t i = 0; i < count; ++i) {
-    switch (dtype) {
-      case DType::kFloat64: reinterpret_cast<double*>(bytes.data())[i] = f[i]; break;
-      case DType::kFloat16:
-        reinterpret_cast<gpupipe::HalfBits*>(bytes.data())[i] = gpupipe::FloatToHalf(f[i]);
-        break;
-      case DType::kInt32:
-        reinterpret_cast<int32_t*>(bytes.data())[i] =
-            i % 97 == 5 ? static_cast<int32_t>(f[i] * 5e8f) : static_cast<int32_t>(f[i] * 250);
-        break;
-      default: reinterpret_cast<float*>(bytes.data())[i] = f[i]; break;
-    }
-  }
-  return bytes;
-}
-
-double ValueOf(DType dtype, const std::string& bytes, size_t i) {
-  switch (dtype) {
-    case DType::kFloat64: return reinterpret_cast<const double*>(bytes.data())[i];
-    case DType::kFloat16:
-      return gpupipe::HalfToFloat(reinterpret_cast<const gpupipe::HalfBits*>(bytes.data())[i]);
-    case DType::kInt32: return reinterpret_cast<const int32_t*>(bytes.data())[i];
-    case DType::kInt64:
-      return static_cast<double>(reinterpret_cast<const int64_t*>(bytes.data())[i]);
-    default: return reinterpret_cast<const float*>(bytes.data())[i];
-  }
-}
-
-// `got` against the CPU backend's `want`: integers exactly; floats within a relative `rel`
-// plus an absolute term for reductions over `reduced` elements and near-zero normalized values.
-void ExpectNearReference(DType dtype, const std::string& got, const std::string& want,
-                         double reduced, const std::string& what) {
+// `got` against the CPU backend's result `reference` of a job of `inputs` elements: integers
+// exactly; floats within a relative tolerance of their dtype plus an absolute term for
+// reductions (of inputs / outputs elements each) and near-zero normalized values.
+void ExpectNearReference(const RecordingSink& reference, const std::string& got, int64_t inputs,
+                         const std::string& what) {
+  const DType dtype = reference.info().output_dtype;
+  const std::string want = reference.output();
   ASSERT_EQ(got.size(), want.size()) << what;
   if (dtype == DType::kInt32 || dtype == DType::kInt64) {
     EXPECT_TRUE(got == want) << what << ": results differ from the CPU's";
     return;
   }
+  const size_t n = want.size() / static_cast<size_t>(DTypeSize(dtype));
+  const double reduced = static_cast<double>(inputs) / static_cast<double>(std::max<size_t>(1, n));
   const double rel = dtype == DType::kFloat64 ? 1e-10 : dtype == DType::kFloat16 ? 4e-3 : 2e-4;
   const double abs = (dtype == DType::kFloat16 ? 1e-3 : 1e-6) + 2e-5 * std::sqrt(reduced);
-  const size_t n = want.size() / static_cast<size_t>(DTypeSize(dtype));
   for (size_t i = 0; i < n; ++i) {
     const double g = ValueOf(dtype, got, i);
     const double w = ValueOf(dtype, want, i);
@@ -212,12 +185,7 @@ TEST_F(CudaMappedIo, MappedJobsGiveTheBytesOfCopiedJobsForEveryOpFamilyAndDtype)
             EXPECT_NE(copied->timing().staging, kMappedStaging) << what;
             EXPECT_EQ(got->info().output_shape, reference->info().output_shape) << what;
             EXPECT_TRUE(got->output() == copied->output()) << what << ": differs from copied";
-            const DType out = reference->info().output_dtype;
-            const double reduced =
-                static_cast<double>(count) /
-                static_cast<double>(std::max<size_t>(
-                    1, reference->output().size() / static_cast<size_t>(DTypeSize(out))));
-            ExpectNearReference(out, got->output(), reference->output(), reduced, what);
+            ExpectNearReference(*reference, got->output(), count, what);
             ++mapped_jobs;
           }
         }
@@ -333,12 +301,7 @@ TEST_F(CudaMappedIo, OnlyTheJobsTheRuleAdmitsRunWithoutCopies) {
         EXPECT_GT(t.h2d_us, 0.0) << what;
         EXPECT_GT(t.d2h_us, 0.0) << what;
       }
-      const DType out = reference->info().output_dtype;
-      const double reduced =
-          static_cast<double>(count) /
-          static_cast<double>(std::max<size_t>(
-              1, reference->output().size() / static_cast<size_t>(DTypeSize(out))));
-      ExpectNearReference(out, got->output(), reference->output(), reduced, what);
+      ExpectNearReference(*reference, got->output(), count, what);
     }
   }
 }
