@@ -8,7 +8,10 @@ profile taken on this host); frames in libraries found nowhere here (the GPU hos
 libcuda) are named by their library.
 
 usage: cpu_profile.py PROFILE --binary BUILD/bin/gpupiped [--lib-dir DIR] [--us-per-job US]
-                      [--top N] [--match REGEX]
+                      [--top N] [--match REGEX] [--callees REGEX]
+  --match keeps the functions whose names match; --callees splits the first function whose
+  name matches by what it called (its frame's callee on each sample's stack; "self" where it
+  was the leaf).
 """
 import argparse
 import bisect
@@ -96,21 +99,28 @@ def main():
     ap.add_argument("--us-per-job", type=float, default=0)
     ap.add_argument("--top", type=int, default=40)
     ap.add_argument("--match", default="")
+    ap.add_argument("--callees", default="")
     args = ap.parse_args()
     samples, maps = read_profile(args.profile)
     sym = Symbolizer(args.binary, args.lib_dir)
     total = sum(c for c, _ in samples)
-    inclusive, leaf_lib = collections.Counter(), collections.Counter()
+    inclusive, leaf_lib, callees = (collections.Counter(), collections.Counter(),
+                                    collections.Counter())
+    split = re.compile(args.callees) if args.callees else None
+    split_name = None
     for count, pcs in samples:
-        seen = set()
-        for k, pc in enumerate(pcs):
-            # Return addresses point after the call: look the caller frames up one byte back.
-            name = short(sym.name(maps, pc if k == 0 else pc - 1))
-            if k == 0:
-                leaf_lib[name if name.startswith("[") else "code"] += count
-            if name not in seen:
-                seen.add(name)
-                inclusive[name] += count
+        # Return addresses point after the call: look the caller frames up one byte back.
+        names = [short(sym.name(maps, pc if k == 0 else pc - 1)) for k, pc in enumerate(pcs)]
+        leaf_lib[names[0] if names[0].startswith("[") else "code"] += count
+        for name in set(names):
+            inclusive[name] += count
+        if split:
+            # The outermost frame that matches, and the frame it called on this stack.
+            for k in range(len(names) - 1, -1, -1):
+                if split.search(names[k]) and (split_name is None or names[k] == split_name):
+                    split_name = names[k]
+                    callees[names[k - 1] if k > 0 else "self"] += count
+                    break
     scale = args.us_per_job / total if args.us_per_job else 100.0 / total
     unit = "us/job" if args.us_per_job else "%"
     print(f"{total} samples; {unit} of the daemon's CPU, inclusive")
@@ -123,6 +133,10 @@ def main():
         shown += 1
         if shown >= args.top:
             break
+    if split_name:
+        print(f"{split_name}, by callee:")
+        for name, count in callees.most_common(args.top):
+            print(f"{count * scale:9.1f} {unit}  {name}")
     print("leaf samples by where they ran (named code, or a library without symbols here):")
     for name, count in leaf_lib.most_common(8):
         print(f"{count * scale:9.1f} {unit}  {name}")
