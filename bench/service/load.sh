@@ -112,7 +112,8 @@ printf 'weight=255; priority=low; ops=%s\nweight=1; priority=high; ops=%s\n' "$O
 bench flood --mix "$OUT/flood.mix" --concurrency 256
 "$cli" --target "$target" stats --json > "$OUT/stats.json"
 # One large job in chunks, drawn: copies in, kernels and copies out overlapping per chunk.
-python3 -c "import numpy as np; np.save('$OUT/big.npy', np.random.default_rng().standard_normal((4096, 4096), dtype=np.float32))" \
+python3 -c "import numpy as np
+np.save('$OUT/big.npy', np.random.default_rng().standard_normal((4096, 4096), dtype=np.float32))" \
   && "$cli" --target "$target" submit --input "$OUT/big.npy" --ops "$OPS" \
        --timeline "$OUT/job-timeline.svg" > "$OUT/submit.txt" 2>&1
 rm -f "$OUT/big.npy"
