@@ -307,10 +307,11 @@ TEST(ListenRules, AnUnreadableTlsFileNamesItsFlag) {
   const std::string dir = dir_template;
   ASSERT_EQ(mkfifo((dir + "/fifo").c_str(), 0600), 0);
   WriteText(dir + "/file", "not checked before every file is read\n");
-  for (const char* flag : {"--tls-cert", "--tls-key", "--tls-client-ca"}) {
+  const char* const tls_flags[] = {"--tls-cert", "--tls-key", "--tls-client-ca"};
+  for (const char* flag : tls_flags) {
     std::vector<std::string> command = {"/usr/bin/timeout", "20", DaemonBinary(), "--backend",
                                         "cpu"};
-    for (const char* f : {"--tls-cert", "--tls-key", "--tls-client-ca"}) {
+    for (const char* f : tls_flags) {
       command.push_back(f);
       command.push_back(dir + (std::string(f) == flag ? "/fifo" : "/file"));
     }
