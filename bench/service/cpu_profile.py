@@ -45,8 +45,12 @@ def read_profile(path):
 
 
 class Symbolizer:
-    def __init__(self, binary, lib_dir):
+    """Names the program counters of one profile's mappings; each address is looked up once
+    (a profile repeats the same frames in thousands of stacks)."""
+
+    def __init__(self, binary, lib_dir, maps):
         self.binary, self.lib_dir, self.tables = binary, lib_dir, {}
+        self.maps, self.starts, self.names = maps, [m[0] for m in maps], {}
 
     def local_file(self, path):
         name = os.path.basename(path)
@@ -66,18 +70,25 @@ class Symbolizer:
                     out = subprocess.run(["nm", *flags, local], capture_output=True,
                                          text=True).stdout
                     rows = [line.split(" ", 2) for line in out.splitlines()]
-                    rows = [(int(r[0], 16), r[2]) for r in rows if len(r) == 3 and r[1] in "tTwW"]
+                    rows = [(int(r[0], 16), r[2]) for r in rows
+                            if len(r) == 3 and r[1] and r[1] in "tTwW"]
                     if rows:
                         table = ([a for a, _ in rows], [n for _, n in rows])
                         break
             self.tables[path] = table
         return self.tables[path]
 
-    def name(self, maps, pc):
-        i = bisect.bisect_right([m[0] for m in maps], pc) - 1
-        if i < 0 or pc >= maps[i][1]:
+    def name(self, pc):
+        """The function at `pc`, shortened (short()), or its library's name in brackets."""
+        if pc not in self.names:
+            self.names[pc] = short(self.lookup(pc))
+        return self.names[pc]
+
+    def lookup(self, pc):
+        i = bisect.bisect_right(self.starts, pc) - 1
+        if i < 0 or pc >= self.maps[i][1]:
             return "[unknown]"
-        lo, _, offset, path = maps[i]
+        lo, _, offset, path = self.maps[i]
         table = self.table(path)
         if table is None:
             return f"[{os.path.basename(path)}]"
@@ -102,7 +113,7 @@ def main():
     ap.add_argument("--callees", default="")
     args = ap.parse_args()
     samples, maps = read_profile(args.profile)
-    sym = Symbolizer(args.binary, args.lib_dir)
+    sym = Symbolizer(args.binary, args.lib_dir, maps)
     total = sum(c for c, _ in samples)
     inclusive, leaf_lib, callees = (collections.Counter(), collections.Counter(),
                                     collections.Counter())
@@ -110,9 +121,9 @@ def main():
     split_name = None
     for count, pcs in samples:
         # Return addresses point after the call: look the caller frames up one byte back.
-        names = [short(sym.name(maps, pc if k == 0 else pc - 1)) for k, pc in enumerate(pcs)]
+        names = [sym.name(pc if k == 0 else pc - 1) for k, pc in enumerate(pcs)]
         leaf_lib[names[0] if names[0].startswith("[") else "code"] += count
-        for name in set(names):
+        for name in dict.fromkeys(names):  # each function once a sample, in stack order
             inclusive[name] += count
         if split:
             # The outermost frame that matches, and the frame it called on this stack.
