@@ -289,28 +289,19 @@ absl::Status CudaLane::EnqueueOnOneStream(const Chunk& chunk, int s, const Stage
       layout_->mode != ChunkLayout::Mode::kSplitRowResize) {
     const LaunchChoice choice = ChooseLaunch(chunk.plan, s, "job;", config_);
     if (choice.graph) {
-      absl::Status captured = absl::OkStatus();
-      absl::StatusOr<GraphCache::Lookup> graph = lane_.graphs->Get(
-          choice.topology, PlanParamsKey(chunk.plan), stream, [&](int* kernels) {
-            captured = whole_job(cudaEventRecordExternal, [&] {
-              if (cudaError_t err = LaunchPlan(chunk.plan, lane_.buffers(s), config_, kernels);
-                  err != cudaSuccess) {
-                return CudaError(err, "launching the plan");
-              }
-              return absl::OkStatus();
-            });
-            return captured.ok() ? cudaSuccess : cudaErrorStreamCaptureInvalidated;
-          });
-      if (!captured.ok()) return captured;
-      if (graph.ok()) {
-        first_launch_ = choice.mode;
-        NoteGraph(*graph);
-        GPUPIPE_CUDA_RETURN(cudaGraphLaunch(graph->exec, stream), "cudaGraphLaunch");
-        return absl::OkStatus();
-      }
+      absl::StatusOr<bool> replayed = LaunchCachedGraph(choice, chunk.plan, [&](int* kernels) {
+        return whole_job(cudaEventRecordExternal, [&] {
+          if (cudaError_t err = LaunchPlan(chunk.plan, lane_.buffers(s), config_, kernels);
+              err != cudaSuccess) {
+            return CudaError(err, "launching the plan");
+          }
+          return absl::OkStatus();
+        });
+      });
+      if (!replayed.ok()) return replayed.status();
+      if (*replayed) return absl::OkStatus();
       // The job's work enqueued fine but did not make a graph with its copies: it runs as a
       // job whose copies stay outside (a sticky device error fails it there too).
-      (void)cudaGetLastError();
     }
   }
   return whole_job(cudaEventRecordDefault, [&] { return LaunchChunk(chunk, s); });
@@ -355,21 +346,11 @@ absl::Status CudaLane::EnqueueMapped(const Chunk& chunk, int s, const StagedChun
   // launching them one by one there; an explicit graph mode still gets its graph.
   if (defaults_.blocking_events && spec_->launch == LaunchMode::kAuto) choice.graph = false;
   if (choice.graph) {
-    absl::Status captured = absl::OkStatus();
-    absl::StatusOr<GraphCache::Lookup> graph = lane_.graphs->Get(
-        choice.topology, PlanParamsKey(chunk.plan), stream, [&](int* kernels) {
-          captured = run(cudaEventRecordExternal, kernels);
-          return captured.ok() ? cudaSuccess : cudaErrorStreamCaptureInvalidated;
-        });
-    if (!captured.ok()) return captured;
-    if (graph.ok()) {
-      first_launch_ = choice.mode;
-      NoteGraph(*graph);
-      GPUPIPE_CUDA_RETURN(cudaGraphLaunch(graph->exec, stream), "cudaGraphLaunch");
-      return absl::OkStatus();
-    }
+    absl::StatusOr<bool> replayed = LaunchCachedGraph(
+        choice, chunk.plan, [&](int* kernels) { return run(cudaEventRecordExternal, kernels); });
+    if (!replayed.ok()) return replayed.status();
+    if (*replayed) return absl::OkStatus();
     // The kernels enqueued fine but did not make a graph: they run one by one.
-    (void)cudaGetLastError();
   }
   first_launch_ = config.pdl ? LaunchMode::kPdl : LaunchMode::kStream;
   return run(cudaEventRecordDefault, &kernels_);
@@ -392,6 +373,28 @@ CudaLane::LaunchChoice CudaLane::ChooseLaunch(const Plan& plan, int s, const cha
   choice.graph = !spec_->profile &&
                  (choice.mode == LaunchMode::kGraph || choice.mode == LaunchMode::kGraphPdl);
   return choice;
+}
+
+absl::StatusOr<bool> CudaLane::LaunchCachedGraph(
+    const LaunchChoice& choice, const Plan& plan,
+    absl::FunctionRef<absl::Status(int* kernels)> enqueue) {
+  const cudaStream_t stream = lane_.stream();
+  absl::Status captured = absl::OkStatus();
+  absl::StatusOr<GraphCache::Lookup> graph =
+      lane_.graphs->Get(choice.topology, PlanParamsKey(plan), stream, [&](int* kernels) {
+        captured = enqueue(kernels);
+        return captured.ok() ? cudaSuccess : cudaErrorStreamCaptureInvalidated;
+      });
+  if (!captured.ok()) return captured;
+  if (!graph.ok()) {
+    // Keep the failed capture's error out of the one-by-one launches that follow.
+    (void)cudaGetLastError();
+    return false;
+  }
+  first_launch_ = choice.mode;
+  NoteGraph(*graph);
+  GPUPIPE_CUDA_RETURN(cudaGraphLaunch(graph->exec, stream), "cudaGraphLaunch");
+  return true;
 }
 
 void CudaLane::NoteGraph(const GraphCache::Lookup& graph) {

@@ -23,6 +23,8 @@
 #include <chrono>
 #include <string>
 
+#include "absl/functional/function_ref.h"
+#include "absl/status/statusor.h"
 #include "kernels/cuda/device_caps.h"
 #include "kernels/cuda/ops.h"
 #include "server/engine/backends/backend.h"
@@ -104,6 +106,12 @@ class CudaLane final : public LaneExecutor {
   };
   LaunchChoice ChooseLaunch(const Plan& plan, int slot, const char* scope,
                            const kernels::cuda::LaunchConfig& config);
+  // Replays the lane's cached graph of `choice.topology` and `plan`'s parameters on the compute
+  // stream, capturing `enqueue` (which puts the work on it and counts its kernels) the first
+  // time: true once launched; false where the work did not make a graph, and the caller
+  // enqueues it as it is; an error of `enqueue` itself or of the launch.
+  absl::StatusOr<bool> LaunchCachedGraph(const LaunchChoice& choice, const Plan& plan,
+                                         absl::FunctionRef<absl::Status(int* kernels)> enqueue);
   // Counts a replayed graph's kernels and outcome for the job's timing.
   void NoteGraph(const GraphCache::Lookup& graph);
   // Enqueues the chunk's kernels on the compute stream, one by one or as a cached graph.
