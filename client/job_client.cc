@@ -142,6 +142,15 @@ absl::StatusOr<std::unique_ptr<JobClient>> JobClient::Create(const std::string& 
     client->priority_stub_ =
         v1::JobService::NewStub(grpc::CreateCustomChannel(priority->uri, credentials, args));
   }
+  if (client->priority_stub_ == nullptr) {
+    // High-priority jobs get a connection of their own to the main target as well: gRPC
+    // would otherwise queue their frames behind every other call of this process's channel.
+    grpc::ChannelArguments args = ChannelArgs(channel_target);
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    args.SetInt("gpupipe.high_priority", 1);
+    client->high_stub_ =
+        v1::JobService::NewStub(grpc::CreateCustomChannel(channel_target.uri, credentials, args));
+  }
   client->make_channel_ = [channel_target, credentials](int i) {
     // A subchannel pool of its own gives the channel a connection of its own: the calls of a
     // split Run then move over separate HTTP/2 connections.
@@ -333,10 +342,11 @@ void JobClient::SubmitAsync(const v1::SubmitRequest& request, SubmitDone done) {
 }
 
 void JobClient::SubmitAsync(std::shared_ptr<const v1::SubmitRequest> request, SubmitDone done) {
-  v1::JobService::Stub* small_stub =
-      request->priority() == v1::PRIORITY_HIGH ? priority_stub_.get() : nullptr;
+  const bool high = request->priority() == v1::PRIORITY_HIGH;
+  v1::JobService::Stub* stub = high && high_stub_ != nullptr ? high_stub_.get() : stub_.get();
+  v1::JobService::Stub* small_stub = high ? priority_stub_.get() : nullptr;
   StartSubmitCall(
-      stub_.get(), [this](grpc::ClientContext* context) { SetDeadline(context); },
+      stub, [this](grpc::ClientContext* context) { SetDeadline(context); },
       std::move(request), std::move(done), options_.submit_attempts,
       options_.submit_small ? &submit_small_unsupported_ : nullptr, small_stub);
 }

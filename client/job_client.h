@@ -58,7 +58,9 @@ struct ClientOptions {
   // high-priority job that SubmitAsync sends as SubmitSmall goes there, on a channel of its
   // own, so that its call does not wait behind this daemon's other traffic; every other call
   // goes to the main target, and so does a job the listener refused before accepting it
-  // (full, or not for its priority). Empty: none. Used by Create only.
+  // (full, or not for its priority). Empty: none; SubmitAsync's high-priority jobs then go to
+  // the main target on a connection of their own (opened by the first of them), so that they
+  // do not queue behind this client's other calls there. Used by Create only.
   std::string priority_target;
 };
 
@@ -228,6 +230,9 @@ class JobClient {
   std::unique_ptr<v1::JobService::Stub> stub_;
   // On the priority listener's channel (ClientOptions::priority_target); null: none.
   std::unique_ptr<v1::JobService::Stub> priority_stub_;
+  // On a channel of its own to the main target, for SubmitAsync's high-priority jobs where
+  // there is no listener; null where the client was given its channel.
+  std::unique_ptr<v1::JobService::Stub> high_stub_;
   // Makes the channel of call i > 0 of a split Run, a connection of its own; null where the
   // client was given its channel.
   std::function<std::shared_ptr<grpc::ChannelInterface>(int i)> make_channel_;

@@ -66,12 +66,14 @@ class FakeJobService final : public v1::JobService::Service {
   v1::CompleteJob small_response;
   int submit_smalls = 0;  // calls received
   v1::SubmitRequest last_small_request;
+  std::vector<std::string> small_peers;  // each call's client address, in order
 
   grpc::Status SubmitSmall(grpc::ServerContext* context, const v1::SubmitRequest* request,
                            v1::CompleteJob* response) override {
     std::lock_guard<std::mutex> lock(mu);
     ++submit_smalls;
     last_small_request = *request;
+    small_peers.push_back(context->peer());
     if (!small_answers) return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "");
     if (!small_status.ok()) {
       if (mark_small) context->AddTrailingMetadata(kAcceptedMetadataKey, "0");
@@ -416,6 +418,25 @@ TEST_F(JobClientTest, SubmitAsyncSendsASmallJobAsOneSubmitSmallCall) {
   EXPECT_THAT(r->peer, ::testing::StartsWith("ipv4:127.0.0.1:"));
   EXPECT_EQ(SubmitSmalls(), 1);
   EXPECT_EQ(Submits(), 0);
+}
+
+TEST_F(JobClientTest, HighPriorityJobsGoOnAConnectionOfTheirOwn) {
+  AnswerSmall();
+  ScriptOneFloat();
+  v1::SubmitRequest low;
+  low.set_priority(v1::PRIORITY_LOW);
+  v1::SubmitRequest high;
+  high.set_priority(v1::PRIORITY_HIGH);
+  for (const v1::SubmitRequest* request : {&low, &high, &low, &high}) {
+    absl::StatusOr<JobResult> r = SubmitAsyncAndWait(*request);
+    ASSERT_TRUE(r.ok()) << r.status();
+  }
+  std::lock_guard<std::mutex> lock(service_.mu);
+  ASSERT_EQ(service_.small_peers.size(), 4u);
+  // A connection is a client port: the low jobs share one, the high jobs another.
+  EXPECT_EQ(service_.small_peers[0], service_.small_peers[2]);
+  EXPECT_EQ(service_.small_peers[1], service_.small_peers[3]);
+  EXPECT_NE(service_.small_peers[0], service_.small_peers[1]);
 }
 
 TEST_F(JobClientTest, ASharedRequestIsSentManyTimesAndLetGo) {
