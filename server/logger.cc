@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/thread_name.h"
 #include "server/log_text.h"
 
 namespace gpupipe::daemon {
@@ -191,6 +192,7 @@ class Logger::Writer {
 
   // Waits for a first gathered line, gives the next ones `delay_` to join it, and writes them.
   void GatherLoop() {
+    NameThisThread("gp-log");
     // The daemon blocks its shutdown signals in every thread so that one thread waits for them;
     // this thread may start after that, or in another program, so it blocks them itself.
     sigset_t all;

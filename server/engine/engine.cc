@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/thread_name.h"
 #include "server/engine/job/interrupt.h"
 #include "server/engine/job/validate.h"
 #include "server/engine/pipeline/host_block_pool.h"
@@ -147,7 +148,10 @@ class Engine::Impl {
     }
     for (const PriorityLevel& level : backend_->levels()) {
       for (int w = 0; w < level.lanes * kWorkersPerLane; ++w) {
-        workers_.emplace_back([this, p = level.priority] { WorkerLoop(p); });
+        workers_.emplace_back([this, p = level.priority] {
+          NameThisThread(absl::StrCat("gp-work-", PriorityName(p)));
+          WorkerLoop(p);
+        });
       }
     }
   }

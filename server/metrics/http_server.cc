@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/poll_deadlines.h"
+#include "common/thread_name.h"
 
 namespace gpupipe::metrics {
 namespace {
@@ -117,6 +118,7 @@ struct HttpServer::Connection {
 };
 
 void HttpServer::Loop() {
+  NameThisThread("gp-metrics");
   using Clock = std::chrono::steady_clock;
   std::deque<Connection> connections;  // oldest first
   std::vector<pollfd> polled;

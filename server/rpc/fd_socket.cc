@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/poll_deadlines.h"
+#include "common/thread_name.h"
 #include "server/engine/regions/region.h"
 
 namespace gpupipe::rpc {
@@ -139,6 +140,7 @@ FdSocket::~FdSocket() {
 }
 
 void FdSocket::Serve() {
+  NameThisThread("gp-region-sock");
   std::vector<Connection> connections;
   std::vector<pollfd> polled;
   while (true) {

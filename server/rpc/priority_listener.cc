@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "common/thread_name.h"
 #include "server/rpc/event_stream.h"
 #include "server/rpc/status_mapping.h"
 
@@ -288,6 +289,7 @@ void PriorityListener::PostRefusal() {
 }
 
 void PriorityListener::Poll() {
+  NameThisThread("gp-priority");
   void* tag = nullptr;
   bool ok = false;
   while (cq_->Next(&tag, &ok)) {

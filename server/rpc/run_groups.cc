@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/thread_name.h"
 #include "server/rpc/fan_out_sink.h"
 #include "server/rpc/status_mapping.h"
 
@@ -254,6 +255,7 @@ void RunGroups::StartRun(Run run) {
 }
 
 void RunGroups::Loop() {
+  NameThisThread("gp-run-groups");
   std::unique_lock<std::mutex> lock(mu_);
   while (!stop_) {
     const auto now = std::chrono::steady_clock::now();

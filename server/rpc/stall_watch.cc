@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "common/thread_name.h"
+
 namespace gpupipe::rpc {
 
 StallWatch::StallWatch(std::chrono::milliseconds timeout, std::chrono::milliseconds busy_timeout,
@@ -32,6 +34,7 @@ void StallWatch::Watch(std::weak_ptr<EventStream> stream) {
 }
 
 void StallWatch::Loop() {
+  NameThisThread("gp-stall-watch");
   const std::chrono::milliseconds shortest =
       busy_timeout_.count() > 0 ? busy_timeout_ : timeout_;
   const auto period = std::min<std::chrono::milliseconds>(

@@ -8,6 +8,8 @@
 #include <emmintrin.h>
 #endif
 
+#include "common/thread_name.h"
+
 namespace gpupipe::engine {
 
 void StreamingCopy(void* dst, const void* src, size_t n) {
@@ -55,6 +57,7 @@ CopyPool::~CopyPool() {
 }
 
 void CopyPool::Loop() {
+  NameThisThread("gp-copy");
   for (;;) {
     std::function<void()> task;
     {
