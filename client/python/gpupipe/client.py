@@ -336,6 +336,8 @@ class Client:
     connection), "grpc" or "shm"; each submit may override it.
     priority_target: the daemon's priority listener (gpupiped --priority-listen), where a
     high-priority job that goes as one SubmitSmall call is sent, on a connection of its own.
+    Without it, such a job goes to `target` on a connection of its own (opened by the first
+    of them), so that it does not wait behind this client's other calls there.
     """
 
     def __init__(self, target="127.0.0.1:50051", *, transport="auto", client_id=None, token=None,
@@ -370,6 +372,9 @@ class Client:
             self._priority_channel = self._open_channel(
                 resolved.uri, _channel_options(resolved) + [("grpc.use_local_subchannel_pool", 1)])
             self._priority_stub = pb_grpc.JobServiceStub(self._priority_channel)
+        # High-priority SubmitSmall calls where there is no listener (_high_priority_stub).
+        self._high_channel = None
+        self._high_stub = None
         self._metadata = []
         if client_id:
             self._metadata.append(("client-id", client_id))
@@ -392,6 +397,21 @@ class Client:
             return grpc.secure_channel(uri, self._creds, options=options)
         return grpc.insecure_channel(uri, options=options)
 
+    def _high_priority_stub(self):
+        """The stub of high-priority SubmitSmall calls: the priority listener's, or else one on
+        a connection of its own to `target`, opened by the first such call, since gRPC would
+        queue the call's frames behind every other call of this client's connection."""
+        if self._priority_stub is not None:
+            return self._priority_stub
+        with self._lock:
+            if self._high_stub is None:
+                self._high_channel = self._open_channel(
+                    self._resolved.uri,
+                    _channel_options(self._resolved) + [("grpc.use_local_subchannel_pool", 1),
+                                                        ("gpupipe.high_priority", 1)])
+                self._high_stub = pb_grpc.JobServiceStub(self._high_channel)
+            return self._high_stub
+
     def close(self):
         for region in list(self._regions):
             self._unregister(region.id)
@@ -407,6 +427,8 @@ class Client:
             channel.close()
         if self._priority_channel is not None:
             self._priority_channel.close()
+        if self._high_channel is not None:
+            self._high_channel.close()
         self._channel.close()
 
     def __enter__(self):
@@ -677,12 +699,12 @@ class Client:
         while draining), or _UNIMPLEMENTED (the daemon lacks SubmitSmall or could not decode
         the request; it goes as Submit, which tells which)."""
         stub = self._stub
-        if self._priority_stub is not None and request.priority == pb.PRIORITY_HIGH:
-            stub = self._priority_stub
+        if request.priority == pb.PRIORITY_HIGH:
+            stub = self._high_priority_stub()
         try:
             job = stub.SubmitSmall(request, timeout=self.deadline, metadata=self._metadata)
         except grpc.RpcError as e:
-            if stub is not self._stub and marked_as_accepting_none(e):
+            if stub is self._priority_stub and marked_as_accepting_none(e):
                 return None  # the priority listener refused it unaccepted: the main address
             if e.code() == grpc.StatusCode.UNIMPLEMENTED:
                 return _UNIMPLEMENTED

@@ -76,6 +76,21 @@ def test_small_jobs_go_as_one_unary_call_and_others_as_submit(daemon, rng):
         assert small_calls.calls == 0
 
 
+def test_high_priority_small_jobs_go_on_a_connection_of_their_own(daemon, rng):
+    with gpupipe.Client(daemon.target) as client:
+        main_calls = client._stub.SubmitSmall = _Counting(client._stub.SubmitSmall)
+        x = rng.uniform(-4, 4, (2, 1024)).astype(np.float32)
+        np.testing.assert_allclose(client.submit(x, "softmax", priority="high").output,
+                                   softmax(x), rtol=2e-5, atol=1e-7)
+        assert main_calls.calls == 0
+        assert client._high_stub is not None and client._high_channel is not client._channel
+        high_calls = client._high_stub.SubmitSmall = _Counting(client._high_stub.SubmitSmall)
+        for priority in ("low", "high", "normal"):
+            r = client.submit(x, "softmax", priority=priority)
+            np.testing.assert_allclose(r.output, softmax(x), rtol=2e-5, atol=1e-7)
+        assert (high_calls.calls, main_calls.calls) == (1, 2)
+
+
 def test_high_priority_small_jobs_go_to_the_priority_listener(rng):
     d = Daemon("--priority-listen", "127.0.0.1:0")
     try:
