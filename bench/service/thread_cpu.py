@@ -4,7 +4,8 @@
 The daemon names its own threads (gp-work-<priority>, gp-copy, gp-log, ...); gRPC and the CUDA
 driver name theirs. Where a wall-clock latency or a throughput falls short while no core is
 saturated, this shows which threads the CPU went to: divide a group's cores by the jobs a
-second of the same window for its CPU a job.
+second of the same window for its CPU a job. A thread that ends within the window is not
+counted (its CPU goes with it), so pools that grow and shrink read low.
 
 usage: thread_cpu.py PID SECONDS [--jobs-per-second R]
 """

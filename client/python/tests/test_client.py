@@ -1,6 +1,7 @@
 """The Python client against a running gpupiped: submit, streaming, shared memory and
 errors. Every result is checked against NumPy on fresh random data."""
 import os
+from concurrent import futures
 
 import grpc
 import numpy as np
@@ -76,7 +77,48 @@ def test_small_jobs_go_as_one_unary_call_and_others_as_submit(daemon, rng):
         assert small_calls.calls == 0
 
 
+class _PeerRecorder:
+    """A JobService that answers SubmitSmall with the input as the result, noting each call's
+    client address (its connection's port)."""
+
+    def __init__(self):
+        self.peers = []
+
+    def handler(self):
+        return grpc.method_handlers_generic_handler("gpupipe.v1.JobService", {
+            "SubmitSmall": grpc.unary_unary_rpc_method_handler(
+                self.submit_small, request_deserializer=pb.SubmitRequest.FromString,
+                response_serializer=pb.CompleteJob.SerializeToString)})
+
+    def submit_small(self, request, context):
+        self.peers.append(context.peer())
+        job = pb.CompleteJob()
+        job.accepted.job_id = f"j{len(self.peers)}"
+        job.accepted.output_dtype = request.input.dtype
+        job.accepted.output_shape.extend(request.input.shape)
+        job.accepted.backend = "cpu"
+        job.chunk.data = request.input.data
+        return job
+
+
 def test_high_priority_small_jobs_go_on_a_connection_of_their_own(daemon, rng):
+    recorder = _PeerRecorder()
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    server.add_generic_rpc_handlers((recorder.handler(),))
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        with gpupipe.Client(f"127.0.0.1:{port}") as client:
+            x = rng.standard_normal(16).astype(np.float32)
+            for priority in ("low", "high", "normal", "high"):
+                r = client.submit(x, "relu", priority=priority)
+                np.testing.assert_array_equal(r.output, x)
+    finally:
+        server.stop(None)
+    # A connection is a client port: the high jobs share one, the others another.
+    low, high, normal, high_again = recorder.peers
+    assert low == normal and high == high_again and low != high
+    # And against a daemon, the results are the job's.
     with gpupipe.Client(daemon.target) as client:
         main_calls = client._stub.SubmitSmall = _Counting(client._stub.SubmitSmall)
         x = rng.uniform(-4, 4, (2, 1024)).astype(np.float32)
