@@ -253,6 +253,9 @@ Runs the gpupipe job service: a gRPC daemon that owns one GPU.
   --log-level info|warning|error
                              the least severe lines written (default info: every job's line;
                              warning: only what needs a look)
+  --log-gather-ms N          job lines are written together, about N ms after the first
+                             of them: one write a while for a busy daemon's lines instead of
+                             one a job (0: each at once; at most 10000) (default 50)
   --quiet                    no log line per job
   --version, --help
 )";
@@ -448,6 +451,8 @@ absl::StatusOr<DaemonOptions> ParseFlags(const std::vector<std::string>& args) {
            [&](int64_t v) { o.handshake_timeout_ms = v * 1000; }},
           {"--shutdown-grace-seconds", 0, 3600,
            [&](int64_t v) { o.shutdown_grace_seconds = static_cast<int>(v); }},
+          {"--log-gather-ms", 0, 10000,
+           [&](int64_t v) { o.log_gather_ms = static_cast<int>(v); }},
       };
       const IntFlag* match = nullptr;
       for (const IntFlag& f : int_flags) {

@@ -87,6 +87,9 @@ struct DaemonOptions {
   bool log_jobs = true;
   LogFormat log_format = LogFormat::kText;  // --log-format
   LogLevel log_level = LogLevel::kInfo;     // --log-level
+  // --log-gather-ms: about how long a job's info line may wait to be written with the lines
+  // after it (Logger's gather delay); 0 writes each at once.
+  int log_gather_ms = 50;
   bool help = false;
   bool version = false;
 };

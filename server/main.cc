@@ -66,11 +66,6 @@ constexpr auto kStopBudget = std::chrono::milliseconds(500);
 constexpr auto kDeliverBudget = std::chrono::milliseconds(1000);
 constexpr auto kLinger = std::chrono::milliseconds(250);
 
-// About how long a job's info line may wait to be written with the lines after it: one write a
-// while for a busy daemon's many lines, instead of one a job. Every other line is written at
-// once.
-constexpr auto kJobLogDelay = std::chrono::milliseconds(50);
-
 // The exit code after a sticky device error: a supervisor should start a fresh daemon.
 constexpr int kExitDeviceFailed = 3;
 
@@ -164,7 +159,8 @@ int Run(const DaemonOptions& options) {
   // Never destroyed, so that a thread that logs while the process exits finds it whole; every
   // way out of the daemon flushes it (ExitNow, main).
   static const Logger& log =
-      *new Logger(options.log_format, options.log_level, stderr, kJobLogDelay);
+      *new Logger(options.log_format, options.log_level, stderr,
+                  std::chrono::milliseconds(options.log_gather_ms));
   g_log = &log;
   // Load every kernel when the CUDA context is created rather than at its first launch, so no
   // job pays for module loading (the backend's warm-up covers the remaining first-use costs).

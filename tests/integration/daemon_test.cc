@@ -100,6 +100,25 @@ TEST(Daemon, JsonLogsAreOneObjectPerLineWithTheJobsFields) {
   EXPECT_TRUE(listening) << daemon.log();
 }
 
+TEST(Daemon, JobLinesWaitTheirGatherDelay) {
+  // A delay long enough that the line cannot have come by the time the result has.
+  DaemonProcess daemon(DaemonBinary(), {"--backend", "cpu", "--log-gather-ms", "3000"});
+  ASSERT_NE(daemon.port(), 0) << daemon.error();
+  auto client = client::JobClient::Create(daemon.target());
+  ASSERT_TRUE(client.ok());
+  const auto sent = std::chrono::steady_clock::now();
+  absl::StatusOr<client::JobResult> result = (*client)->Submit(ReluRequest({-1, 2}));
+  ASSERT_TRUE(result.ok()) << result.status();
+  const std::string id = result->accepted.job_id();
+  const bool early = daemon.log().find("job " + id + " OK") != std::string::npos;
+  const auto checked = std::chrono::steady_clock::now();
+  // Only a check made well inside the delay says anything.
+  if (checked - sent < std::chrono::milliseconds(2500)) EXPECT_FALSE(early) << daemon.log();
+  EXPECT_TRUE(WaitForJobLine(daemon, id)) << daemon.log();
+  EXPECT_GE(std::chrono::steady_clock::now() - sent, std::chrono::milliseconds(2900));
+  EXPECT_EQ(daemon.Terminate(), 0) << daemon.log();
+}
+
 TEST(Daemon, AtLevelWarningOnlyWarningsAreLogged) {
   const int port = FreeLoopbackPort();
   ASSERT_NE(port, 0);

@@ -1,7 +1,8 @@
 // gpupiped's memory and scheduling flags: --device-memory as a percentage or a size,
 // --chunk-mib, --input-ring-mib, --input-ring-total-mib, --priority-hold-ms,
 // --direct-run-max-kib, --mapped-io-max-kib, --max-client-unread-mib, --max-unread-mib,
-// --rpc-stream-window-kib, the listening addresses' ports, the priority listener's.
+// --rpc-stream-window-kib, the listening addresses' ports, the priority listener's,
+// --log-gather-ms.
 #include "server/flags.h"
 
 #include <gtest/gtest.h>
@@ -215,6 +216,23 @@ TEST(Flags, SmallJobsRunWithoutCopiesUpTo64KibByDefaultAndZeroTurnsThatOff) {
     o = ParseFlags({"--mapped-io-max-kib", bad});
     ASSERT_FALSE(o.ok()) << bad;
     EXPECT_NE(o.status().message().find("--mapped-io-max-kib"), std::string::npos) << o.status();
+  }
+}
+
+TEST(Flags, JobLinesGatherFor50MsByDefaultAndZeroWritesEachAtOnce) {
+  absl::StatusOr<DaemonOptions> o = ParseFlags({});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->log_gather_ms, 50);
+  o = ParseFlags({"--log-gather-ms", "0"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->log_gather_ms, 0);
+  o = ParseFlags({"--log-gather-ms=10000"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->log_gather_ms, 10000);
+  for (const char* bad : {"-1", "10001", "50ms"}) {
+    o = ParseFlags({"--log-gather-ms", bad});
+    ASSERT_FALSE(o.ok()) << bad;
+    EXPECT_NE(o.status().message().find("--log-gather-ms"), std::string::npos) << o.status();
   }
 }
 
