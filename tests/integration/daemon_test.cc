@@ -4,7 +4,10 @@
 #include <signal.h>
 
 #include <atomic>
+#include <filesystem>
+#include <fstream>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -116,6 +119,38 @@ TEST(Daemon, JobLinesWaitTheirGatherDelay) {
   if (checked - sent < std::chrono::milliseconds(2500)) EXPECT_FALSE(early) << daemon.log();
   EXPECT_TRUE(WaitForJobLine(daemon, id)) << daemon.log();
   EXPECT_GE(std::chrono::steady_clock::now() - sent, std::chrono::milliseconds(2900));
+  EXPECT_EQ(daemon.Terminate(), 0) << daemon.log();
+}
+
+// The names of `pid`'s threads, one entry per thread.
+std::multiset<std::string> ThreadNames(pid_t pid) {
+  std::multiset<std::string> names;
+  const std::string tasks = "/proc/" + std::to_string(pid) + "/task";
+  for (const auto& task : std::filesystem::directory_iterator(tasks)) {
+    std::ifstream comm(task.path() / "comm");
+    std::string name;
+    if (std::getline(comm, name)) names.insert(name);
+  }
+  return names;
+}
+
+TEST(Daemon, ItsOwnThreadsAreNamedForWhatTheyDo) {
+  DaemonProcess daemon(DaemonBinary(), {"--backend", "cpu", "--metrics-listen", "127.0.0.1:0"});
+  ASSERT_NE(daemon.port(), 0) << daemon.error();
+  // The log's writer starts with the first job line.
+  auto client = client::JobClient::Create(daemon.target());
+  ASSERT_TRUE(client.ok());
+  absl::StatusOr<client::JobResult> result = (*client)->Submit(ReluRequest({-1, 2}));
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_TRUE(WaitForJobLine(daemon, result->accepted.job_id())) << daemon.log();
+  const std::multiset<std::string> names = ThreadNames(daemon.pid());
+  // Every priority level has lanes, and each lane its workers.
+  for (const char* worker : {"gp-work-high", "gp-work-normal", "gp-work-low"}) {
+    EXPECT_GE(names.count(worker), 2u) << worker;
+  }
+  for (const char* one : {"gp-stall-watch", "gp-metrics", "gp-log"}) {
+    EXPECT_EQ(names.count(one), 1u) << one;
+  }
   EXPECT_EQ(daemon.Terminate(), 0) << daemon.log();
 }
 
