@@ -336,8 +336,9 @@ class Client:
     connection), "grpc" or "shm"; each submit may override it.
     priority_target: the daemon's priority listener (gpupiped --priority-listen), where a
     high-priority job that goes as one SubmitSmall call is sent, on a connection of its own.
-    Without it, such a job goes to `target` on a connection of its own (opened by the first
-    of them), so that it does not wait behind this client's other calls there.
+    Without it, a high-priority job's SubmitSmall or Submit call goes to `target` on a
+    connection of its own (opened by the first of them), so that it does not wait behind this
+    client's other calls there.
     """
 
     def __init__(self, target="127.0.0.1:50051", *, transport="auto", client_id=None, token=None,
@@ -398,11 +399,24 @@ class Client:
         return grpc.insecure_channel(uri, options=options)
 
     def _high_priority_stub(self):
-        """The stub of high-priority SubmitSmall calls: the priority listener's, or else one on
-        a connection of its own to `target`, opened by the first such call, since gRPC would
-        queue the call's frames behind every other call of this client's connection."""
+        """The stub of high-priority SubmitSmall calls: the priority listener's, or else the
+        main target's on a connection of its own (_own_connection_stub)."""
         if self._priority_stub is not None:
             return self._priority_stub
+        return self._own_connection_stub()
+
+    def _submit_stub(self, request):
+        """The stub of a Submit call of `request`: for a high-priority job where there is no
+        priority listener (which takes no Submit), the main target's on a connection of its
+        own, as its SubmitSmall call; else the client's."""
+        if request.priority == pb.PRIORITY_HIGH and self._priority_stub is None:
+            return self._own_connection_stub()
+        return self._stub
+
+    def _own_connection_stub(self):
+        """A stub on a connection of its own to `target`, opened by the first high-priority
+        call that needs it, since gRPC would queue such a call's frames behind every other
+        call of this client's connection."""
         with self._lock:
             if self._high_stub is None:
                 self._high_channel = self._open_channel(
@@ -724,8 +738,9 @@ class Client:
             seen = {"events": 0, "refused": False}
             timeout = max(deadline - time.monotonic(), 0.0)
             try:
-                return self._collect(self._events(self._stub.Submit, request, seen, timeout), out,
-                                     transport, with_bytes=with_bytes)
+                return self._collect(
+                    self._events(self._submit_stub(request).Submit, request, seen, timeout), out,
+                    transport, with_bytes=with_bytes)
             except JobError as e:
                 e.after_events = seen["events"] > 0
                 delay = submit_retry_delay(attempt + 1)

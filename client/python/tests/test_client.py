@@ -131,6 +131,13 @@ def test_high_priority_small_jobs_go_on_a_connection_of_their_own(daemon, rng):
             r = client.submit(x, "softmax", priority=priority)
             np.testing.assert_allclose(r.output, softmax(x), rtol=2e-5, atol=1e-7)
         assert (high_calls.calls, main_calls.calls) == (1, 2)
+        # A job that goes as Submit (here: one that asks for its plan) takes the same way.
+        high_submits = client._high_stub.Submit = _Counting(client._high_stub.Submit)
+        main_submits = client._stub.Submit = _Counting(client._stub.Submit)
+        for priority in ("high", "low"):
+            r = client.submit(x, "relu", priority=priority, explain=True)
+            np.testing.assert_array_equal(r.output, np.maximum(x, 0))
+        assert (high_submits.calls, main_submits.calls) == (1, 1)
 
 
 def test_high_priority_small_jobs_go_to_the_priority_listener(rng):
