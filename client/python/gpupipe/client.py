@@ -373,7 +373,7 @@ class Client:
             self._priority_channel = self._open_channel(
                 resolved.uri, _channel_options(resolved) + [("grpc.use_local_subchannel_pool", 1)])
             self._priority_stub = pb_grpc.JobServiceStub(self._priority_channel)
-        # High-priority SubmitSmall calls where there is no listener (_high_priority_stub).
+        # High-priority jobs' calls where there is no listener (_own_connection_stub).
         self._high_channel = None
         self._high_stub = None
         self._metadata = []
