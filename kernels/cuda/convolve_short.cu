@@ -286,8 +286,11 @@ cudaError_t LaunchArranged(const T* d_in, T* d_out, ConvGeometry g, const double
 
 template <typename T>
 TapArrangement ShortTapArrangement(int taps) {
+  // (A shift by 32 or more is not defined: with 32 outputs a thread every bit but bit 0 is a
+  // lead.)
   static_assert((ShortTuning<T>::kLeadFirstLeads & 1u) == 0 &&
-                    (ShortTuning<T>::kLeadFirstLeads >> ShortLayout<T>::kR) == 0,
+                    (ShortLayout<T>::kR >= 32 ||
+                     (ShortTuning<T>::kLeadFirstLeads >> (ShortLayout<T>::kR % 32)) == 0),
                 "leads are 1 to kPerThread - 1");
   const int lead = PaddedTaps<T>(taps) - taps;
   return (ShortTuning<T>::kLeadFirstLeads >> lead) & 1u ? TapArrangement::kLeadFirst
