@@ -11,11 +11,14 @@
 //   nvcc -O3 -std=c++17 -arch=sm_90 -I. -DGPUPIPE_CUDA_ARCHITECTURES='"90"' \
 //     -o probe16 bench/kernels/experiments/convolve_tile_probe.cu kernels/cuda/device_caps.cu
 //   mkdir -p /tmp/policy/kernels/cuda/tuning
-//   sed -e '/ShortTile<float> {/,/};/ {s/kThreads = 128/kThreads = 64/; s/kPerThread = 16/kPerThread = 32/; s/kBlocksPerSm = 7/kBlocksPerSm = 8/}' \
+//   sed -e '/ShortTile<float> {/,/};/ {s/kThreads = 128/kThreads = 64/; s/kPerThread = 16/kPerThread = 32/}' \
 //     kernels/cuda/tuning/convolve_policy.h > /tmp/policy/kernels/cuda/tuning/convolve_policy.h
 //   nvcc -O3 -std=c++17 -arch=sm_90 -I/tmp/policy -I. -DGPUPIPE_CUDA_ARCHITECTURES='"90"' \
 //     -o probe32 bench/kernels/experiments/convolve_tile_probe.cu kernels/cuda/device_caps.cu
 //   ./probe16 [reps [log2 n [first taps [last taps]]]]   (default 20 28 1 64), then ./probe32
+// (That tile keeps 7 blocks an SM, which its shared memory allows; for 96 threads of 32 outputs
+// set kThreads = 96 and kBlocksPerSm = 5. A kBlocksPerSm that the shared memory does not allow
+// still builds, and its grid then runs in two waves.)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -48,7 +51,8 @@ __global__ void HashBits(const uint32_t* a, int64_t n, unsigned long long* out) 
   atomicAdd(out, h);
 }
 
-// Uniform in (-1, 1) with every mantissa bit random.
+// Uniform in [-1, 1] (the conversion to float may round to either end) with every mantissa bit
+// random.
 __global__ void FillRandom(float* x, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
        i += int64_t{gridDim.x} * blockDim.x) {
@@ -95,7 +99,10 @@ int main(int argc, char** argv) {
   const double fma_per_us = prop.multiProcessorCount * 128.0 * clock_khz * 1e-3;
   for (int m = first; m <= last; ++m) {
     detail::ConvGeometry g;
-    detail::RowGeometry(1, n, m, ConvolveMode::kSame, &g);
+    if (!detail::RowGeometry(1, n, m, ConvolveMode::kSame, &g)) {
+      fprintf(stderr, "no geometry for %d taps\n", m);
+      return 1;
+    }
     std::vector<double> taps(m);
     for (int k = 0; k < m; ++k) taps[k] = Quantized<double>(k, 9) + 1e-3 * k;
     auto guarded = [&] {
