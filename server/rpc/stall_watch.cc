@@ -39,20 +39,23 @@ void StallWatch::Loop() {
       busy_timeout_.count() > 0 ? busy_timeout_ : timeout_;
   const auto period = std::min<std::chrono::milliseconds>(
       shortest / 4 + std::chrono::milliseconds(1), std::chrono::seconds(1));
+  // A round takes every stream registered since the last one out of the lock and sorts the
+  // live from the ended outside it: under load that is every call of the last second, and
+  // each call's Watch would otherwise wait for the whole pass. Under the lock a round only
+  // swaps the list and puts the live streams back. Checking a stream may cancel its call, and
+  // releasing the last reference to one may end it: both happen outside the lock too.
+  std::vector<std::weak_ptr<EventStream>> sweeping;  // holds the emptied list between rounds
   std::vector<std::shared_ptr<EventStream>> live;
   std::unique_lock<std::mutex> lock(mu_);
   while (!wake_.wait_for(lock, period, [&] { return stop_; })) {
-    // Take the live streams out of the lock: checking one may cancel its call.
-    live.clear();
-    auto gone = std::remove_if(streams_.begin(), streams_.end(),
-                               [&](const std::weak_ptr<EventStream>& weak) {
-                                 std::shared_ptr<EventStream> stream = weak.lock();
-                                 if (!stream || stream->detached()) return true;
-                                 live.push_back(std::move(stream));
-                                 return false;
-                               });
-    streams_.erase(gone, streams_.end());
+    sweeping.swap(streams_);
     lock.unlock();
+    live.clear();
+    for (const std::weak_ptr<EventStream>& weak : sweeping) {
+      std::shared_ptr<EventStream> stream = weak.lock();
+      if (stream && !stream->detached()) live.push_back(std::move(stream));
+    }
+    sweeping.clear();
     EventStream::StallCheck check;
     check.now = std::chrono::steady_clock::now();
     check.timeout = timeout_;
@@ -61,6 +64,9 @@ void StallWatch::Loop() {
       if (check.busy_levels != 0) check.busy_timeout = busy_timeout_;
     }
     for (const std::shared_ptr<EventStream>& stream : live) stream->CheckStalled(check);
+    lock.lock();
+    streams_.insert(streams_.end(), live.begin(), live.end());
+    lock.unlock();
     live.clear();  // the last reference to a stream may go here, outside the lock
     lock.lock();
   }
