@@ -54,7 +54,8 @@ bool WaitFor(Done done, milliseconds limit) {
   return true;
 }
 
-constexpr milliseconds kTimeout{60};  // rounds every 16 ms (a quarter, plus 1)
+// Short, so that a test waits little: the watch looks a few times within each timeout.
+constexpr milliseconds kTimeout{60};
 constexpr milliseconds kGenerous{5000};  // for a loaded or instrumented test host
 
 TEST(StallWatch, AWriteThatWaitsPastTheTimeoutIsCancelledEvenRoundsAfterItsRegistration) {
