@@ -299,25 +299,29 @@ class Engine::Impl {
     const std::array<LevelJobStats, kPriorityLevels> done = job_stats_.levels();
     std::map<std::string, JobCounts> client_done;
     if (with_clients) client_done = job_stats_.clients();
-    std::lock_guard<std::mutex> lock(mu_);
-    for (const PriorityLevel& level : backend_->levels()) {
-      EngineStats::Level l;
-      l.priority = level.priority;
-      l.lanes = level.lanes;
-      l.queued = admission_.queued_jobs(level.priority);
-      l.running = running_at_[static_cast<size_t>(level.priority)];
-      l.done = done[static_cast<size_t>(level.priority)];
-      stats.levels.push_back(std::move(l));
-    }
-    for (const Admission::ClientState& c : admission_.client_states()) {
-      stats.uploads_in_progress += c.uploads;
-      if (!with_clients) continue;
-      EngineStats::Client client{c.client, c.jobs, c.uploads, c.queued_bytes, {}};
-      if (auto it = client_done.find(c.client); it != client_done.end()) {
-        client.jobs = std::move(it->second);
-        client_done.erase(it);
+    {
+      // The ledger alone: what it counts changes under ledger_mu_ (with mu_ or without).
+      std::lock_guard<std::mutex> ledger(ledger_mu_);
+      for (const PriorityLevel& level : backend_->levels()) {
+        EngineStats::Level l;
+        l.priority = level.priority;
+        l.lanes = level.lanes;
+        l.queued = admission_.queued_jobs(level.priority);
+        l.running = running_at_[static_cast<size_t>(level.priority)].load();
+        l.done = done[static_cast<size_t>(level.priority)];
+        stats.levels.push_back(std::move(l));
       }
-      stats.clients.push_back(std::move(client));
+      for (const Admission::ClientState& c : admission_.client_states()) {
+        stats.uploads_in_progress += c.uploads;
+        if (!with_clients) continue;
+        EngineStats::Client client{c.client, c.jobs, c.uploads, c.queued_bytes, {}};
+        if (auto it = client_done.find(c.client); it != client_done.end()) {
+          client.jobs = std::move(it->second);
+          client_done.erase(it);
+        }
+        stats.clients.push_back(std::move(client));
+      }
+      stats.queued_bytes = admission_.queued_bytes();
     }
     for (auto& [name, jobs] : client_done) {
       stats.clients.push_back({name, 0, 0, 0, std::move(jobs)});
@@ -325,7 +329,6 @@ class Engine::Impl {
     stats.regions = regions_.registered();
     stats.region_mapped_bytes = regions_.mapped_bytes();
     stats.region_capacity_bytes = options_.regions.max_bytes;
-    stats.queued_bytes = admission_.queued_bytes();
     stats.max_queued_bytes = options_.admission.max_queued_bytes;
     if (ring_pool_) {
       stats.input_ring_used_bytes = ring_pool_->used();
@@ -339,6 +342,7 @@ class Engine::Impl {
     {
       std::lock_guard<std::mutex> lock(mu_);
       stop_running_ = true;
+      std::lock_guard<std::mutex> ledger(ledger_mu_);
       try {
         running_.ForEach([&](const QueuedJob& job) { inputs.push_back(job.input); });
       } catch (const std::bad_alloc&) {
@@ -560,6 +564,7 @@ class Engine::Impl {
     job->ticket = AdmissionTicket{spec.client, spec.priority, *held, path == InputPath::kStreamed};
     job->batch_key = BatchKey(spec, *plan, *layout, input_size, path == InputPath::kInline,
                               output_to_region, options_.batching);
+    job->id = NextJobId();
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (stopping_ || stopping_accepting_) {
@@ -569,10 +574,11 @@ class Engine::Impl {
         return absl::UnavailableError(
             absl::StrCat(device_lost_.message(), "; the server runs no more jobs"));
       }
-      if (absl::Status s = admission_.Check(job->ticket); !s.ok()) return s;
+      // Between this check and Queued below only Finish changes the ledger, which frees
+      // shares: other submissions wait for mu_.
+      if (absl::Status s = CheckAdmission(job->ticket); !s.ok()) return s;
       absl::StatusOr<std::shared_ptr<InputSource>> input = take_input(*plan, *layout);
       if (!input.ok()) return input.status();
-      job->id = absl::StrFormat("%s-%06d", id_prefix_, ++next_id_);
       job->accepted_at = Clock::now();
       job->spec = std::move(spec);
       job->input = *std::move(input);
@@ -588,7 +594,10 @@ class Engine::Impl {
       level = static_cast<int>(job->spec.priority);
       try {
         if (job->spec.explain) job->sink->OnPlan(backend_->Describe(job->spec, job->plan));
-        admission_.Queued(job->ticket);
+        {
+          std::lock_guard<std::mutex> ledger(ledger_mu_);
+          admission_.Queued(job->ticket);
+        }
         if (may_run_here) {
           direct_lane = TakeIdleLaneLocked(level, !job->batch_key.empty(), &direct_run);
         }
@@ -598,6 +607,7 @@ class Engine::Impl {
           try {
             queues_[level].Push(job->spec.client, std::move(job));  // moved only once queued
           } catch (...) {
+            std::lock_guard<std::mutex> ledger(ledger_mu_);
             admission_.Ended(job->ticket, /*started=*/false);
             throw;
           }
@@ -650,14 +660,13 @@ class Engine::Impl {
 
   // A dry run is accepted, planned and done at once; it never queues.
   absl::Status RunDry(JobSpec spec, const Plan& plan, JobSink& sink) {
-    std::string id;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (stopping_ || stopping_accepting_) {
         return absl::UnavailableError("the server is shutting down");
       }
-      id = absl::StrFormat("%s-%06d", id_prefix_, ++next_id_);
     }
+    const std::string id = NextJobId();
     sink.OnAccepted(
         AcceptedInfo{id, plan.output_dtype, plan.output_shape, backend_->name(), spec.priority});
     // Accepted: the dry run ends with its own Done, whatever fails from here (JobSink).
@@ -869,7 +878,7 @@ class Engine::Impl {
   // saves more than the hand-offs cost.
   int TakeIdleLaneLocked(int level, bool batchable, int64_t* run) {
     if (stopping_ || !queues_[level].empty() || gatherers_[level] > 0) return -1;
-    if (batchable && running_at_[level] > 0) return -1;
+    if (batchable && running_at_[level].load(std::memory_order_relaxed) > 0) return -1;
     if (options_.chunk_policy.priority_hold_us > 0 && gate_.HigherRunning(level)) return -1;
     const int lane = IdleLaneLocked(level);
     if (lane < 0) return -1;
@@ -889,7 +898,7 @@ class Engine::Impl {
       // takes it out of running_ first, so a job still there has not been finished.
       bool finished = false;
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        std::lock_guard<std::mutex> ledger(ledger_mu_);
         finished = !running_.Contains(job);
       }
       if (!finished) {
@@ -906,11 +915,25 @@ class Engine::Impl {
     if (--direct_runs_in_progress_ == 0) direct_runs_done_.notify_all();
   }
 
+  // A new job's id: the engine's prefix and a number no other of its jobs has (refused
+  // requests use numbers too, so the accepted ones may skip some). Made before mu_ is taken.
+  std::string NextJobId() {
+    return absl::StrFormat("%s-%06d", id_prefix_,
+                           next_job_number_.fetch_add(1, std::memory_order_relaxed) + 1);
+  }
+
+  // With mu_ held: whether admission takes `ticket` now.
+  absl::Status CheckAdmission(const AdmissionTicket& ticket) const {
+    std::lock_guard<std::mutex> ledger(ledger_mu_);
+    return admission_.Check(ticket);
+  }
+
   // With mu_ held: the job leaves the queue for a lane.
   void StartLocked(QueuedJob& job) noexcept {
+    std::lock_guard<std::mutex> ledger(ledger_mu_);
     admission_.Started(job.ticket);
     running_.PushBack(job);
-    ++running_at_[static_cast<int>(job.spec.priority)];
+    running_at_[static_cast<int>(job.spec.priority)].fetch_add(1, std::memory_order_relaxed);
   }
 
   // With mu_ held (through `lock`): adds to `jobs` (one batchable job) the queued jobs that
@@ -949,7 +972,7 @@ class Engine::Impl {
     const int level = static_cast<int>(jobs->front()->spec.priority);
     const Clock::time_point until = Clock::now() + std::chrono::microseconds(policy.window_us);
     while (jobs->size() < max_jobs && !stopping_ && queue.empty() &&
-           running_at_[level] > static_cast<int>(jobs->size())) {
+           running_at_[level].load(std::memory_order_relaxed) > static_cast<int>(jobs->size())) {
       ++gatherers_[level];
       const bool timed_out =
           gather_cv_[level].wait_until(lock, until) == std::cv_status::timeout;
@@ -1207,10 +1230,13 @@ class Engine::Impl {
 
   void Finish(QueuedJob& job, const absl::Status& status, const JobTiming& timing, bool started) {
     {
-      // Before the client hears of it, so that its next job finds its share free.
-      std::lock_guard<std::mutex> lock(mu_);
+      // Before the client hears of it, so that its next job finds its share free. Only the
+      // ledger: a job's end waits for no scheduling decision.
+      std::lock_guard<std::mutex> ledger(ledger_mu_);
       admission_.Ended(job.ticket, started);
-      if (running_.Erase(job)) --running_at_[static_cast<int>(job.spec.priority)];
+      if (running_.Erase(job)) {
+        running_at_[static_cast<int>(job.spec.priority)].fetch_sub(1, std::memory_order_relaxed);
+      }
     }
     try {
       job.sink->OnDone(status);
@@ -1239,7 +1265,6 @@ class Engine::Impl {
   std::array<std::condition_variable, kPriorityLevels> level_cv_;
   std::array<std::condition_variable, kPriorityLevels> gather_cv_;
   std::array<int, kPriorityLevels> gatherers_{};
-  std::array<int, kPriorityLevels> running_at_{};  // jobs taken by lanes, per level
   std::array<std::vector<LaneState>, kPriorityLevels> lane_state_;  // per level, per lane
   // Worker threads per lane: one runs a job on the lane while another hands over the results
   // of the job before, which for small jobs takes about as long as their run.
@@ -1255,8 +1280,14 @@ class Engine::Impl {
   bool stopping_accepting_ = false;
   std::atomic<bool> stop_running_{false};  // StopRunningJobs: every job's interrupt fires
   absl::Status device_lost_;               // why the backend can run no more jobs
-  int64_t next_id_ = 0;
+  std::atomic<int64_t> next_job_number_{0};  // NextJobId
+  // The ledger: every client's admission share, the running jobs (running_) and their count
+  // per level. Changed under ledger_mu_, which Finish takes alone, so that a job's end waits
+  // for no scheduling decision, and everything else takes inside mu_, never the other way
+  // round. The counts are atomic so that scheduling may read them as hints under mu_ alone.
+  mutable std::mutex ledger_mu_;
   Admission admission_;
+  std::array<std::atomic<int>, kPriorityLevels> running_at_{};  // jobs taken by lanes, per level
   // After backend_, so that regions are unpinned while the backend still runs.
   // Mutable: reading its figures also sweeps idle regions.
   mutable RegionRegistry regions_;
@@ -1266,8 +1297,8 @@ class Engine::Impl {
   mutable std::mutex activity_mu_;
   std::deque<LaneRun> lane_runs_;  // the latest kLaneActivitySpans, oldest first
   std::array<ClientQueue<std::unique_ptr<QueuedJob>>, kPriorityLevels> queues_;
-  // Jobs taken by lanes, until they end: the set allocates nothing, so a job cannot fail
-  // halfway between the queue and its lane.
+  // Jobs taken by lanes, until they end (the ledger, under ledger_mu_): the set allocates
+  // nothing, so a job cannot fail halfway between the queue and its lane.
   IntrusiveList<QueuedJob, &QueuedJob::running> running_;
   std::atomic<int64_t> in_flight_{0};
   std::vector<std::thread> workers_;
