@@ -5,9 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <condition_variable>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -504,6 +506,84 @@ TEST(EngineFairness, PerClientLimitsRefuseTheFloodNotTheOthers) {
   ASSERT_TRUE(blocker->WaitDone());
   std::string again = AsBytes({1.0f});
   EXPECT_TRUE(engine->Submit(ClientSpec("flood"), again, std::make_shared<RecordingSink>()).ok());
+}
+
+// A sink whose job's end runs `on_done` first, on the thread that ends the job: a client that
+// answers its Done at once.
+class AnsweringSink : public RecordingSink {
+ public:
+  explicit AnsweringSink(std::function<void()> on_done) : on_done_(std::move(on_done)) {}
+  void OnDone(const absl::Status& status) override {
+    on_done_();
+    RecordingSink::OnDone(status);
+  }
+
+ private:
+  std::function<void()> on_done_;
+};
+
+TEST(EngineFairness, AClientsShareIsFreeByTheTimeItHearsItsJobEnd) {
+  // One job a client: each job's Done submits that client's next job from inside the Done, so
+  // a share released after the client hears of the end refuses the next job every time. The
+  // other client's jobs and the stats readers keep both of the engine's locks busy meanwhile.
+  EngineOptions options;
+  options.admission.max_client_jobs = 1;
+  auto engine = MakeEngine(2, 1 << 20, options);
+  constexpr int kChain = 300;
+  std::mutex mu;
+  std::condition_variable cv;
+  int ended = 0;
+  absl::Status first_refusal;
+  std::vector<std::shared_ptr<RecordingSink>> sinks;  // the chain's sinks, kept to the end
+  std::function<void(int)> submit = [&](int i) {
+    auto sink = std::make_shared<AnsweringSink>([&, i] {
+      if (i + 1 < kChain) submit(i + 1);
+      std::lock_guard<std::mutex> lock(mu);
+      ++ended;
+      cv.notify_all();
+    });
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      sinks.push_back(sink);
+    }
+    std::string in = AsBytes({static_cast<float>(i)});
+    const absl::Status s = engine->Submit(ClientSpec("chain"), in, sink);
+    if (!s.ok()) {
+      std::lock_guard<std::mutex> lock(mu);
+      if (first_refusal.ok()) first_refusal = s;
+      ended = kChain;  // the chain stops here
+      cv.notify_all();
+    }
+  };
+  std::atomic<bool> stop{false};
+  std::thread others([&] {
+    while (!stop.load()) {
+      auto sink = std::make_shared<RecordingSink>();
+      std::string in = AsBytes(std::vector<float>(256, 1.0f));
+      ASSERT_TRUE(engine->Submit(ClientSpec("other", {256}), in, sink).ok());
+      ASSERT_TRUE(sink->WaitDone());
+    }
+  });
+  std::thread stats([&] {
+    while (!stop.load()) (void)engine->Stats(/*with_clients=*/true, /*lane_activity=*/false);
+  });
+  submit(0);
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(30), [&] { return ended >= kChain; }));
+  }
+  stop = true;
+  others.join();
+  stats.join();
+  EXPECT_TRUE(first_refusal.ok()) << first_refusal;
+  std::lock_guard<std::mutex> lock(mu);
+  ASSERT_EQ(sinks.size(), static_cast<size_t>(kChain));
+  for (int i = 0; i < kChain; ++i) {
+    ASSERT_TRUE(sinks[static_cast<size_t>(i)]->WaitDone());
+    EXPECT_TRUE(sinks[static_cast<size_t>(i)]->status().ok()) << i;
+    EXPECT_EQ(AsFloats(sinks[static_cast<size_t>(i)]->output()),
+              std::vector<float>({static_cast<float>(i)}));
+  }
 }
 
 TEST(EngineDeadline, AJobWhoseDeadlinePassedWhileQueuedEndsWithoutRunning) {
