@@ -12,6 +12,9 @@
 #include <new>
 #include <random>
 #include <thread>
+#include <tuple>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -299,29 +302,38 @@ class Engine::Impl {
     const std::array<LevelJobStats, kPriorityLevels> done = job_stats_.levels();
     std::map<std::string, JobCounts> client_done;
     if (with_clients) client_done = job_stats_.clients();
+    // The ledger's figures are copied under ledger_mu_ alone (what they count changes under it,
+    // with mu_ or without) and assembled after it, so that a stats reader holds up submissions
+    // and lanes, which take the ledger inside mu_, for no more than the copy.
+    std::array<std::pair<int, int>, kPriorityLevels> queued_running{};  // per level
+    std::vector<Admission::ClientState> client_states;
     {
-      // The ledger alone: what it counts changes under ledger_mu_ (with mu_ or without).
       std::lock_guard<std::mutex> ledger(ledger_mu_);
       for (const PriorityLevel& level : backend_->levels()) {
-        EngineStats::Level l;
-        l.priority = level.priority;
-        l.lanes = level.lanes;
-        l.queued = admission_.queued_jobs(level.priority);
-        l.running = running_at_[static_cast<size_t>(level.priority)].load();
-        l.done = done[static_cast<size_t>(level.priority)];
-        stats.levels.push_back(std::move(l));
+        queued_running[static_cast<size_t>(level.priority)] = {
+            admission_.queued_jobs(level.priority),
+            running_at_[static_cast<size_t>(level.priority)].load()};
       }
-      for (const Admission::ClientState& c : admission_.client_states()) {
-        stats.uploads_in_progress += c.uploads;
-        if (!with_clients) continue;
-        EngineStats::Client client{c.client, c.jobs, c.uploads, c.queued_bytes, {}};
-        if (auto it = client_done.find(c.client); it != client_done.end()) {
-          client.jobs = std::move(it->second);
-          client_done.erase(it);
-        }
-        stats.clients.push_back(std::move(client));
-      }
+      client_states = admission_.client_states();
       stats.queued_bytes = admission_.queued_bytes();
+    }
+    for (const PriorityLevel& level : backend_->levels()) {
+      EngineStats::Level l;
+      l.priority = level.priority;
+      l.lanes = level.lanes;
+      std::tie(l.queued, l.running) = queued_running[static_cast<size_t>(level.priority)];
+      l.done = done[static_cast<size_t>(level.priority)];
+      stats.levels.push_back(std::move(l));
+    }
+    for (Admission::ClientState& c : client_states) {
+      stats.uploads_in_progress += c.uploads;
+      if (!with_clients) continue;
+      EngineStats::Client client{std::move(c.client), c.jobs, c.uploads, c.queued_bytes, {}};
+      if (auto it = client_done.find(client.client); it != client_done.end()) {
+        client.jobs = std::move(it->second);
+        client_done.erase(it);
+      }
+      stats.clients.push_back(std::move(client));
     }
     for (auto& [name, jobs] : client_done) {
       stats.clients.push_back({name, 0, 0, 0, std::move(jobs)});
@@ -915,8 +927,9 @@ class Engine::Impl {
     if (--direct_runs_in_progress_ == 0) direct_runs_done_.notify_all();
   }
 
-  // A new job's id: the engine's prefix and a number no other of its jobs has (refused
-  // requests use numbers too, so the accepted ones may skip some). Made before mu_ is taken.
+  // A new job's id: the engine's prefix and a number no other of its jobs has. Made outside
+  // mu_, so refused requests use numbers too (accepted ids may skip some) and concurrent
+  // submissions may be accepted in another order than their numbers.
   std::string NextJobId() {
     return absl::StrFormat("%s-%06d", id_prefix_,
                            next_job_number_.fetch_add(1, std::memory_order_relaxed) + 1);
@@ -1231,7 +1244,7 @@ class Engine::Impl {
   void Finish(QueuedJob& job, const absl::Status& status, const JobTiming& timing, bool started) {
     {
       // Before the client hears of it, so that its next job finds its share free. Only the
-      // ledger: a job's end waits for no scheduling decision.
+      // ledger: a job's end waits for the ledger's short sections, never for the engine mutex.
       std::lock_guard<std::mutex> ledger(ledger_mu_);
       admission_.Ended(job.ticket, started);
       if (running_.Erase(job)) {
@@ -1282,9 +1295,10 @@ class Engine::Impl {
   absl::Status device_lost_;               // why the backend can run no more jobs
   std::atomic<int64_t> next_job_number_{0};  // NextJobId
   // The ledger: every client's admission share, the running jobs (running_) and their count
-  // per level. Changed under ledger_mu_, which Finish takes alone, so that a job's end waits
-  // for no scheduling decision, and everything else takes inside mu_, never the other way
-  // round. The counts are atomic so that scheduling may read them as hints under mu_ alone.
+  // per level, under ledger_mu_. Finish, Stats and a failed direct run take it alone, so that
+  // a job's end never waits for the engine mutex; the rest take it inside mu_, never the other
+  // way round. The counts are atomic so that scheduling may read them as hints under mu_
+  // alone.
   mutable std::mutex ledger_mu_;
   Admission admission_;
   std::array<std::atomic<int>, kPriorityLevels> running_at_{};  // jobs taken by lanes, per level

@@ -3,7 +3,8 @@
 // pin the daemon's memory. A client is whatever JobSpec::client names (the RPC layer sets its
 // authenticated identity or peer address); each limit refused names itself and its flag.
 //
-// Thread safety: none; the engine holds its lock around every call.
+// Thread safety: none; the engine holds its ledger lock (Engine::Impl::ledger_mu_) around every
+// call.
 #pragma once
 
 #include <array>

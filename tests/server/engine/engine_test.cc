@@ -567,16 +567,22 @@ TEST(EngineFairness, AClientsShareIsFreeByTheTimeItHearsItsJobEnd) {
   std::thread stats([&] {
     while (!stop.load()) (void)engine->Stats(/*with_clients=*/true, /*lane_activity=*/false);
   });
+  // Also on a failed assertion: the threads end, and every job with them, before the state
+  // the chain's callbacks use goes away.
+  absl::Cleanup stop_all = [&] {
+    stop = true;
+    if (others.joinable()) others.join();
+    if (stats.joinable()) stats.join();
+    engine->Shutdown();
+  };
   submit(0);
   {
     std::unique_lock<std::mutex> lock(mu);
     ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(30), [&] { return ended >= kChain; }));
   }
-  stop = true;
-  others.join();
-  stats.join();
-  EXPECT_TRUE(first_refusal.ok()) << first_refusal;
+  std::move(stop_all).Invoke();
   std::lock_guard<std::mutex> lock(mu);
+  EXPECT_TRUE(first_refusal.ok()) << first_refusal;
   ASSERT_EQ(sinks.size(), static_cast<size_t>(kChain));
   for (int i = 0; i < kChain; ++i) {
     ASSERT_TRUE(sinks[static_cast<size_t>(i)]->WaitDone());
