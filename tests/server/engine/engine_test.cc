@@ -525,7 +525,7 @@ class AnsweringSink : public RecordingSink {
 TEST(EngineFairness, AClientsShareIsFreeByTheTimeItHearsItsJobEnd) {
   // One job a client: each job's Done submits that client's next job from inside the Done, so
   // a share released after the client hears of the end refuses the next job every time. The
-  // other client's jobs and the stats readers keep both of the engine's locks busy meanwhile.
+  // other client's jobs and a stats reader keep both of the engine's locks busy meanwhile.
   EngineOptions options;
   options.admission.max_client_jobs = 1;
   auto engine = MakeEngine(2, 1 << 20, options);
